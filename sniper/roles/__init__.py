@@ -1,0 +1,3 @@
+"""The hub, ps and trainer roles. Nothing is exported yet."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""Pluggable task schedulers. Nothing is exported yet."""
+
+__all__: list[str] = []
