@@ -117,9 +117,12 @@ def _as_u64(values: ArrayLike, what: str) -> NDArray[np.uint64]:
     # A Python list that mixes ints above 2**63 with small ones would become float64 and lose
     # bits; going through dtype=object keeps every int exact.
     array = values if isinstance(values, np.ndarray) else np.array(values, dtype=object)
-    if array.dtype.kind == "O" and array.size and all(isinstance(v, int) for v in array.flat):
-        if all(0 <= v <= MASK64 for v in array.flat):
-            return array.astype(np.uint64)
+    if (
+        array.dtype.kind == "O"
+        and array.size
+        and all(isinstance(v, int) and 0 <= v <= MASK64 for v in array.flat)
+    ):
+        return array.astype(np.uint64)
     if array.dtype.kind == "u":
         return array.astype(np.uint64, copy=False)
     if array.size == 0:

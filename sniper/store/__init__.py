@@ -1,3 +1,49 @@
-"""Embedding tables for one ps process. Nothing is exported yet."""
+"""Embedding tables for one ps process: bounded, sharded, with sparse optimizers.
 
-__all__: list[str] = []
+``EmbeddingTable`` keeps rows in preallocated slabs indexed by an open-addressing hash of the
+64-bit sign; all per-sign work runs in numba kernels that release the GIL. See
+:mod:`sniper.store._table` for lock modes and eviction, and :mod:`sniper.store._kernels` for the
+memory layout.
+"""
+
+from sniper.store._abc import EmbeddingStore as EmbeddingStore
+from sniper.store._abc import ShardedBatch as ShardedBatch
+from sniper.store._abc import TableExport as TableExport
+from sniper.store._abc import TableStatistics as TableStatistics
+from sniper.store._initializers import Initializer as Initializer
+from sniper.store._initializers import constant as constant
+from sniper.store._initializers import normal as normal
+from sniper.store._initializers import uniform as uniform
+from sniper.store._initializers import zeros as zeros
+from sniper.store._optimizers import SGD as SGD
+from sniper.store._optimizers import Adagrad as Adagrad
+from sniper.store._optimizers import Adam as Adam
+from sniper.store._optimizers import Ftrl as Ftrl
+from sniper.store._optimizers import Optimizer as Optimizer
+from sniper.store._table import LOCK_MODES as LOCK_MODES
+from sniper.store._table import Admission as Admission
+from sniper.store._table import CapacityError as CapacityError
+from sniper.store._table import EmbeddingTable as EmbeddingTable
+from sniper.store._table import LockMode as LockMode
+
+__all__ = [
+    "LOCK_MODES",
+    "SGD",
+    "Adagrad",
+    "Adam",
+    "Admission",
+    "CapacityError",
+    "EmbeddingStore",
+    "EmbeddingTable",
+    "Ftrl",
+    "Initializer",
+    "LockMode",
+    "Optimizer",
+    "ShardedBatch",
+    "TableExport",
+    "TableStatistics",
+    "constant",
+    "normal",
+    "uniform",
+    "zeros",
+]

@@ -1,0 +1,151 @@
+"""The interface of an embedding store and the values it returns."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+__all__ = ["EmbeddingStore", "ShardedBatch", "TableExport", "TableStatistics"]
+
+
+@dataclass(frozen=True)
+class TableStatistics:
+    """Counters of one table since it was created (summed over its shards)."""
+
+    rows: int
+    """Rows currently held."""
+    capacity: int
+    """The most rows the table will ever hold."""
+    inserts: int
+    """Rows created for signs that were not held (first sight, or back after eviction)."""
+    evictions: int
+    """Rows taken back by CLOCK eviction to make room for a new sign."""
+    hits: int
+    """Sign occurrences (lookups and pushes) that found their row."""
+    misses: int
+    """Sign occurrences that found no row (then inserted, or rejected by admission)."""
+    admitted: int
+    """Misses that passed the admission filter (equal to inserts when it is on)."""
+    rejected: int
+    """Misses the admission filter held back: they read as zeros."""
+    dropped_gradients: int
+    """Gradients discarded because their sign had no row (not admitted)."""
+    bytes: int
+    """Memory of all preallocated arrays: weights, optimizer state, index, CLOCK, sketch."""
+    shards: int
+    """Number of shards."""
+
+
+@dataclass(frozen=True)
+class TableExport:
+    """Every row of a table as arrays: what a checkpoint stores."""
+
+    signs: NDArray[np.uint64]
+    """``[n]`` the sign of each row."""
+    weights: NDArray[np.float32]
+    """``[n, dim]`` the rows."""
+    state: NDArray[np.float32]
+    """``[n, slots, dim]`` the optimizer state (``slots`` may be 0)."""
+    steps: NDArray[np.int32]
+    """``[n]`` per-row optimizer step counts (zeros for optimizers without one)."""
+
+
+@dataclass(frozen=True)
+class ShardedBatch:
+    """A ragged batch of one variable, partitioned by shard so each shard is a separate task.
+
+    Shard ``s``'s signs are ``signs[shard_offsets[s, 0]:shard_offsets[s, -1]]`` and example
+    ``b``'s part of them is ``signs[shard_offsets[s, b]:shard_offsets[s, b + 1]]``.
+    """
+
+    signs: NDArray[np.uint64]
+    shard_offsets: NDArray[np.int64]
+
+    @property
+    def batch_size(self) -> int:
+        """Examples in the batch."""
+        return int(self.shard_offsets.shape[1]) - 1
+
+    @property
+    def num_shards(self) -> int:
+        """Shards the batch was split into (the table's shard count)."""
+        return int(self.shard_offsets.shape[0])
+
+    def shard_size(self, shard: int) -> int:
+        """Signs that fall into ``shard``: a measure of that shard task's work."""
+        return int(self.shard_offsets[shard, -1] - self.shard_offsets[shard, 0])
+
+
+class EmbeddingStore(ABC):
+    """Embedding rows addressed by 64-bit signs, with sum-pooled lookup and sparse updates.
+
+    Contract:
+
+    - ``lookup_pool`` returns, for each example, the sum of its signs' rows. A sign seen for
+      the first time gets its initial value, a pure function of (seed, sign).
+    - ``push_grad`` gives every sign of example ``b`` the gradient ``grads[b]``; a sign that
+      occurs several times in the batch has its gradients summed, then its row is updated once.
+    - Thread safety: any method may be called from any thread. Each shard operation is atomic
+      under the store's lock mode (except the ``"none"`` mode, which only protects the index).
+    - Bounded memory: the store never holds more than ``capacity`` rows.
+    - Work on different shards is independent: ``lookup_shard`` and ``push_grad_shard`` of
+      different shards may run in parallel on different threads, which is how a scheduler
+      spreads one huge variable over several workers.
+    """
+
+    @property
+    @abstractmethod
+    def dim(self) -> int:
+        """Width of a row."""
+
+    @property
+    @abstractmethod
+    def num_shards(self) -> int:
+        """How many independent shards the store has."""
+
+    @abstractmethod
+    def split(self, signs: ArrayLike, offsets: ArrayLike) -> ShardedBatch:
+        """Validate a ragged batch and partition it by shard (done once per batch)."""
+
+    @abstractmethod
+    def lookup_shard(self, batch: ShardedBatch, shard: int) -> NDArray[np.float32]:
+        """Pooled ``[batch, dim]`` sums over the signs of one shard only."""
+
+    @abstractmethod
+    def push_grad_shard(self, batch: ShardedBatch, shard: int, grads: NDArray[np.float32]) -> None:
+        """Apply ``grads[batch, dim]`` to the signs of one shard only."""
+
+    @abstractmethod
+    def lookup_pool(self, signs: ArrayLike, offsets: ArrayLike) -> NDArray[np.float32]:
+        """Pooled ``[batch, dim]`` sums of each example's rows."""
+
+    @abstractmethod
+    def push_grad(self, signs: ArrayLike, offsets: ArrayLike, grads: ArrayLike) -> None:
+        """Apply one optimizer step with ``grads[batch, dim]`` to the batch's signs."""
+
+    @abstractmethod
+    def get(self, signs: ArrayLike) -> NDArray[np.float32]:
+        """Rows of ``signs`` without inserting; an absent sign reads as its initial value."""
+
+    @abstractmethod
+    def statistics(self) -> TableStatistics:
+        """Counters since creation."""
+
+    @abstractmethod
+    def export(self) -> TableExport:
+        """Every held row with its optimizer state."""
+
+    @abstractmethod
+    def import_(self, data: TableExport) -> None:
+        """Insert or overwrite the rows of ``data``."""
+
+    @abstractmethod
+    def __len__(self) -> int:
+        """Rows currently held."""
+
+    @abstractmethod
+    def __contains__(self, sign: object) -> bool:
+        """Whether ``sign`` currently has a row."""

@@ -1,0 +1,545 @@
+# Kernel bodies are typed by numba, whose scalars (np.int64, np.bool_) mypy does not equate with
+# Python's int and bool; the signatures still document what each kernel takes and returns.
+# mypy: disable-error-code="no-any-return,return-value,assignment"
+"""Numba kernels of the embedding store.
+
+Every kernel is ``@njit(nogil=True, cache=True)``: it releases the GIL, so scheduler threads run
+kernels of different shards in parallel, and its machine code is cached next to this file, so
+only the very first process pays compilation. Kernels are compiled lazily on first call, never
+at import, so ``import sniper.store`` stays cheap.
+
+Memory layout (one table, ``C`` rows split into shard ranges, ``D`` = dim):
+
+- ``weights[C, D]`` float32 and ``state[C, K, D]`` float32 (``K`` optimizer slots), plus
+  ``steps[C]`` int32 (Adam's per-row step count; empty for other optimizers).
+- ``slots[S, 3]`` uint32: the open-addressing index, ``(sign_lo, sign_hi, row)`` side by side
+  (12 bytes) so that one cache line usually answers a probe. ``row == EMPTY`` marks a free
+  slot. Shard ``s`` owns a contiguous slot range and a contiguous row range; its rows are
+  allocated in order and, once full, recycled by CLOCK eviction. Linear probing with
+  backward-shift deletion (no tombstones); at most 75% of slots are used.
+- ``slot_of_row[C]`` uint32: where a row's sign sits in ``slots``, so eviction finds it without
+  rehashing; kept exact when backward shifts move entries. While a push deduplicates its rows
+  (under the index lock, when no eviction can run) it briefly holds ``MARK | compact id``
+  instead, and is restored before the lock is released: deduplication costs no memory per row.
+- ``flags[C]`` uint8: CLOCK reference bit (``REF``) and ``PIN`` for rows touched by the call in
+  progress, so that one batch never evicts a row it has already mapped.
+- ``meta[num_shards, META_FIELDS]`` int64 and ``counters[num_shards, COUNTERS]`` int64.
+
+The probe position is ``fastrange(mix(sign) >> 32, nslots)``, the shard is
+``mix(sign) % num_shards`` (the same mix as :func:`sniper.hashing.shard_of`); the two use
+different bits of the mix, so sharding does not skew slot positions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+import numpy as np
+from numba import njit
+
+EMPTY = np.uint32(0xFFFFFFFF)
+MARK = np.uint32(0x80000000)
+LOW_MASK = np.uint32(0x7FFFFFFF)
+_LOW32 = np.uint64(0xFFFFFFFF)
+REF = np.uint8(1)
+PIN = np.uint8(2)
+UNREF_MASK = np.uint8(0xFE)
+UNPIN_MASK = np.uint8(0xFD)
+
+_MUL1 = np.uint64(0xBF58476D1CE4E5B9)
+_MUL2 = np.uint64(0x94D049BB133111EB)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_S30 = np.uint64(30)
+_S27 = np.uint64(27)
+_S31 = np.uint64(31)
+_S32 = np.uint64(32)
+_S11 = np.uint64(11)
+_TWO_POW_MINUS_53 = 1.0 / 9007199254740992.0
+
+# meta columns
+ROW_START = 0
+ROW_CAPACITY = 1
+ROWS_USED = 2
+CLOCK_HAND = 3
+SLOT_START = 4
+SLOT_COUNT = 5
+META_FIELDS = 6
+
+# counter columns
+INSERTS = 0
+EVICTIONS = 1
+HITS = 2
+MISSES = 3
+ADMITTED = 4
+REJECTED = 5
+DROPPED_GRADIENTS = 6
+COUNTERS = 7
+
+# initializer kinds
+INIT_CONSTANT = 0
+INIT_UNIFORM = 1
+INIT_NORMAL = 2
+
+# map_rows results besides a row id
+NOT_ADMITTED = -1
+NO_ROW_FREE = -2
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def kernel(function: _F) -> _F:
+    """Compile ``function`` lazily, without the GIL, with an on-disk cache."""
+    return cast(_F, njit(nogil=True, cache=True)(function))
+
+
+@kernel
+def mix64(x: np.uint64) -> np.uint64:
+    """splitmix64 finalizer; must equal :func:`sniper.hashing.splitmix64_mix`."""
+    z = (x ^ (x >> _S30)) * _MUL1
+    z = (z ^ (z >> _S27)) * _MUL2
+    return z ^ (z >> _S31)
+
+
+@kernel
+def shard_ids(signs: np.ndarray, num_shards: int) -> np.ndarray:
+    """Shard of every sign (the numba twin of :func:`sniper.hashing.shard_of`)."""
+    out = np.empty(signs.shape[0], dtype=np.int64)
+    n = np.uint64(num_shards)
+    for i in range(signs.shape[0]):
+        out[i] = np.int64(mix64(signs[i]) % n)
+    return out
+
+
+@kernel
+def split_by_shard(
+    signs: np.ndarray, offsets: np.ndarray, num_shards: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Stable-partition a ragged batch by shard.
+
+    Returns ``(signs_out, shard_offsets)`` where shard ``s``'s signs of example ``b`` are
+    ``signs_out[shard_offsets[s, b]:shard_offsets[s, b + 1]]``; examples keep their order inside
+    a shard, so every per-shard kernel sees an ordinary ragged batch.
+    """
+    batch = offsets.shape[0] - 1
+    shard = shard_ids(signs, num_shards)
+    counts = np.zeros((num_shards, batch), dtype=np.int64)
+    for b in range(batch):
+        for j in range(offsets[b], offsets[b + 1]):
+            counts[shard[j], b] += 1
+    shard_offsets = np.empty((num_shards, batch + 1), dtype=np.int64)
+    position = 0
+    for s in range(num_shards):
+        shard_offsets[s, 0] = position
+        for b in range(batch):
+            position += counts[s, b]
+            shard_offsets[s, b + 1] = position
+    cursor = shard_offsets[:, :batch].copy()
+    signs_out = np.empty_like(signs)
+    for b in range(batch):
+        for j in range(offsets[b], offsets[b + 1]):
+            s = shard[j]
+            signs_out[cursor[s, b]] = signs[j]
+            cursor[s, b] += 1
+    return signs_out, shard_offsets
+
+
+@kernel
+def _home(h: np.uint64, slot_count: int) -> int:
+    return np.int64(((h >> _S32) * np.uint64(slot_count)) >> _S32)
+
+
+@kernel
+def sign_at(slots: np.ndarray, slot: int) -> np.uint64:
+    """The sign stored in ``slot``."""
+    return np.uint64(slots[slot, 0]) | (np.uint64(slots[slot, 1]) << _S32)
+
+
+@kernel
+def find_slot(slots: np.ndarray, meta: np.ndarray, shard: int, sign: np.uint64) -> int:
+    """Slot holding ``sign`` in ``shard``, or ``-1 - free_slot`` when it is absent."""
+    start = meta[shard, SLOT_START]
+    count = meta[shard, SLOT_COUNT]
+    lo = np.uint32(sign & _LOW32)
+    hi = np.uint32(sign >> _S32)
+    i = _home(mix64(sign), count)
+    while True:
+        slot = start + i
+        if slots[slot, 2] == EMPTY:
+            return -1 - slot
+        if slots[slot, 0] == lo and slots[slot, 1] == hi:
+            return slot
+        i += 1
+        if i == count:
+            i = 0
+
+
+@kernel
+def _delete_slot(
+    slots: np.ndarray, slot_of_row: np.ndarray, meta: np.ndarray, shard: int, hole: int
+) -> None:
+    """Free ``hole`` and shift later entries of its probe run back (no tombstones)."""
+    start = meta[shard, SLOT_START]
+    count = meta[shard, SLOT_COUNT]
+    i = hole - start
+    j = i
+    while True:
+        j += 1
+        if j == count:
+            j = 0
+        if slots[start + j, 2] == EMPTY:
+            break
+        home = _home(mix64(sign_at(slots, start + j)), count)
+        # The entry at j may move to the hole at i only if i lies on its probe path [home, j].
+        if (j > i and (home <= i or home > j)) or (j < i and (home <= i and home > j)):
+            slots[start + i, 0] = slots[start + j, 0]
+            slots[start + i, 1] = slots[start + j, 1]
+            slots[start + i, 2] = slots[start + j, 2]
+            slot_of_row[slots[start + i, 2]] = start + i
+            i = j
+    slots[start + i, 2] = EMPTY
+
+
+@kernel
+def _claim_row(
+    slots: np.ndarray,
+    slot_of_row: np.ndarray,
+    flags: np.ndarray,
+    meta: np.ndarray,
+    counters: np.ndarray,
+    shard: int,
+) -> int:
+    """A free row of ``shard``: the next unused one, else a CLOCK victim; -1 if all are pinned."""
+    row_start = meta[shard, ROW_START]
+    capacity = meta[shard, ROW_CAPACITY]
+    used = meta[shard, ROWS_USED]
+    if used < capacity:
+        meta[shard, ROWS_USED] = used + 1
+        return row_start + used
+    hand = meta[shard, CLOCK_HAND]
+    for _ in range(2 * capacity + 1):
+        row = row_start + hand
+        hand += 1
+        if hand == capacity:
+            hand = 0
+        flag = flags[row]
+        if flag & PIN:
+            continue
+        if flag & REF:
+            flags[row] = flag & UNREF_MASK
+            continue
+        meta[shard, CLOCK_HAND] = hand
+        _delete_slot(slots, slot_of_row, meta, shard, slot_of_row[row])
+        counters[shard, EVICTIONS] += 1
+        return row
+    meta[shard, CLOCK_HAND] = hand
+    return -1
+
+
+@kernel
+def _uniform01(x: np.uint64) -> float:
+    return np.float64(x >> _S11) * _TWO_POW_MINUS_53
+
+
+@kernel
+def initial_row(
+    out: np.ndarray, sign: np.uint64, seed_key: np.uint64, kind: int, a: float, b: float
+) -> None:
+    """Write the initial value of ``sign`` into ``out[:]``: a pure function of (seed, sign)."""
+    base = mix64(sign ^ seed_key)
+    for d in range(out.shape[0]):
+        x = mix64(base + np.uint64(d + 1) * _GOLDEN)
+        if kind == INIT_CONSTANT:
+            out[d] = a
+        elif kind == INIT_UNIFORM:
+            out[d] = a + (b - a) * _uniform01(x)
+        else:
+            u1 = _uniform01(x)
+            u2 = _uniform01(mix64(x ^ _GOLDEN))
+            out[d] = a + b * math.sqrt(-2.0 * math.log(1.0 - u1)) * math.cos(2.0 * math.pi * u2)
+
+
+@kernel
+def _admit(sketch: np.ndarray, shard: int, sign: np.uint64, min_count: int) -> bool:
+    """Count one sighting in the shard's count-min sketch; True once ``min_count`` is reached."""
+    depth = sketch.shape[1]
+    width = sketch.shape[2]
+    h = mix64(sign ^ _GOLDEN)
+    estimate = np.uint32(0xFFFFFFFF)
+    for k in range(depth):
+        h = mix64(h + np.uint64(k + 1))
+        column = _home(h, width)
+        value = sketch[shard, k, column]
+        if value < np.uint32(0xFFFFFFFF):
+            value += np.uint32(1)
+            sketch[shard, k, column] = value
+        estimate = min(estimate, value)
+    return np.int64(estimate) >= min_count
+
+
+@kernel
+def _seen_enough(sketch: np.ndarray, shard: int, sign: np.uint64, min_count: int) -> bool:
+    depth = sketch.shape[1]
+    width = sketch.shape[2]
+    h = mix64(sign ^ _GOLDEN)
+    estimate = np.uint32(0xFFFFFFFF)
+    for k in range(depth):
+        h = mix64(h + np.uint64(k + 1))
+        estimate = min(estimate, sketch[shard, k, _home(h, width)])
+    return np.int64(estimate) >= min_count
+
+
+@kernel
+def map_rows(
+    shard: int,
+    signs: np.ndarray,
+    rows: np.ndarray,
+    count_sighting: bool,
+    slots: np.ndarray,
+    slot_of_row: np.ndarray,
+    flags: np.ndarray,
+    meta: np.ndarray,
+    counters: np.ndarray,
+    sketch: np.ndarray,
+    min_count: int,
+    weights: np.ndarray,
+    state: np.ndarray,
+    state_init: np.ndarray,
+    steps: np.ndarray,
+    seed_key: np.uint64,
+    init_kind: int,
+    init_a: float,
+    init_b: float,
+) -> int:
+    """Find or insert the row of every sign in ``signs`` (all of shard ``shard``).
+
+    Writes ``rows``: a row id, or ``NOT_ADMITTED`` for a sign the admission filter
+    still holds back. A new row gets the sign's initial value and fresh optimizer state. Every
+    row touched is marked referenced for CLOCK and pinned until the call ends, so a later insert
+    of the same call cannot evict it. Returns ``NO_ROW_FREE`` if the shard's capacity is
+    smaller than the batch's distinct signs, else 0.
+    """
+    status = 0
+    admission = min_count > 1
+    for j in range(signs.shape[0]):
+        sign = signs[j]
+        found = find_slot(slots, meta, shard, sign)
+        if found >= 0:
+            row = np.int64(slots[found, 2])
+            counters[shard, HITS] += 1
+            flags[row] = REF | PIN
+            rows[j] = row
+            continue
+        counters[shard, MISSES] += 1
+        if admission:
+            passed = (
+                _admit(sketch, shard, sign, min_count)
+                if count_sighting
+                else _seen_enough(sketch, shard, sign, min_count)
+            )
+            if not passed:
+                if count_sighting:  # a push's unadmitted sign is counted as a dropped gradient
+                    counters[shard, REJECTED] += 1
+                rows[j] = NOT_ADMITTED
+                continue
+            counters[shard, ADMITTED] += 1
+        row = _claim_row(slots, slot_of_row, flags, meta, counters, shard)
+        if row < 0:
+            rows[j] = NO_ROW_FREE
+            status = NO_ROW_FREE
+            continue
+        # Eviction may have shifted entries, so the free slot is searched again.
+        slot = -1 - find_slot(slots, meta, shard, sign)
+        slots[slot, 0] = np.uint32(sign & _LOW32)
+        slots[slot, 1] = np.uint32(sign >> _S32)
+        slots[slot, 2] = np.uint32(row)
+        slot_of_row[row] = slot
+        flags[row] = REF | PIN
+        initial_row(weights[row], sign, seed_key, init_kind, init_a, init_b)
+        for k in range(state.shape[1]):
+            state[row, k, :] = state_init[k]
+        if steps.shape[0] > row:  # only Adam keeps per-row steps; others pass a dummy
+            steps[row] = 0
+        counters[shard, INSERTS] += 1
+        rows[j] = row
+    for j in range(signs.shape[0]):
+        row = rows[j]
+        if row >= 0:
+            flags[row] &= UNPIN_MASK
+    return status
+
+
+@kernel
+def find_rows(
+    shard_of_sign: np.ndarray, signs: np.ndarray, slots: np.ndarray, meta: np.ndarray
+) -> np.ndarray:
+    """Row of every sign, or -1 for an absent one; never inserts and never touches CLOCK."""
+    rows = np.empty(signs.shape[0], dtype=np.int64)
+    for j in range(signs.shape[0]):
+        found = find_slot(slots, meta, shard_of_sign[j], signs[j])
+        rows[j] = np.int64(slots[found, 2]) if found >= 0 else -1
+    return rows
+
+
+@kernel
+def pool_rows(weights: np.ndarray, rows: np.ndarray, offsets: np.ndarray, out: np.ndarray) -> None:
+    """``out[b] += sum(weights[rows[j]] for j in example b)``, skipping negative rows."""
+    dim = weights.shape[1]
+    for b in range(offsets.shape[0] - 1):
+        for j in range(offsets[b], offsets[b + 1]):
+            row = rows[j]
+            if row >= 0:
+                for d in range(dim):
+                    out[b, d] += weights[row, d]
+
+
+@kernel
+def dedup_rows(
+    rows: np.ndarray,
+    slot_of_row: np.ndarray,
+    compact: np.ndarray,
+    unique_rows: np.ndarray,
+    saved: np.ndarray,
+    counters: np.ndarray,
+    shard: int,
+) -> int:
+    """Give each distinct row of ``rows`` a compact id; returns how many there are.
+
+    ``compact[j]`` is the id of ``rows[j]`` (-1 for a sign without a row, whose gradient is
+    dropped and counted); ``unique_rows[:n]`` lists the rows. The ids live in ``slot_of_row``
+    (tagged with ``MARK``) while the call runs; the saved slots are put back before it returns,
+    so the caller must hold the shard's index lock.
+    """
+    n = 0
+    for j in range(rows.shape[0]):
+        row = rows[j]
+        if row < 0:
+            compact[j] = -1
+            counters[shard, DROPPED_GRADIENTS] += 1
+            continue
+        tagged = slot_of_row[row]
+        if tagged & MARK:
+            compact[j] = np.int64(tagged & LOW_MASK)
+            continue
+        saved[n] = tagged
+        slot_of_row[row] = MARK | np.uint32(n)
+        unique_rows[n] = row
+        compact[j] = n
+        n += 1
+    for i in range(n):
+        slot_of_row[unique_rows[i]] = saved[i]
+    return n
+
+
+@kernel
+def sum_gradients(
+    grads: np.ndarray, offsets: np.ndarray, compact: np.ndarray, n_unique: int
+) -> np.ndarray:
+    """Per distinct row, the sum of the gradients of every example that holds it."""
+    dim = grads.shape[1]
+    total = np.zeros((n_unique, dim), dtype=np.float32)
+    for b in range(offsets.shape[0] - 1):
+        for j in range(offsets[b], offsets[b + 1]):
+            cid = compact[j]
+            if cid >= 0:
+                for d in range(dim):
+                    total[cid, d] += grads[b, d]
+    return total
+
+
+@kernel
+def sgd_update(weights: np.ndarray, rows: np.ndarray, g: np.ndarray, lr: float) -> None:
+    lr32 = np.float32(lr)
+    for i in range(g.shape[0]):
+        row = rows[i]
+        for d in range(g.shape[1]):
+            weights[row, d] -= lr32 * g[i, d]
+
+
+@kernel
+def adagrad_update(
+    weights: np.ndarray, state: np.ndarray, rows: np.ndarray, g: np.ndarray, lr: float, eps: float
+) -> None:
+    """``acc += g*g; w -= lr * g / (sqrt(acc) + eps)`` in float32, as torch.optim.Adagrad."""
+    lr32 = np.float32(lr)
+    eps32 = np.float32(eps)
+    for i in range(g.shape[0]):
+        row = rows[i]
+        for d in range(g.shape[1]):
+            gd = g[i, d]
+            acc = state[row, 0, d] + gd * gd
+            state[row, 0, d] = acc
+            weights[row, d] -= lr32 * gd / (np.sqrt(acc) + eps32)
+
+
+@kernel
+def adam_update(
+    weights: np.ndarray,
+    state: np.ndarray,
+    steps: np.ndarray,
+    rows: np.ndarray,
+    g: np.ndarray,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+) -> None:
+    """Adam with a per-row step count, in torch's form (bias corrections outside the sqrt)."""
+    b1 = np.float32(beta1)
+    b2 = np.float32(beta2)
+    eps32 = np.float32(eps)
+    for i in range(g.shape[0]):
+        row = rows[i]
+        t = steps[row] + 1
+        steps[row] = t
+        correction1 = 1.0 - beta1**t
+        step_size = np.float32(lr / correction1)
+        sqrt_correction2 = np.float32(math.sqrt(1.0 - beta2**t))
+        for d in range(g.shape[1]):
+            gd = g[i, d]
+            m = b1 * state[row, 0, d] + (np.float32(1.0) - b1) * gd
+            v = b2 * state[row, 1, d] + (np.float32(1.0) - b2) * gd * gd
+            state[row, 0, d] = m
+            state[row, 1, d] = v
+            weights[row, d] -= step_size * m / (np.sqrt(v) / sqrt_correction2 + eps32)
+
+
+@kernel
+def ftrl_update(
+    weights: np.ndarray,
+    state: np.ndarray,
+    rows: np.ndarray,
+    g: np.ndarray,
+    alpha: float,
+    beta: float,
+    l1: float,
+    l2: float,
+) -> None:
+    """FTRL-proximal (McMahan et al. 2013) per coordinate; state[:, 0] is z, state[:, 1] is n."""
+    for i in range(g.shape[0]):
+        row = rows[i]
+        for d in range(g.shape[1]):
+            gd = np.float64(g[i, d])
+            n_old = np.float64(state[row, 1, d])
+            n_new = n_old + gd * gd
+            sigma = (math.sqrt(n_new) - math.sqrt(n_old)) / alpha
+            z = np.float64(state[row, 0, d]) + gd - sigma * np.float64(weights[row, d])
+            state[row, 0, d] = z
+            state[row, 1, d] = n_new
+            if abs(z) <= l1:
+                weights[row, d] = 0.0
+            else:
+                sign_z = 1.0 if z > 0 else -1.0
+                weights[row, d] = (sign_z * l1 - z) / ((beta + math.sqrt(n_new)) / alpha + l2)
+
+
+@kernel
+def initial_rows(
+    signs: np.ndarray, dim: int, seed_key: np.uint64, kind: int, a: float, b: float
+) -> np.ndarray:
+    """The initial value of every sign, as a ``[n, dim]`` float32 array."""
+    out = np.empty((signs.shape[0], dim), dtype=np.float32)
+    for j in range(signs.shape[0]):
+        initial_row(out[j], signs[j], seed_key, kind, a, b)
+    return out

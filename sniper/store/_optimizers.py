@@ -1,0 +1,173 @@
+"""Sparse optimizers: the per-row update a ps applies when gradients arrive.
+
+Each optimizer is a frozen, validated dataclass that says how many float32 state slots a row
+needs (``slots``), their initial values, and applies one update to a set of distinct rows. The
+table keeps the state in preallocated ``[capacity, slots, dim]`` arrays beside the weights, so a
+row costs no Python object. Gradients of a sign repeated in a batch are summed by the table
+before ``apply`` runs, so every row is updated exactly once per push.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from sniper.store import _kernels
+
+__all__ = ["SGD", "Adagrad", "Adam", "Ftrl", "Optimizer"]
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(message)
+
+
+def _positive(name: str, value: float) -> None:
+    _require(math.isfinite(value) and value > 0, f"{name} must be a positive number, got {value}")
+
+
+def _non_negative(name: str, value: float) -> None:
+    _require(math.isfinite(value) and value >= 0, f"{name} must be >= 0, got {value}")
+
+
+class Optimizer(ABC):
+    """A sparse optimizer: state layout plus an update over distinct rows."""
+
+    slots: int = 0
+    """Float32 state arrays per row, each of ``dim`` values."""
+    uses_steps: bool = False
+    """Whether the row needs its own int32 step count (Adam's bias correction)."""
+
+    def state_init(self) -> NDArray[np.float32]:
+        """Initial value of each state slot for a new row."""
+        return np.zeros(self.slots, dtype=np.float32)
+
+    @abstractmethod
+    def apply(
+        self,
+        weights: NDArray[np.float32],
+        state: NDArray[np.float32],
+        steps: NDArray[np.int32],
+        rows: NDArray[np.int64],
+        grads: NDArray[np.float32],
+    ) -> None:
+        """Update ``weights[rows[i]]`` (and its state) with the summed gradient ``grads[i]``."""
+
+
+@dataclass(frozen=True)
+class SGD(Optimizer):
+    """Plain gradient descent: ``w -= lr * g``."""
+
+    lr: float = 0.01
+
+    def __post_init__(self) -> None:
+        _positive("lr", self.lr)
+
+    def apply(
+        self,
+        weights: NDArray[np.float32],
+        state: NDArray[np.float32],
+        steps: NDArray[np.int32],
+        rows: NDArray[np.int64],
+        grads: NDArray[np.float32],
+    ) -> None:
+        _kernels.sgd_update(weights, rows, grads, self.lr)
+
+
+@dataclass(frozen=True)
+class Adagrad(Optimizer):
+    """``acc += g*g; w -= lr * g / (sqrt(acc) + eps)``, identical to ``torch.optim.Adagrad``."""
+
+    lr: float = 0.01
+    initial_accumulator_value: float = 0.0
+    eps: float = 1e-10
+    slots = 1
+
+    def __post_init__(self) -> None:
+        _positive("lr", self.lr)
+        _non_negative("initial_accumulator_value", self.initial_accumulator_value)
+        _positive("eps", self.eps)
+
+    def state_init(self) -> NDArray[np.float32]:
+        return np.array([self.initial_accumulator_value], dtype=np.float32)
+
+    def apply(
+        self,
+        weights: NDArray[np.float32],
+        state: NDArray[np.float32],
+        steps: NDArray[np.int32],
+        rows: NDArray[np.int64],
+        grads: NDArray[np.float32],
+    ) -> None:
+        _kernels.adagrad_update(weights, state, rows, grads, self.lr, self.eps)
+
+
+@dataclass(frozen=True)
+class Adam(Optimizer):
+    """Adam with a per-row step count: a row's bias correction counts only its own updates."""
+
+    lr: float = 0.001
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    slots = 2
+    uses_steps = True
+
+    def __post_init__(self) -> None:
+        _positive("lr", self.lr)
+        _require(0.0 <= self.beta1 < 1.0, f"beta1 must be in [0, 1), got {self.beta1}")
+        _require(0.0 <= self.beta2 < 1.0, f"beta2 must be in [0, 1), got {self.beta2}")
+        _positive("eps", self.eps)
+
+    def apply(
+        self,
+        weights: NDArray[np.float32],
+        state: NDArray[np.float32],
+        steps: NDArray[np.int32],
+        rows: NDArray[np.int64],
+        grads: NDArray[np.float32],
+    ) -> None:
+        _kernels.adam_update(
+            weights, state, steps, rows, grads, self.lr, self.beta1, self.beta2, self.eps
+        )
+
+
+@dataclass(frozen=True)
+class Ftrl(Optimizer):
+    """FTRL-proximal, per coordinate, with L1 and L2 regularization.
+
+    State slot 0 is ``z`` and slot 1 is ``n`` (the sum of squared gradients, starting at
+    ``initial_accumulator_value``). A row starts from its initializer's value, which enters the
+    first ``z`` update, as in TensorFlow's and Keras' Ftrl.
+    """
+
+    alpha: float = 0.05
+    beta: float = 1.0
+    l1: float = 0.0
+    l2: float = 0.0
+    initial_accumulator_value: float = 0.1
+    slots = 2
+
+    def __post_init__(self) -> None:
+        _positive("alpha", self.alpha)
+        _non_negative("beta", self.beta)
+        _non_negative("l1", self.l1)
+        _non_negative("l2", self.l2)
+        _non_negative("initial_accumulator_value", self.initial_accumulator_value)
+
+    def state_init(self) -> NDArray[np.float32]:
+        return np.array([0.0, self.initial_accumulator_value], dtype=np.float32)
+
+    def apply(
+        self,
+        weights: NDArray[np.float32],
+        state: NDArray[np.float32],
+        steps: NDArray[np.int32],
+        rows: NDArray[np.int64],
+        grads: NDArray[np.float32],
+    ) -> None:
+        _kernels.ftrl_update(weights, state, rows, grads, self.alpha, self.beta, self.l1, self.l2)

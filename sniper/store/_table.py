@@ -1,0 +1,448 @@
+"""``EmbeddingTable``: the sharded, bounded embedding store of one ps process.
+
+All rows live in slabs preallocated at construction (see :mod:`sniper.store._kernels` for the
+layout), so a table never allocates per sign and never grows past ``capacity``. Python code here
+validates input, picks locks and calls kernels; the kernels do all per-sign work without the GIL.
+
+Lock modes, so that the seed logs' experiments can be reproduced:
+
+- ``"global"``: one lock shared by every table in the process, held for a whole shard
+  operation. This is the original system's first design; with one huge variable every other
+  variable waits behind it (its p50 lookup reached 6.4 s).
+- ``"table"``: one lock per table, held for a whole shard operation.
+- ``"shard"`` (the default, and the fastest correct mode): one lock per shard, so the shards of
+  one variable proceed in parallel on different threads.
+- ``"none"``: the index is still changed under the shard's lock (finding, inserting and
+  evicting rows), but reading rows for pooling and applying optimizer updates take no lock.
+  What this permits: two concurrent pushes to the same row may lose one update, a lookup may
+  see a row half-updated, and a row evicted by a concurrent insert between the index phase and
+  the value phase may be read or written as the new sign's row. What it never permits: a
+  corrupt index, a row shared by two signs afterwards, or a crash.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
+from typing import Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from sniper._hashing import _as_u64, splitmix64_mix
+from sniper.store import _kernels as k
+from sniper.store._abc import EmbeddingStore, ShardedBatch, TableExport, TableStatistics
+from sniper.store._initializers import Initializer, normal
+from sniper.store._optimizers import Optimizer
+
+__all__ = ["LOCK_MODES", "Admission", "CapacityError", "EmbeddingTable", "LockMode"]
+
+LockMode = Literal["global", "table", "shard", "none"]
+LOCK_MODES: tuple[LockMode, ...] = ("global", "table", "shard", "none")
+EVICTION_POLICIES = ("lru",)
+MAX_LOAD_FACTOR = 0.75
+_GLOBAL_LOCK = threading.Lock()
+
+
+class CapacityError(RuntimeError):
+    """A single batch (or import) has more distinct signs in one shard than the shard can hold."""
+
+
+class Admission:
+    """Admission filter: a sign gets a row only once it has been seen ``min_count`` times.
+
+    Sightings are counted in a count-min sketch of ``depth`` rows of ``width`` uint32 counters
+    per shard, so memory does not grow with the number of distinct signs; a sketch only
+    over-counts, so a sign is never admitted later than ``min_count`` sightings. Only lookups
+    count as sightings; until admitted, a sign reads as zeros and its gradients are dropped and
+    counted in ``TableStatistics.dropped_gradients``.
+    """
+
+    def __init__(self, min_count: int, *, width: int = 1 << 20, depth: int = 4) -> None:
+        if min_count < 1:
+            raise ValueError(f"admission min_count must be at least 1, got {min_count}")
+        if width < 1 or depth < 1:
+            raise ValueError(f"admission width and depth must be positive, got {width}, {depth}")
+        self.min_count = min_count
+        self.width = width
+        self.depth = depth
+
+    def __repr__(self) -> str:
+        return f"Admission(min_count={self.min_count}, width={self.width}, depth={self.depth})"
+
+
+class EmbeddingTable(EmbeddingStore):
+    """A bounded table of ``dim``-wide float32 rows keyed by uint64 signs.
+
+    Eviction is CLOCK (second chance), an O(1)-amortized approximation of LRU over lookups and
+    updates: each access sets a row's reference bit; when a shard is full, the clock hand
+    sweeps its rows, clearing set bits and evicting the first row whose bit is already clear.
+    An evicted sign that comes back starts again from its initial value.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        capacity: int,
+        optimizer: Optimizer,
+        initializer: Initializer | None = None,
+        num_shards: int = 1,
+        eviction: str = "lru",
+        admission: Admission | None = None,
+        lock: LockMode = "shard",
+        seed: int = 0,
+    ) -> None:
+        _check_args(dim, capacity, num_shards, eviction, lock, seed)
+        self._dim = dim
+        self._capacity = capacity
+        self._num_shards = num_shards
+        self.optimizer = optimizer
+        self.initializer = initializer if initializer is not None else normal(0.01)
+        self.admission = admission
+        self.lock_mode: LockMode = lock
+        self.seed = seed
+        self._seed_key = np.uint64(splitmix64_mix(seed))
+        self._allocate()
+        # Re-entrant: get/export/import hold every lock and then map rows under the index lock.
+        self._shard_locks = [threading.RLock() for _ in range(num_shards)]
+        self._table_lock = threading.Lock()
+
+    def _allocate(self) -> None:
+        capacity, shards = self._capacity, self._num_shards
+        row_caps = np.full(shards, capacity // shards, dtype=np.int64)
+        row_caps[: capacity % shards] += 1
+        slot_counts = np.ceil(row_caps / MAX_LOAD_FACTOR).astype(np.int64) + 1
+        self._meta = np.zeros((shards, k.META_FIELDS), dtype=np.int64)
+        self._meta[:, k.ROW_CAPACITY] = row_caps
+        self._meta[1:, k.ROW_START] = np.cumsum(row_caps)[:-1]
+        self._meta[:, k.SLOT_COUNT] = slot_counts
+        self._meta[1:, k.SLOT_START] = np.cumsum(slot_counts)[:-1]
+        self._counters = np.zeros((shards, k.COUNTERS), dtype=np.int64)
+        self._slots = np.empty((int(slot_counts.sum()), 3), dtype=np.uint32)
+        self._slots[:, 2] = k.EMPTY
+        self._slot_of_row = np.zeros(capacity, dtype=np.uint32)
+        self._flags = np.zeros(capacity, dtype=np.uint8)
+        self._weights = np.zeros((capacity, self._dim), dtype=np.float32)
+        self._state = np.zeros((capacity, self.optimizer.slots, self._dim), dtype=np.float32)
+        self._state_init = self.optimizer.state_init()
+        self._steps = np.zeros(capacity if self.optimizer.uses_steps else 0, dtype=np.int32)
+        sketch_shape = (
+            (shards, self.admission.depth, self.admission.width)
+            if self.admission
+            else (shards, 1, 1)
+        )
+        self._sketch = np.zeros(sketch_shape, dtype=np.uint32)
+        self._min_count = self.admission.min_count if self.admission else 0
+
+    # -- properties ---------------------------------------------------------------------------
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    @property
+    def capacity(self) -> int:
+        """The most rows the table holds."""
+        return self._capacity
+
+    @property
+    def num_shards(self) -> int:
+        return self._num_shards
+
+    def __repr__(self) -> str:
+        return (
+            f"EmbeddingTable(dim={self._dim}, capacity={self._capacity}, "
+            f"optimizer={self.optimizer!r}, num_shards={self._num_shards}, "
+            f"lock={self.lock_mode!r}, rows={len(self)})"
+        )
+
+    # -- locks ----------------------------------------------------------------------------------
+
+    def _op_lock(self, shard: int) -> AbstractContextManager[object]:
+        """The lock held for a whole shard operation (index and values)."""
+        if self.lock_mode == "global":
+            return _GLOBAL_LOCK
+        if self.lock_mode == "table":
+            return self._table_lock
+        if self.lock_mode == "shard":
+            return self._shard_locks[shard]
+        return nullcontext()
+
+    def _index_lock(self, shard: int) -> AbstractContextManager[object]:
+        """The extra lock for index changes: needed only where the op lock is absent."""
+        return self._shard_locks[shard] if self.lock_mode == "none" else nullcontext()
+
+    @contextmanager
+    def _everything_locked(self) -> Iterator[None]:
+        with ExitStack() as stack:
+            held: set[int] = set()
+            for shard in range(self._num_shards):
+                for lock in (self._op_lock(shard), self._index_lock(shard)):
+                    if not isinstance(lock, nullcontext) and id(lock) not in held:
+                        held.add(id(lock))
+                        stack.enter_context(lock)
+            yield
+
+    # -- batch operations -----------------------------------------------------------------------
+
+    def split(self, signs: ArrayLike, offsets: ArrayLike) -> ShardedBatch:
+        signs_u64, offsets_i64 = _check_batch(signs, offsets)
+        if self._num_shards == 1:
+            return ShardedBatch(signs_u64, offsets_i64.reshape(1, -1))
+        signs_out, shard_offsets = k.split_by_shard(signs_u64, offsets_i64, self._num_shards)
+        return ShardedBatch(signs_out, shard_offsets)
+
+    def _map(
+        self, shard: int, signs: NDArray[np.uint64], count_sighting: bool, min_count: int
+    ) -> NDArray[np.int64]:
+        rows = np.empty(signs.shape[0], dtype=np.int64)
+        init = self.initializer
+        with self._index_lock(shard):
+            status = k.map_rows(
+                shard,
+                signs,
+                rows,
+                count_sighting,
+                self._slots,
+                self._slot_of_row,
+                self._flags,
+                self._meta,
+                self._counters,
+                self._sketch,
+                min_count,
+                self._weights,
+                self._state,
+                self._state_init,
+                self._steps,
+                self._seed_key,
+                init.kind,
+                init.a,
+                init.b,
+            )
+        if status == k.NO_ROW_FREE:
+            raise CapacityError(
+                f"shard {shard} holds {self._meta[shard, k.ROW_CAPACITY]} rows but one batch "
+                "needs more distinct signs than that; raise the table's capacity"
+            )
+        return rows
+
+    def _shard_view(
+        self, batch: ShardedBatch, shard: int
+    ) -> tuple[NDArray[np.uint64], NDArray[np.int64]]:
+        if batch.num_shards != self._num_shards:
+            raise ValueError(
+                f"batch was split into {batch.num_shards} shards, "
+                f"the table has {self._num_shards}; split it with this table"
+            )
+        if not 0 <= shard < self._num_shards:
+            raise IndexError(f"shard {shard} out of range [0, {self._num_shards})")
+        bounds = batch.shard_offsets[shard]
+        lo, hi = int(bounds[0]), int(bounds[-1])
+        return batch.signs[lo:hi], bounds - lo
+
+    def lookup_shard(self, batch: ShardedBatch, shard: int) -> NDArray[np.float32]:
+        signs, offsets = self._shard_view(batch, shard)
+        out = np.zeros((batch.batch_size, self._dim), dtype=np.float32)
+        with self._op_lock(shard):
+            rows = self._map(shard, signs, True, self._min_count)
+            k.pool_rows(self._weights, rows, offsets, out)
+        return out
+
+    def push_grad_shard(self, batch: ShardedBatch, shard: int, grads: NDArray[np.float32]) -> None:
+        signs, offsets = self._shard_view(batch, shard)
+        grads = _check_grads(grads, batch.batch_size, self._dim)
+        compact = np.empty(signs.shape[0], dtype=np.int64)
+        unique_rows = np.empty(signs.shape[0], dtype=np.int64)
+        saved = np.empty(signs.shape[0], dtype=np.uint32)
+        with self._op_lock(shard):
+            rows = self._map(shard, signs, False, self._min_count)
+            with self._index_lock(shard):
+                n_unique = k.dedup_rows(
+                    rows, self._slot_of_row, compact, unique_rows, saved, self._counters, shard
+                )
+            summed = k.sum_gradients(grads, offsets, compact, n_unique)
+            self.optimizer.apply(
+                self._weights, self._state, self._steps, unique_rows[:n_unique], summed
+            )
+
+    def lookup_pool(self, signs: ArrayLike, offsets: ArrayLike) -> NDArray[np.float32]:
+        batch = self.split(signs, offsets)
+        out = self.lookup_shard(batch, 0)
+        for shard in range(1, self._num_shards):
+            out += self.lookup_shard(batch, shard)
+        return out
+
+    def push_grad(self, signs: ArrayLike, offsets: ArrayLike, grads: ArrayLike) -> None:
+        batch = self.split(signs, offsets)
+        checked = _check_grads(grads, batch.batch_size, self._dim)
+        for shard in range(self._num_shards):
+            self.push_grad_shard(batch, shard, checked)
+
+    # -- reads, checkpoints, statistics --------------------------------------------------------
+
+    def _find(self, signs: NDArray[np.uint64]) -> NDArray[np.int64]:
+        shards = k.shard_ids(signs, self._num_shards)
+        return np.asarray(k.find_rows(shards, signs, self._slots, self._meta), dtype=np.int64)
+
+    def get(self, signs: ArrayLike) -> NDArray[np.float32]:
+        signs_u64 = _check_signs(signs)
+        init = self.initializer
+        with self._everything_locked():
+            rows = self._find(signs_u64)
+            out = k.initial_rows(signs_u64, self._dim, self._seed_key, init.kind, init.a, init.b)
+            held = rows >= 0
+            out[held] = self._weights[rows[held]]
+        return np.asarray(out, dtype=np.float32)
+
+    def __contains__(self, sign: object) -> bool:
+        if not isinstance(sign, int | np.integer) or not 0 <= int(sign) < 2**64:
+            return False
+        with self._everything_locked():
+            return bool(self._find(np.array([sign], dtype=np.uint64))[0] >= 0)
+
+    def __len__(self) -> int:
+        return int(self._meta[:, k.ROWS_USED].sum())
+
+    def statistics(self) -> TableStatistics:
+        totals = self._counters.sum(axis=0)
+        return TableStatistics(
+            rows=len(self),
+            capacity=self._capacity,
+            inserts=int(totals[k.INSERTS]),
+            evictions=int(totals[k.EVICTIONS]),
+            hits=int(totals[k.HITS]),
+            misses=int(totals[k.MISSES]),
+            admitted=int(totals[k.ADMITTED]),
+            rejected=int(totals[k.REJECTED]),
+            dropped_gradients=int(totals[k.DROPPED_GRADIENTS]),
+            bytes=self.nbytes,
+            shards=self._num_shards,
+        )
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of every preallocated array of the table."""
+        arrays = (
+            self._slots,
+            self._slot_of_row,
+            self._flags,
+            self._weights,
+            self._state,
+            self._steps,
+            self._sketch,
+            self._meta,
+            self._counters,
+        )
+        return sum(int(a.nbytes) for a in arrays)
+
+    def _held_rows(self) -> NDArray[np.int64]:
+        parts = [
+            np.arange(start, start + used, dtype=np.int64)
+            for start, used in self._meta[:, [k.ROW_START, k.ROWS_USED]]
+        ]
+        return np.concatenate(parts)
+
+    def export(self) -> TableExport:
+        with self._everything_locked():
+            rows = self._held_rows()
+            slots = self._slots[self._slot_of_row[rows]]
+            signs = slots[:, 0].astype(np.uint64) | (slots[:, 1].astype(np.uint64) << np.uint64(32))
+            steps = (
+                self._steps[rows]
+                if self.optimizer.uses_steps
+                else np.zeros(rows.shape[0], dtype=np.int32)
+            )
+            return TableExport(
+                signs=signs, weights=self._weights[rows], state=self._state[rows], steps=steps
+            )
+
+    def import_(self, data: TableExport) -> None:
+        signs = _check_signs(data.signs)
+        n = signs.shape[0]
+        _check_import_shapes(data, n, self._dim, self.optimizer.slots)
+        if np.unique(signs).shape[0] != n:
+            raise ValueError("import has a sign more than once; each sign must appear once")
+        shards = k.shard_ids(signs, self._num_shards)
+        per_shard = np.bincount(shards, minlength=self._num_shards)
+        over = np.nonzero(per_shard > self._meta[:, k.ROW_CAPACITY])[0]
+        if over.size:
+            raise CapacityError(
+                f"import puts {per_shard[over[0]]} rows into shard {over[0]}, which holds "
+                f"{self._meta[over[0], k.ROW_CAPACITY]}; raise the table's capacity"
+            )
+        with self._everything_locked():
+            for shard in range(self._num_shards):
+                mine = np.nonzero(shards == shard)[0]
+                rows = self._map(shard, signs[mine], False, 0)
+                self._weights[rows] = data.weights[mine]
+                self._state[rows] = data.state[mine]
+                if self.optimizer.uses_steps:
+                    self._steps[rows] = data.steps[mine]
+
+
+def _check_args(
+    dim: int, capacity: int, num_shards: int, eviction: str, lock: str, seed: int
+) -> None:
+    if dim < 1:
+        raise ValueError(f"dim must be at least 1, got {dim}")
+    if num_shards < 1:
+        raise ValueError(f"num_shards must be at least 1, got {num_shards}")
+    if capacity < num_shards:
+        raise ValueError(f"capacity must be at least num_shards ({num_shards}), got {capacity}")
+    if capacity >= 2**30:  # keeps every slot index below the dedup MARK bit (2**31)
+        raise ValueError(f"capacity must be below 2**30 per table, got {capacity}")
+    if eviction not in EVICTION_POLICIES:
+        raise ValueError(f"eviction must be one of {EVICTION_POLICIES}, got {eviction!r}")
+    if lock not in LOCK_MODES:
+        raise ValueError(f"lock must be one of {', '.join(LOCK_MODES)}, got {lock!r}")
+    if not 0 <= seed < 2**64:
+        raise ValueError(f"seed must be in [0, 2**64), got {seed}")
+
+
+def _check_signs(signs: ArrayLike) -> NDArray[np.uint64]:
+    array = _as_u64(signs, "signs")
+    if array.ndim != 1:
+        raise ValueError(f"signs must be 1-D, got shape {array.shape}")
+    return np.ascontiguousarray(array)
+
+
+def _check_batch(
+    signs: ArrayLike, offsets: ArrayLike
+) -> tuple[NDArray[np.uint64], NDArray[np.int64]]:
+    signs_u64 = _check_signs(signs)
+    raw = np.asarray(offsets)
+    if raw.ndim != 1 or raw.shape[0] < 1 or raw.dtype.kind not in "iu":
+        raise ValueError(
+            f"offsets must be a 1-D integer array of batch+1 entries, "
+            f"got dtype {raw.dtype} and shape {raw.shape}"
+        )
+    offsets_i64 = np.ascontiguousarray(raw, dtype=np.int64)
+    if offsets_i64[0] != 0:
+        raise ValueError(f"offsets[0] must be 0, got {offsets_i64[0]}")
+    if offsets_i64[-1] != signs_u64.shape[0]:
+        raise ValueError(
+            f"offsets[-1] must equal len(signs) = {signs_u64.shape[0]}, got {offsets_i64[-1]}"
+        )
+    if offsets_i64.shape[0] > 1 and np.any(np.diff(offsets_i64) < 0):
+        raise ValueError("offsets must be non-decreasing")
+    return signs_u64, offsets_i64
+
+
+def _check_grads(grads: ArrayLike, batch_size: int, dim: int) -> NDArray[np.float32]:
+    array = np.asarray(grads)
+    if array.dtype != np.float32 or array.shape != (batch_size, dim):
+        raise ValueError(
+            f"grads must be float32 of shape ({batch_size}, {dim}), "
+            f"got {array.dtype} of shape {array.shape}"
+        )
+    return np.ascontiguousarray(array)
+
+
+def _check_import_shapes(data: TableExport, n: int, dim: int, slots: int) -> None:
+    expected = {"weights": (n, dim), "state": (n, slots, dim), "steps": (n,)}
+    for name, shape in expected.items():
+        actual = getattr(data, name).shape
+        if actual != shape:
+            raise ValueError(f"import {name} must have shape {shape}, got {actual}")

@@ -1,0 +1,208 @@
+"""Example tests of EmbeddingTable: threads, lock modes, determinism, bad input, memory."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+from sniper.store import (
+    LOCK_MODES,
+    SGD,
+    Adagrad,
+    Adam,
+    CapacityError,
+    EmbeddingTable,
+    Ftrl,
+    LockMode,
+    Optimizer,
+    normal,
+    uniform,
+    zeros,
+)
+
+ONE = np.array([0, 1])
+
+
+def u64(*values: int) -> np.ndarray:
+    return np.array(values, dtype=np.uint64)
+
+
+@pytest.mark.parametrize("lock", ["global", "table", "shard"])
+def test_concurrent_push_grad_loses_no_update(lock: LockMode) -> None:
+    threads, pushes, signs_per_push = 4, 50, 64
+    table = EmbeddingTable(
+        2, capacity=256, optimizer=SGD(lr=1.0), initializer=zeros(), num_shards=3, lock=lock
+    )
+    signs = np.arange(signs_per_push, dtype=np.uint64) % 16  # every sign repeated 4x per push
+    offsets = np.arange(signs_per_push + 1)
+    grads = np.ones((signs_per_push, 2), dtype=np.float32)
+    barrier = threading.Barrier(threads)
+
+    def worker() -> None:
+        barrier.wait()
+        for _ in range(pushes):
+            table.push_grad(signs, offsets, grads)
+
+    workers = [threading.Thread(target=worker) for _ in range(threads)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join(timeout=60)
+    expected = -float(threads * pushes * (signs_per_push // 16))
+    np.testing.assert_array_equal(
+        table.get(np.arange(16, dtype=np.uint64)), np.full((16, 2), expected, dtype=np.float32)
+    )
+
+
+def test_lock_none_keeps_the_index_consistent_under_concurrent_eviction() -> None:
+    table = EmbeddingTable(4, capacity=64, optimizer=Adagrad(0.1), num_shards=2, lock="none")
+    barrier = threading.Barrier(4)
+
+    def worker(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        barrier.wait()
+        for _ in range(200):
+            signs = rng.integers(0, 200, size=16).astype(np.uint64)
+            offsets = np.array([0, 8, 16])
+            table.lookup_pool(signs, offsets)
+            table.push_grad(signs, offsets, np.ones((2, 4), dtype=np.float32))
+
+    workers = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join(timeout=60)
+    exported = table.export()
+    assert len(exported.signs) == len(table) <= 64
+    assert len(np.unique(exported.signs)) == len(exported.signs)
+    for sign in exported.signs.tolist():
+        assert sign in table
+    np.testing.assert_array_equal(table.get(exported.signs), exported.weights)
+
+
+def test_initial_value_depends_only_on_seed_and_sign() -> None:
+    signs = u64(0, 1, 2**63, 2**64 - 1)
+    a = EmbeddingTable(8, capacity=10, optimizer=SGD(0.1), seed=7)
+    b = EmbeddingTable(8, capacity=100, optimizer=Adam(), seed=7, num_shards=3)
+    c = EmbeddingTable(8, capacity=10, optimizer=SGD(0.1), seed=8)
+    np.testing.assert_array_equal(a.get(signs), b.get(signs))
+    assert not np.array_equal(a.get(signs), c.get(signs))
+    b.lookup_pool(signs[::-1], np.array([0, 4]))
+    np.testing.assert_array_equal(b.get(signs), a.get(signs))
+
+
+def test_initial_value_is_the_same_in_another_process() -> None:
+    script = (
+        "import numpy as np\n"
+        "from sniper.store import EmbeddingTable, SGD\n"
+        "t = EmbeddingTable(4, capacity=4, optimizer=SGD(0.1), seed=3)\n"
+        "print(t.get(np.array([12345], dtype=np.uint64)).tobytes().hex())\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
+    )
+    here = EmbeddingTable(4, capacity=4, optimizer=SGD(0.1), seed=3).get(u64(12345))
+    assert result.stdout.strip() == here.tobytes().hex()
+
+
+def test_initializers_have_the_requested_distribution() -> None:
+    signs = np.arange(20000, dtype=np.uint64)
+    drawn = EmbeddingTable(
+        4, capacity=1, optimizer=SGD(0.1), initializer=normal(0.5, mean=1.0)
+    ).get(signs)
+    assert abs(drawn.mean() - 1.0) < 0.02 and abs(drawn.std() - 0.5) < 0.02
+    flat = EmbeddingTable(4, capacity=1, optimizer=SGD(0.1), initializer=uniform(-2, 2)).get(signs)
+    assert flat.min() >= -2 and flat.max() < 2 and abs(flat.mean()) < 0.05
+
+
+def test_batch_with_more_distinct_signs_than_capacity_is_refused() -> None:
+    table = EmbeddingTable(2, capacity=3, optimizer=SGD(0.1))
+    with pytest.raises(CapacityError, match=r"shard 0 holds 3 rows but one batch needs more"):
+        table.lookup_pool(u64(1, 2, 3, 4), np.array([0, 4]))
+    assert len(table) == 3
+
+
+@pytest.mark.parametrize(
+    ("signs", "offsets", "message"),
+    [
+        (np.array([1, -2]), [0, 2], r"signs must be unsigned 64-bit integers"),
+        (np.array([[1]], dtype=np.uint64), [0, 1], r"signs must be 1-D, got shape \(1, 1\)"),
+        (u64(1, 2), [1, 2], r"offsets\[0\] must be 0, got 1"),
+        (u64(1, 2), [0, 3], r"offsets\[-1\] must equal len\(signs\) = 2, got 3"),
+        (u64(1, 2), [0, 2, 1, 2], r"offsets must be non-decreasing"),
+        (u64(1, 2), np.array([0.0, 2.0]), r"offsets must be a 1-D integer array"),
+        (u64(1, 2), [], r"offsets must be a 1-D integer array"),
+    ],
+)
+def test_bad_batches_name_the_field(signs: object, offsets: object, message: str) -> None:
+    table = EmbeddingTable(2, capacity=8, optimizer=SGD(0.1))
+    with pytest.raises((ValueError, TypeError), match=message):
+        table.lookup_pool(signs, offsets)  # type: ignore[arg-type]
+    assert len(table) == 0
+
+
+def test_bad_grads_change_nothing() -> None:
+    table = EmbeddingTable(2, capacity=8, optimizer=SGD(0.1))
+    before = table.lookup_pool(u64(5), ONE).copy()
+    with pytest.raises(
+        ValueError,
+        match=r"grads must be float32 of shape \(1, 2\), "
+        r"got float64 of shape \(1, 2\)",
+    ):
+        table.push_grad(u64(5), ONE, np.ones((1, 2)))
+    np.testing.assert_array_equal(table.lookup_pool(u64(5), ONE), before)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"dim": 0}, "dim must be at least 1, got 0"),
+        ({"capacity": 1, "num_shards": 2}, r"capacity must be at least num_shards \(2\), got 1"),
+        ({"lock": "spin"}, "lock must be one of global, table, shard, none, got 'spin'"),
+        ({"eviction": "fifo"}, r"eviction must be one of \('lru',\), got 'fifo'"),
+    ],
+)
+def test_bad_table_arguments(kwargs: dict[str, object], message: str) -> None:
+    args: dict[str, object] = {"dim": 4, "capacity": 8, "optimizer": SGD(0.1)} | kwargs
+    with pytest.raises(ValueError, match=message):
+        EmbeddingTable(**args)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("factory", "message"),
+    [
+        (lambda: SGD(lr=0), "lr must be a positive number, got 0"),
+        (lambda: Adagrad(lr=0.1, eps=-1), "eps must be a positive number, got -1"),
+        (lambda: Adam(beta1=1.0), r"beta1 must be in \[0, 1\), got 1.0"),
+        (lambda: Ftrl(l1=-0.5), "l1 must be >= 0, got -0.5"),
+        (lambda: uniform(1, 1), r"uniform initializer needs low < high, got \[1.0, 1.0\)"),
+    ],
+)
+def test_bad_optimizer_and_initializer_arguments(factory: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        factory()  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("optimizer", [SGD(0.1), Adagrad(0.1), Adam(), Ftrl()])
+@pytest.mark.parametrize("dim", [8, 16, 64])
+def test_bytes_per_row_within_budget(optimizer: Optimizer, dim: int) -> None:
+    capacity = 100_000
+    table = EmbeddingTable(dim, capacity=capacity, optimizer=optimizer, num_shards=4)
+    payload = 4 * dim * (1 + optimizer.slots) + (4 if optimizer.uses_steps else 0)
+    assert table.statistics().bytes / capacity <= 1.25 * payload + 16
+
+
+def test_lock_modes_are_listed() -> None:
+    assert LOCK_MODES == ("global", "table", "shard", "none")
+
+
+def test_contains_and_len() -> None:
+    table = EmbeddingTable(2, capacity=8, optimizer=SGD(0.1), num_shards=2)
+    table.lookup_pool(u64(3, 2**64 - 1), np.array([0, 1, 2]))
+    assert 3 in table and 2**64 - 1 in table and 4 not in table
+    assert -1 not in table and "x" not in table
+    assert len(table) == 2
