@@ -31,6 +31,7 @@ from numpy.typing import ArrayLike, NDArray
 
 __all__ = [
     "MASK64",
+    "mix_u64",
     "ps_for_variable",
     "shard_of",
     "shard_of_sign",
@@ -40,6 +41,8 @@ __all__ = [
 ]
 
 MASK64 = (1 << 64) - 1
+MAX_SHARDS = 1 << 63
+"""Shard ids are int64, so a table or cluster has at most 2**63 shards."""
 _MUL1 = 0xBF58476D1CE4E5B9
 _MUL2 = 0x94D049BB133111EB
 
@@ -78,8 +81,7 @@ def strings_to_u64(names: Sequence[str]) -> NDArray[np.uint64]:
 
 def ps_for_variable(name: str, num_ps: int) -> int:
     """Return the index of the ps that owns variable ``name`` in a cluster of ``num_ps``."""
-    _check_count("num_ps", num_ps)
-    return string_to_u64(name) % num_ps
+    return string_to_u64(name) % _check_count("num_ps", num_ps)
 
 
 def splitmix64_mix(x: int) -> int:
@@ -92,51 +94,64 @@ def splitmix64_mix(x: int) -> int:
 
 def shard_of_sign(sign: int, num_shards: int) -> int:
     """Return the shard of one sign; equal to ``shard_of([sign], num_shards)[0]``."""
-    _check_count("num_shards", num_shards)
-    if not 0 <= sign <= MASK64:
+    count = _check_count("num_shards", num_shards, limit=MAX_SHARDS)
+    if not _is_integer(sign):
+        raise TypeError(f"sign must be an int, got {type(sign).__name__}")
+    if not 0 <= int(sign) <= MASK64:
         raise ValueError(f"sign must be an unsigned 64-bit integer, got {sign}")
-    return splitmix64_mix(sign) % num_shards
+    return splitmix64_mix(int(sign)) % count
 
 
 def shard_of(signs: ArrayLike, num_shards: int) -> NDArray[np.int64]:
-    """Return the shard of every sign, as int64 in ``[0, num_shards)``.
+    """Return the shard of every sign, as int64 in ``[0, num_shards)``, in the input's shape.
 
     ``signs`` must hold unsigned 64-bit integers: any unsigned dtype, or integers that are all
     non-negative. A negative value is refused rather than reinterpreted, because ``-1`` and
     ``2**64 - 1`` would silently become the same sign.
     """
-    _check_count("num_shards", num_shards)
-    z = _as_u64(signs, "signs")
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(_MUL1)
+    count = _check_count("num_shards", num_shards, limit=MAX_SHARDS)
+    array = _as_u64(signs, "signs")
+    # Work on a 1-D view: numpy computes 0-d input with scalar arithmetic, which warns on the
+    # intended wrap-around of the multiplications.
+    z = mix_u64(array.reshape(-1))
+    return (z % np.uint64(count)).astype(np.int64).reshape(array.shape)
+
+
+def mix_u64(values: NDArray[np.uint64]) -> NDArray[np.uint64]:
+    """Vectorized :func:`splitmix64_mix` (wrapping uint64 arithmetic) of a 1-D array."""
+    z = (values ^ (values >> np.uint64(30))) * np.uint64(_MUL1)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(_MUL2)
-    z = z ^ (z >> np.uint64(31))
-    return (z % np.uint64(num_shards)).astype(np.int64)
+    return z ^ (z >> np.uint64(31))
+
+
+def _is_integer(value: object) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)
 
 
 def _as_u64(values: ArrayLike, what: str) -> NDArray[np.uint64]:
     # A Python list that mixes ints above 2**63 with small ones would become float64 and lose
     # bits; going through dtype=object keeps every int exact.
     array = values if isinstance(values, np.ndarray) else np.array(values, dtype=object)
-    if (
-        array.dtype.kind == "O"
-        and array.size
-        and all(isinstance(v, int) and 0 <= v <= MASK64 for v in array.flat)
-    ):
-        return array.astype(np.uint64)
-    if array.dtype.kind == "u":
+    kind = array.dtype.kind
+    if kind == "u":
         return array.astype(np.uint64, copy=False)
-    if array.size == 0:
-        return np.zeros(array.shape, dtype=np.uint64)
-    if array.dtype.kind == "i" and int(array.min()) >= 0:
+    if kind == "i" and (array.size == 0 or int(array.min()) >= 0):
         return array.astype(np.uint64)
+    if kind == "O" and all(_is_integer(v) and 0 <= int(v) <= MASK64 for v in array.flat):
+        return np.array([int(v) for v in array.flat], dtype=np.uint64).reshape(array.shape)
     raise TypeError(
         f"{what} must be unsigned 64-bit integers (dtype uint64), got dtype {array.dtype} "
         f"with values outside [0, 2**64); signs are never negative"
     )
 
 
-def _check_count(name: str, value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+def _check_count(name: str, value: int, limit: int | None = None) -> int:
+    """Validate a count of ps or shards and return it as a Python int."""
+    if not _is_integer(value):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"{name} must be at least 1, got {value}")
+    count = int(value)
+    if count < 1:
+        raise ValueError(f"{name} must be at least 1, got {count}")
+    if limit is not None and count > limit:
+        raise ValueError(f"{name} must be at most 2**63 (shards are int64), got {count}")
+    return count

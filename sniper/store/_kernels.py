@@ -39,6 +39,8 @@ from typing import Any, TypeVar, cast
 import numpy as np
 from numba import njit
 
+from sniper.store._prefetch import PREFETCH_DISTANCE, prefetch
+
 EMPTY = np.uint32(0xFFFFFFFF)
 MARK = np.uint32(0x80000000)
 LOW_MASK = np.uint32(0x7FFFFFFF)
@@ -316,22 +318,35 @@ def map_rows(
 
     Writes ``rows``: a row id, or ``NOT_ADMITTED`` for a sign the admission filter
     still holds back. A new row gets the sign's initial value and fresh optimizer state. Every
-    row touched is marked referenced for CLOCK and pinned until the call ends, so a later insert
-    of the same call cannot evict it. Returns ``NO_ROW_FREE`` if the shard's capacity is
-    smaller than the batch's distinct signs, else 0.
+    row touched is marked referenced for CLOCK and, when the shard is full enough for this call
+    to evict, pinned until the call ends, so a later insert of the same call cannot evict it.
+    Returns ``NO_ROW_FREE`` if the shard's capacity is smaller than the batch's distinct signs,
+    else 0.
     """
     status = 0
     admission = min_count > 1
-    for j in range(signs.shape[0]):
+    # Rows can only be evicted once the shard is full; until then nothing needs pinning.
+    may_evict = meta[shard, ROWS_USED] + signs.shape[0] > meta[shard, ROW_CAPACITY]
+    touched = REF | PIN if may_evict else REF
+    hits = 0
+    misses = 0
+    n = signs.shape[0]
+    slot_start = meta[shard, SLOT_START]
+    slot_count = meta[shard, SLOT_COUNT]
+    for j in range(n):
+        if j + PREFETCH_DISTANCE < n:
+            ahead = _home(mix64(signs[j + PREFETCH_DISTANCE]), slot_count)
+            prefetch(slots, (slot_start + ahead) * 3)
         sign = signs[j]
         found = find_slot(slots, meta, shard, sign)
         if found >= 0:
             row = np.int64(slots[found, 2])
-            counters[shard, HITS] += 1
-            flags[row] = REF | PIN
+            hits += 1
+            if flags[row] != touched:  # no store, and no dirty cache line, for hot rows
+                flags[row] = touched
             rows[j] = row
             continue
-        counters[shard, MISSES] += 1
+        misses += 1
         if admission:
             passed = (
                 _admit(sketch, shard, sign, min_count)
@@ -355,7 +370,7 @@ def map_rows(
         slots[slot, 1] = np.uint32(sign >> _S32)
         slots[slot, 2] = np.uint32(row)
         slot_of_row[row] = slot
-        flags[row] = REF | PIN
+        flags[row] = touched
         initial_row(weights[row], sign, seed_key, init_kind, init_a, init_b)
         for k in range(state.shape[1]):
             state[row, k, :] = state_init[k]
@@ -363,10 +378,13 @@ def map_rows(
             steps[row] = 0
         counters[shard, INSERTS] += 1
         rows[j] = row
-    for j in range(signs.shape[0]):
-        row = rows[j]
-        if row >= 0:
-            flags[row] &= UNPIN_MASK
+    counters[shard, HITS] += hits
+    counters[shard, MISSES] += misses
+    if may_evict:
+        for j in range(signs.shape[0]):
+            row = rows[j]
+            if row >= 0:
+                flags[row] &= UNPIN_MASK
     return status
 
 
@@ -386,8 +404,11 @@ def find_rows(
 def pool_rows(weights: np.ndarray, rows: np.ndarray, offsets: np.ndarray, out: np.ndarray) -> None:
     """``out[b] += sum(weights[rows[j]] for j in example b)``, skipping negative rows."""
     dim = weights.shape[1]
+    n = rows.shape[0]
     for b in range(offsets.shape[0] - 1):
         for j in range(offsets[b], offsets[b + 1]):
+            if j + PREFETCH_DISTANCE < n and rows[j + PREFETCH_DISTANCE] >= 0:
+                prefetch(weights, rows[j + PREFETCH_DISTANCE] * dim)
             row = rows[j]
             if row >= 0:
                 for d in range(dim):
@@ -449,9 +470,20 @@ def sum_gradients(
 
 
 @kernel
+def _prefetch_rows(weights: np.ndarray, state: np.ndarray, rows: np.ndarray, i: int) -> None:
+    """Prefetch the weights and first state slot of the row updated a few steps after ``i``."""
+    if i + PREFETCH_DISTANCE < rows.shape[0]:
+        ahead = rows[i + PREFETCH_DISTANCE]
+        prefetch(weights, ahead * weights.shape[1])
+        if state.size:
+            prefetch(state, ahead * (state.size // state.shape[0]))
+
+
+@kernel
 def sgd_update(weights: np.ndarray, rows: np.ndarray, g: np.ndarray, lr: float) -> None:
     lr32 = np.float32(lr)
     for i in range(g.shape[0]):
+        _prefetch_rows(weights, weights, rows, i)
         row = rows[i]
         for d in range(g.shape[1]):
             weights[row, d] -= lr32 * g[i, d]
@@ -465,6 +497,7 @@ def adagrad_update(
     lr32 = np.float32(lr)
     eps32 = np.float32(eps)
     for i in range(g.shape[0]):
+        _prefetch_rows(weights, state, rows, i)
         row = rows[i]
         for d in range(g.shape[1]):
             gd = g[i, d]
@@ -490,6 +523,7 @@ def adam_update(
     b2 = np.float32(beta2)
     eps32 = np.float32(eps)
     for i in range(g.shape[0]):
+        _prefetch_rows(weights, state, rows, i)
         row = rows[i]
         t = steps[row] + 1
         steps[row] = t
@@ -518,6 +552,7 @@ def ftrl_update(
 ) -> None:
     """FTRL-proximal (McMahan et al. 2013) per coordinate; state[:, 0] is z, state[:, 1] is n."""
     for i in range(g.shape[0]):
+        _prefetch_rows(weights, state, rows, i)
         row = rows[i]
         for d in range(g.shape[1]):
             gd = np.float64(g[i, d])

@@ -209,9 +209,10 @@ def test_export_import_round_trip(
             getattr(exported, name)[order_a], getattr(again, name)[order_b]
         )
     signs, offsets = steps[-1]
-    # Pooling sums shard by shard, so other shard counts may round the last bit differently.
+    # Pooling sums shard by shard, so other shard counts round differently: a few float32 ulps
+    # of the summands (magnitude up to ~10 here), not of a result that may cancel to ~0.
     np.testing.assert_allclose(
-        a.lookup_pool(signs, offsets), b.lookup_pool(signs, offsets), rtol=1e-6, atol=1e-7
+        a.lookup_pool(signs, offsets), b.lookup_pool(signs, offsets), rtol=1e-5, atol=1e-5
     )
 
 

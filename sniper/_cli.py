@@ -1,0 +1,144 @@
+"""The ``sniper`` command line.
+
+Every subcommand's implementation is imported lazily, so ``sniper --help`` and ``sniper hash``
+stay fast and never pay for numba or torch. Errors a user can fix (a bad flag value, an unknown
+workload or scheduler) print one line ``sniper: error: ...`` and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+__all__ = ["main"]
+
+EXIT_USAGE = 2
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _cmd_hash(args: argparse.Namespace) -> int:
+    from sniper.hashing import ps_for_variable, string_to_u64
+
+    for name in args.names:
+        line = f"{name}\t{string_to_u64(name)}"
+        if args.num_ps:
+            line += f"\tps {ps_for_variable(name, args.num_ps)}"
+        print(line)
+    return 0
+
+
+def _cmd_placement(args: argparse.Namespace) -> int:
+    from sniper._placement import print_placement
+    from sniper._workload import load_workload
+
+    print_placement(load_workload(args.workload), args.num_ps)
+    return 0
+
+
+def _cmd_bench_store(args: argparse.Namespace) -> int:
+    from sniper._bench import _store
+    from sniper._workload import load_workload
+
+    _store.run(
+        load_workload(args.workload),
+        batches=args.batches,
+        repeats=args.repeats,
+        dict_repeats=args.dict_repeats,
+        threads=args.threads,
+        prefill_rows=args.prefill_rows,
+        seed=args.seed,
+    )
+    return 0
+
+
+def _cmd_bench_compile(args: argparse.Namespace) -> int:
+    from sniper._bench import _compile
+
+    _compile.run()
+    return 0
+
+
+def _add_workload(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--workload",
+        default="seed_ctr",
+        help="built-in workload name or a workload JSON file (default: seed_ctr)",
+    )
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sniper",
+        description="A Python parameter server for CTR models with huge sparse embeddings.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    hash_cmd = commands.add_parser("hash", help="print string_to_u64 of variable names")
+    hash_cmd.add_argument("names", nargs="+", metavar="NAME")
+    hash_cmd.add_argument(
+        "--num-ps",
+        type=_positive_int,
+        default=0,
+        help="also print the ps that owns each name in a cluster of N",
+    )
+    hash_cmd.set_defaults(run=_cmd_hash)
+
+    placement = commands.add_parser(
+        "placement", help="show which ps owns each variable of a workload, and the load"
+    )
+    _add_workload(placement)
+    placement.add_argument("--num-ps", type=_positive_int, default=4)
+    placement.set_defaults(run=_cmd_placement)
+
+    bench = commands.add_parser("bench", help="measure sniper against a peer in the same run")
+    benches = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
+    store = benches.add_parser("store", help="embedding store vs torch EmbeddingBag and a dict")
+    _add_workload(store)
+    store.add_argument(
+        "--batches",
+        type=_positive_int,
+        default=4,
+        help="distinct batches generated per case (default 4)",
+    )
+    store.add_argument("--repeats", type=_positive_int, default=10)
+    store.add_argument("--dict-repeats", type=_positive_int, default=2)
+    store.add_argument("--threads", type=_positive_int, default=2)
+    store.add_argument("--prefill-rows", type=_positive_int, default=2_000_000)
+    store.add_argument("--seed", type=int, default=0)
+    store.set_defaults(run=_cmd_bench_store)
+    compile_cmd = benches.add_parser(
+        "compile", help="import time and numba kernel compile time, cold and cached"
+    )
+    compile_cmd.set_defaults(run=_cmd_bench_compile)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``sniper`` command line; returns the process exit status."""
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    command: Command = args.run
+    try:
+        return command(args)
+    except (ValueError, LookupError, OSError) as exc:
+        print(f"sniper: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("sniper: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
