@@ -47,6 +47,28 @@ def _cmd_placement(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from sniper._demo import DemoConfig, run
+    from sniper._workload import load_workload
+    from sniper.scheduler import SCHEDULER_NAMES
+
+    if args.scheduler not in SCHEDULER_NAMES:
+        raise LookupError(
+            f"unknown scheduler {args.scheduler!r}; valid names: {', '.join(SCHEDULER_NAMES)}"
+        )
+    run(
+        load_workload(args.workload),
+        DemoConfig(
+            scheduler=args.scheduler,
+            workers=args.workers,
+            steps=args.steps,
+            num_ps=args.num_ps,
+            seed=args.seed,
+        ),
+    )
+    return 0
+
+
 def _cmd_bench_store(args: argparse.Namespace) -> int:
     from sniper._bench import _store
     from sniper._workload import load_workload
@@ -58,6 +80,20 @@ def _cmd_bench_store(args: argparse.Namespace) -> int:
         dict_repeats=args.dict_repeats,
         threads=args.threads,
         prefill_rows=args.prefill_rows,
+        seed=args.seed,
+    )
+    return 0
+
+
+def _cmd_bench_scheduler(args: argparse.Namespace) -> int:
+    from sniper._bench import _scheduler
+    from sniper._workload import load_workload
+
+    _scheduler.run(
+        load_workload(args.workload),
+        workers=args.workers,
+        steps=args.steps,
+        batches=args.batches,
         seed=args.seed,
     )
     return 0
@@ -102,6 +138,23 @@ def _build_parser() -> argparse.ArgumentParser:
     placement.add_argument("--num-ps", type=_positive_int, default=4)
     placement.set_defaults(run=_cmd_placement)
 
+    demo = commands.add_parser(
+        "demo", help="run the ps side of training steps on a workload, in this process"
+    )
+    _add_workload(demo)
+    demo.add_argument(
+        "--scheduler",
+        default="work_stealing",
+        help="inline, per_variable, thread_pool or work_stealing",
+    )
+    demo.add_argument("--workers", type=_positive_int, default=2)
+    demo.add_argument("--steps", type=_positive_int, default=30)
+    demo.add_argument(
+        "--num-ps", type=_positive_int, default=2, help="cluster size for the placement report"
+    )
+    demo.add_argument("--seed", type=int, default=0)
+    demo.set_defaults(run=_cmd_demo)
+
     bench = commands.add_parser("bench", help="measure sniper against a peer in the same run")
     benches = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
     store = benches.add_parser("store", help="embedding store vs torch EmbeddingBag and a dict")
@@ -118,6 +171,15 @@ def _build_parser() -> argparse.ArgumentParser:
     store.add_argument("--prefill-rows", type=_positive_int, default=2_000_000)
     store.add_argument("--seed", type=int, default=0)
     store.set_defaults(run=_cmd_bench_store)
+    scheduler = benches.add_parser(
+        "scheduler", help="seed_ctr lookup step through every scheduler backend"
+    )
+    _add_workload(scheduler)
+    scheduler.add_argument("--workers", type=_positive_int, default=2)
+    scheduler.add_argument("--steps", type=_positive_int, default=20)
+    scheduler.add_argument("--batches", type=_positive_int, default=4)
+    scheduler.add_argument("--seed", type=int, default=0)
+    scheduler.set_defaults(run=_cmd_bench_scheduler)
     compile_cmd = benches.add_parser(
         "compile", help="import time and numba kernel compile time, cold and cached"
     )

@@ -14,6 +14,7 @@ from numpy.typing import NDArray
 
 from sniper._hashing import (
     MASK64,
+    MAX_SHARDS,
     ps_for_variable,
     shard_of,
     shard_of_sign,
@@ -141,12 +142,21 @@ def test_shard_of_equals_shard_of_sign(signs: list[int], num_shards: int) -> Non
         assert shard_of(np.array(signs, dtype=np.int64), num_shards).tolist() == expected
 
 
-@given(u64s, shard_counts | st.integers(1, 1 << 80))
+@given(u64s, shard_counts | st.integers(1, MAX_SHARDS))
 def test_shard_of_sign_is_mix_mod_n(sign: int, num_shards: int) -> None:
     shard = shard_of_sign(sign, num_shards)
     assert type(shard) is int
     assert 0 <= shard < num_shards
     assert shard == splitmix64_mix(sign) % num_shards
+
+
+@pytest.mark.parametrize("num_shards", [MAX_SHARDS + 1, 1 << 80])
+def test_more_shards_than_int64_holds_is_refused(num_shards: int) -> None:
+    message = f"num_shards must be at most 2**63 (shards are int64), got {num_shards}"
+    with pytest.raises(ValueError, match=exactly(message)):
+        shard_of_sign(1, num_shards)
+    with pytest.raises(ValueError, match=exactly(message)):
+        shard_of(np.array([1], dtype=np.uint64), num_shards)
 
 
 @pytest.mark.parametrize("num_shards", [1, 2, 3, 7, 16, 64, 1000, 1 << 16, 1 << 63])

@@ -1,0 +1,66 @@
+"""A ps for a whole workload on one machine: tables sized from its shape, synthetic batches.
+
+Used by ``sniper demo`` and ``sniper bench scheduler``, so both run the same configuration.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from sniper._workload import VariableSpec, Workload
+from sniper._zipf import ZipfSampler, signs_of_ranks
+from sniper.store import EmbeddingTable, LockMode, Optimizer
+
+__all__ = ["Batch", "capacity_for", "make_batches", "make_tables", "shards_for"]
+
+SHARD_SIGNS = 32_768
+"""Signs per shard a variable is split into: ~0.3 ms of kernel time, far above dispatch cost."""
+MAX_SHARDS = 16
+
+Batch = dict[str, tuple[NDArray[np.uint64], NDArray[np.int64]]]
+
+
+def shards_for(spec: VariableSpec) -> int:
+    """Shards of a variable: one per ``SHARD_SIGNS`` signs per batch, at least 1."""
+    return max(1, min(MAX_SHARDS, spec.signs_per_batch // SHARD_SIGNS))
+
+
+def capacity_for(spec: VariableSpec) -> int:
+    """Room for many batches of distinct signs, bounded so 76 tables fit in a few GB."""
+    return int(min(spec.vocabulary, max(65_536, 16 * spec.signs_per_batch), 2_000_000))
+
+
+def make_batches(workload: Workload, count: int, seed: int) -> list[Batch]:
+    """``count`` batches of every variable, zipf signs over each variable's vocabulary."""
+    sampler = ZipfSampler(
+        max(v.vocabulary for v in workload.variables), workload.zipf_exponent, seed
+    )
+    rng = np.random.default_rng(seed)
+    bags = workload.batch_size
+    batches = []
+    for _ in range(count):
+        batch: Batch = {}
+        for spec in workload.variables:
+            ranks = sampler.ranks(spec.signs_per_batch) % spec.vocabulary
+            counts = rng.multinomial(spec.signs_per_batch, np.full(bags, 1.0 / bags))
+            offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+            batch[spec.name] = (signs_of_ranks(ranks, spec.field), offsets)
+        batches.append(batch)
+    return batches
+
+
+def make_tables(
+    workload: Workload, optimizer: Optimizer, lock: LockMode = "shard"
+) -> dict[str, EmbeddingTable]:
+    """One table per variable, sharded and sized by :func:`shards_for` and :func:`capacity_for`."""
+    return {
+        spec.name: EmbeddingTable(
+            workload.embedding_dim,
+            capacity=capacity_for(spec),
+            optimizer=optimizer,
+            num_shards=shards_for(spec),
+            lock=lock,
+        )
+        for spec in workload.variables
+    }

@@ -1,0 +1,37 @@
+"""Task keys: which variable (and which shard of it) a task works on."""
+
+from __future__ import annotations
+
+from typing import NamedTuple, TypeAlias
+
+__all__ = ["KeyLike", "TaskKey", "as_task_key"]
+
+
+class TaskKey(NamedTuple):
+    """The unit of ordering and placement: one shard of one variable.
+
+    A NamedTuple rather than a dataclass because the per-variable scheduler hashes a key on
+    every submit and tuple hashing is the cheapest Python offers.
+    """
+
+    variable: str
+    """The variable (embedding table) name."""
+    shard: int = 0
+    """The shard within the variable, e.g. ``sniper.hashing.shard_of(signs, n)``."""
+
+
+KeyLike: TypeAlias = TaskKey | str
+"""A :class:`TaskKey`, or a plain variable name as shorthand for shard 0."""
+
+
+def as_task_key(key: KeyLike) -> TaskKey:
+    """Normalize a key; anything but a ``str`` or a ``TaskKey`` is a caller bug."""
+    if type(key) is TaskKey:
+        return key
+    if isinstance(key, str):
+        return TaskKey(key)
+    if isinstance(key, TaskKey):
+        return key
+    raise TypeError(
+        f"a task key should be a variable name (str) or a TaskKey(variable, shard), got {key!r}"
+    )

@@ -1,0 +1,95 @@
+"""Run queues: each worker's local deque and the global inject queue.
+
+Both sit on ``collections.deque``, whose ``append``, ``pop`` and ``popleft`` are documented to
+be thread-safe and atomic (in free-threaded builds too). Each item therefore leaves a queue
+exactly once, whoever takes it, without a lock of our own. ``steal_half`` is a sequence of
+atomic ``popleft`` calls rather than one atomic step, so an owner popping from the other end
+can win the race for the last few items; every item is still taken exactly once, and the thief
+just gets fewer. Items must not be ``None``, which is how "empty" is reported.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Generic, TypeVar
+
+__all__ = ["InjectQueue", "LocalQueue"]
+
+T = TypeVar("T")
+
+
+class LocalQueue(Generic[T]):
+    """A worker's own queue: the owner pushes and pops at the back, thieves steal the front.
+
+    LIFO for the owner because a sub-task just spawned is the one whose data is still in cache;
+    FIFO for thieves because the oldest entries tend to be the largest unsplit pieces of work.
+    """
+
+    __slots__ = ("_items",)
+
+    def __init__(self) -> None:
+        self._items: deque[T] = deque()
+
+    def push(self, item: T) -> None:
+        """Owner only: add an item at the back."""
+        self._items.append(item)
+
+    def pop(self) -> T | None:
+        """Owner only: take the newest item, or None when empty."""
+        try:
+            return self._items.pop()
+        except IndexError:
+            return None
+
+    def steal_half(self) -> list[T]:
+        """Any thread: take the older half (rounded up) of the items, oldest first."""
+        count = len(self._items)
+        stolen: list[T] = []
+        for _ in range(count - count // 2):
+            try:
+                stolen.append(self._items.popleft())
+            except IndexError:  # the owner popped the rest meanwhile
+                break
+        return stolen
+
+    def drain(self) -> list[T]:
+        """Any thread: take every item, oldest first (used to cancel pending work)."""
+        drained: list[T] = []
+        while True:
+            try:
+                drained.append(self._items.popleft())
+            except IndexError:
+                return drained
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+class InjectQueue(Generic[T]):
+    """The global FIFO queue for tasks submitted from outside the workers."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self) -> None:
+        self._items: deque[T] = deque()
+
+    def push(self, item: T) -> None:
+        """Any thread: add an item at the back."""
+        self._items.append(item)
+
+    def pop(self) -> T | None:
+        """Any thread: take the oldest item, or None when empty."""
+        try:
+            return self._items.popleft()
+        except IndexError:
+            return None
+
+    def drain(self) -> list[T]:
+        """Any thread: take every item, oldest first."""
+        drained: list[T] = []
+        while (item := self.pop()) is not None:
+            drained.append(item)
+        return drained
+
+    def __len__(self) -> int:
+        return len(self._items)

@@ -1,0 +1,65 @@
+"""The ``sniper`` command as a user runs it: a real subprocess, its output and exit status."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+
+def sniper(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sniper", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_hash_prints_the_wrapped_hash_and_ps() -> None:
+    done = sniper("hash", "embedding_11", "--num-ps", "4")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "embedding_11\t2658275717906911240\tps 0\n"
+
+
+def test_placement_reports_every_ps() -> None:
+    done = sniper("placement", "--num-ps", "3")
+    assert done.returncode == 0, done.stderr
+    assert "76 variables, 719,168 signs per batch, 3 ps" in done.stdout
+    assert "busiest ps carries" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ("placement", "--workload", "/nonexistent.json"),
+            "sniper: error: workload '/nonexistent.json' is neither a built-in (seed_ctr) nor a "
+            "readable JSON file\n",
+        ),
+        (
+            ("demo", "--scheduler", "fifo"),
+            "sniper: error: unknown scheduler 'fifo'; valid names: inline, per_variable, "
+            "thread_pool, work_stealing\n",
+        ),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], message: str) -> None:
+    done = sniper(*args)
+    assert (done.returncode, done.stderr, done.stdout) == (2, message, "")
+
+
+def test_bad_flag_value_exits_2() -> None:
+    done = sniper("placement", "--num-ps", "0")
+    assert done.returncode == 2
+    assert "argument --num-ps: expected a positive integer, got 0" in done.stderr
+
+
+def test_demo_runs_a_few_steps() -> None:
+    done = sniper("demo", "--steps", "2", "--scheduler", "per_variable")
+    assert done.returncode == 0, done.stderr
+    assert "2 steps in" in done.stdout
+    assert "EmbeddingLookup  2" in done.stdout
+    assert "scheduler per_variable:" in done.stdout
