@@ -4,8 +4,9 @@ One step is what a ps does for EmbeddingLookup of a whole batch: all 76 variable
 ``seed_ctr`` (719k signs, one variable with 270k) pooled on the real store kernels through
 :class:`sniper.roles.PsEngine`. Variables with many signs per batch get several shards
 (``sniper._local.SHARD_SIGNS`` signs each), so their work becomes several tasks. Every backend
-runs the same batches on the same tables; ``inline`` is the baseline. The seeds' pathology, every table
-behind one process-wide lock (``lock="global"``), runs on ``work_stealing`` in the same table.
+runs the same batches on the same tables; ``inline`` is the baseline. The seeds' pathology,
+every table behind one process-wide lock (``lock="global"``), runs on ``work_stealing`` in the
+same table.
 """
 
 from __future__ import annotations
