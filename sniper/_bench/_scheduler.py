@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from sniper._bench._report import print_table
+from sniper._bench._report import parallel_capacity, print_table
 from sniper._local import Batch, make_batches, make_tables, shards_for
 from sniper._workload import Workload
 from sniper.roles import PsEngine
@@ -68,7 +68,9 @@ def measure(
                 engine.feed(i, name, signs, offsets)
             start = time.perf_counter()
             engine.lookup(i, names)
-            return time.perf_counter() - start
+            elapsed = time.perf_counter() - start
+            engine.release(i)
+            return elapsed
 
         for i in range(len(batches)):
             step(i)
@@ -108,6 +110,10 @@ def run(workload: Workload, *, workers: int, steps: int, batches: int, seed: int
         )
     )
     _print(results)
+    print(
+        f"\nparallel capacity of this machine now: {workers} processes of pure arithmetic run "
+        f"{parallel_capacity(workers):.2f}x faster than one (the ceiling for 'vs inline')"
+    )
 
 
 def _print(results: list[BackendResult]) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -63,6 +63,14 @@ class ShardedBatch:
 
     signs: NDArray[np.uint64]
     shard_offsets: NDArray[np.int64]
+    row_cache: dict[tuple[object, int], tuple[int, NDArray[np.int64]]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    """Rows a lookup mapped, per (table, shard), with the shard's eviction count at the time.
+
+    PushGrad of the same batch reuses them instead of probing the index again, as long as the
+    shard has evicted nothing since: eviction is the only way a row changes owner.
+    """
 
     @property
     def batch_size(self) -> int:

@@ -104,6 +104,7 @@ class EmbeddingTable(EmbeddingStore):
         self.lock_mode: LockMode = lock
         self.seed = seed
         self._seed_key = np.uint64(splitmix64_mix(seed))
+        self._token = object()  # identifies this table in a batch's row cache
         self._allocate()
         # Re-entrant: get/export/import hold every lock and then map rows under the index lock.
         self._shard_locks = [threading.RLock() for _ in range(num_shards)]
@@ -248,7 +249,21 @@ class EmbeddingTable(EmbeddingStore):
         with self._op_lock(shard):
             rows = self._map(shard, signs, True, self._min_count)
             k.pool_rows(self._weights, rows, offsets, out)
+            if rows.size and rows.min() >= 0:  # a not-yet-admitted sign may be admitted later
+                evictions = int(self._counters[shard, k.EVICTIONS])
+                batch.row_cache[(self._token, shard)] = (evictions, rows)
         return out
+
+    def _rows_for_push(
+        self, batch: ShardedBatch, shard: int, signs: NDArray[np.uint64]
+    ) -> NDArray[np.int64]:
+        """The lookup's rows if no eviction has happened in the shard since, else a new map."""
+        cached = batch.row_cache.pop((self._token, shard), None)
+        with self._index_lock(shard):
+            if cached is not None and cached[0] == self._counters[shard, k.EVICTIONS]:
+                self._counters[shard, k.HITS] += signs.shape[0]
+                return cached[1]
+        return self._map(shard, signs, False, self._min_count)
 
     def push_grad_shard(self, batch: ShardedBatch, shard: int, grads: NDArray[np.float32]) -> None:
         signs, offsets = self._shard_view(batch, shard)
@@ -257,7 +272,7 @@ class EmbeddingTable(EmbeddingStore):
         unique_rows = np.empty(signs.shape[0], dtype=np.int64)
         saved = np.empty(signs.shape[0], dtype=np.uint32)
         with self._op_lock(shard):
-            rows = self._map(shard, signs, False, self._min_count)
+            rows = self._rows_for_push(batch, shard, signs)
             with self._index_lock(shard):
                 n_unique = k.dedup_rows(
                     rows, self._slot_of_row, compact, unique_rows, saved, self._counters, shard

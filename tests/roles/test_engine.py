@@ -92,3 +92,37 @@ def test_abandoned_batches_expire() -> None:
         assert engine.pending_batches() == 1
         time.sleep(0.1)
         assert engine.pending_batches() == 0
+
+
+def test_release_frees_a_lookup_only_batch(engine: PsEngine) -> None:
+    for batch_id in (1, 2):
+        for name in ("a", "b"):
+            engine.feed(batch_id, name, SIGNS, OFFSETS)
+    engine.lookup(1, ["a", "b"])
+    engine.release(1, ["a"])
+    assert engine.pending_batches() == 3
+    engine.release(2)
+    assert engine.pending_batches() == 1
+    engine.release(99)
+    assert engine.pending_batches() == 1
+
+
+@pytest.mark.parametrize("backend", ["per_variable", "work_stealing"])
+def test_packing_small_shards_into_tasks_changes_no_number(backend: str) -> None:
+    """One task per shard, or every shard packed into one task: the same pools and updates."""
+    results = []
+    for min_task_signs in (1, 10_000):
+        with open_scheduler(backend, workers=2) as scheduler:
+            engine = PsEngine(scheduler, min_task_signs=min_task_signs)
+            for name, shards in (("a", 3), ("b", 1), ("c", 2)):
+                engine.create_variable(name, table(shards))
+                engine.feed(4, name, SIGNS, OFFSETS)
+            pooled = engine.lookup(4, ["a", "b", "c"])
+            engine.push_grad(4, {"a": GRADS, "c": GRADS})
+            assert all(r.kernel_seconds > 0 for r in pooled.values())
+            results.append(
+                ([pooled[n].pooled for n in "abc"], [engine.table(n).get(SIGNS) for n in "abc"])
+            )
+    for first, second in zip(*results, strict=True):
+        for x, y in zip(first, second, strict=True):
+            np.testing.assert_allclose(x, y, rtol=1e-6)

@@ -206,3 +206,25 @@ def test_contains_and_len() -> None:
     assert 3 in table and 2**64 - 1 in table and 4 not in table
     assert -1 not in table and "x" not in table
     assert len(table) == 2
+
+
+def test_push_reuses_lookup_rows_only_while_nothing_was_evicted() -> None:
+    """lookup_shard + push_grad_shard of one batch equals a fresh push, with or without an
+    eviction in between (which must make the push map its signs again)."""
+    signs, offsets = u64(1, 2, 3, 2), np.array([0, 2, 4])
+    grads = np.ones((2, 2), dtype=np.float32)
+    for evict_between in (False, True):
+        cached = EmbeddingTable(2, capacity=3, optimizer=Adagrad(0.5))
+        fresh = EmbeddingTable(2, capacity=3, optimizer=Adagrad(0.5))
+        batch = cached.split(signs, offsets)
+        cached.lookup_shard(batch, 0)
+        fresh.lookup_pool(signs, offsets)
+        if evict_between:
+            for table in (cached, fresh):
+                table.lookup_pool(u64(50), ONE)  # evicts one of 1, 2, 3
+        cached.push_grad_shard(batch, 0, grads)
+        fresh.push_grad(signs, offsets, grads)
+        exported_cached, exported_fresh = cached.export(), fresh.export()
+        assert exported_cached.signs.tolist() == exported_fresh.signs.tolist()
+        np.testing.assert_array_equal(exported_cached.weights, exported_fresh.weights)
+        assert cached.statistics() == fresh.statistics()
