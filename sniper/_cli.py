@@ -69,6 +69,26 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from sniper.roles._serve import load_serve_config, run_serve
+
+    overrides = {
+        "role": args.role,
+        "host": args.host,
+        "port": args.port,
+        "scheduler": args.scheduler,
+        "workers": args.workers,
+        "max_message_mb": args.max_message_mb,
+        "nonfinite": args.nonfinite,
+        "max_table_gb": args.max_table_gb,
+        "stats_interval": args.stats_interval,
+    }
+    config = load_serve_config(Path(args.config) if args.config else None, overrides)
+    return run_serve(config)
+
+
 def _cmd_bench_store(args: argparse.Namespace) -> int:
     from sniper._bench import _store
     from sniper._workload import load_workload
@@ -154,6 +174,33 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--seed", type=int, default=0)
     demo.set_defaults(run=_cmd_demo)
+
+    serve = commands.add_parser("serve", help="run a ps until SIGINT or SIGTERM")
+    serve.add_argument("--role", choices=["ps"], default=None)
+    serve.add_argument("--host", default=None, help="default 127.0.0.1 (loopback)")
+    serve.add_argument("--port", type=int, default=None, help="0 (default) picks a free port")
+    serve.add_argument(
+        "--scheduler",
+        default=None,
+        help="inline, per_variable, thread_pool or work_stealing (default)",
+    )
+    serve.add_argument("--workers", type=_positive_int, default=None)
+    serve.add_argument("--config", default=None, help="TOML file with the same keys")
+    serve.add_argument("--max-message-mb", type=float, default=None)
+    serve.add_argument(
+        "--nonfinite",
+        choices=["reject", "drop"],
+        default=None,
+        help="what a NaN or Inf gradient gets (default reject)",
+    )
+    serve.add_argument("--max-table-gb", type=float, default=None)
+    serve.add_argument(
+        "--stats-interval",
+        type=float,
+        default=None,
+        help="seconds between latency log lines (default 30)",
+    )
+    serve.set_defaults(run=_cmd_serve)
 
     bench = commands.add_parser("bench", help="measure sniper against a peer in the same run")
     benches = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")

@@ -25,7 +25,13 @@ from numpy.typing import ArrayLike, NDArray
 from sniper.scheduler import Scheduler, TaskHandle, TaskKey
 from sniper.store import EmbeddingTable, ShardedBatch
 
-__all__ = ["LookupResult", "PsEngine", "UnknownBatchError", "UnknownVariableError"]
+__all__ = [
+    "LookupResult",
+    "PendingLookup",
+    "PsEngine",
+    "UnknownBatchError",
+    "UnknownVariableError",
+]
 
 
 class UnknownVariableError(KeyError):
@@ -97,13 +103,22 @@ class PsEngine:
 
     def feed(self, batch_id: int, name: str, signs: ArrayLike, offsets: ArrayLike) -> None:
         """Keep a variable's signs of one batch, split by shard, until it is pushed."""
-        batch = self.table(name).split(signs, offsets)
+        self.feed_many(batch_id, [(name, signs, offsets)])
+
+    def feed_many(
+        self, batch_id: int, variables: Iterable[tuple[str, ArrayLike, ArrayLike]]
+    ) -> None:
+        """Feed several variables of one batch: all are validated before any is kept."""
+        split = [
+            (name, self.table(name).split(signs, offsets)) for name, signs, offsets in variables
+        ]
         now = time.monotonic()
         with self._lock:
             self._expire(now)
-            # Re-feeding moves the key to the end, keeping the dict ordered by feed time.
-            self._batches.pop((batch_id, name), None)
-            self._batches[(batch_id, name)] = (batch, now)
+            for name, batch in split:
+                # Re-feeding moves the key to the end, keeping the dict ordered by feed time.
+                self._batches.pop((batch_id, name), None)
+                self._batches[(batch_id, name)] = (batch, now)
 
     def pending_batches(self) -> int:
         """(batch, variable) pairs fed and not yet pushed or expired."""
@@ -178,20 +193,27 @@ class PsEngine:
             ]
         return parts
 
-    def _submit_lookups(self, batch_id: int, names: Iterable[str]) -> list[TaskHandle[list[_Done]]]:
-        return [
-            self.scheduler.submit(task[0].key, _lookup_parts, task)
-            for task in self._plan(self._parts(batch_id, names))
-        ]
+    def start_lookup(self, batch_id: int, names: Iterable[str]) -> PendingLookup:
+        """Validate the request and submit its tasks; collect with the returned object.
+
+        Splitting start from wait lets a server time dispatch and waiting as separate stages.
+        """
+        names = list(names)
+        if len(set(names)) != len(names):
+            repeated = sorted({n for n in names if names.count(n) > 1})
+            raise ValueError(f"names repeats {', '.join(map(repr, repeated))}; ask once")
+        parts = self._parts(batch_id, names)
+        return PendingLookup(
+            [self.scheduler.submit(task[0].key, _lookup_parts, task) for task in self._plan(parts)]
+        )
 
     def lookup(self, batch_id: int, names: Iterable[str]) -> dict[str, LookupResult]:
         """Pooled embeddings of ``names`` for a fed batch, blocking the calling thread."""
-        return _collect([handle.result() for handle in self._submit_lookups(batch_id, names)])
+        return self.start_lookup(batch_id, names).result()
 
     async def lookup_async(self, batch_id: int, names: Iterable[str]) -> dict[str, LookupResult]:
         """Pooled embeddings of ``names``, awaited without blocking the event loop."""
-        handles = self._submit_lookups(batch_id, names)
-        return _collect([await handle.wait() for handle in handles])
+        return await self.start_lookup(batch_id, names).wait()
 
     def _submit_pushes(
         self, batch_id: int, grads: Mapping[str, ArrayLike]
@@ -217,6 +239,19 @@ class PsEngine:
         for handle in self._submit_pushes(batch_id, grads):
             await handle.wait()
         self.release(batch_id, grads)
+
+
+class PendingLookup:
+    """Lookup tasks in flight; ``result()`` blocks, ``await wait()`` does not."""
+
+    def __init__(self, handles: list[TaskHandle[list[_Done]]]) -> None:
+        self.handles = handles
+
+    def result(self) -> dict[str, LookupResult]:
+        return _collect([handle.result() for handle in self.handles])
+
+    async def wait(self) -> dict[str, LookupResult]:
+        return _collect([await handle.wait() for handle in self.handles])
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,167 @@
+"""``sniper serve --role ps``: run a ps until SIGINT or SIGTERM, then shut down gracefully.
+
+Configuration comes from defaults, then an optional TOML file (``--config``), then command-line
+flags, and is validated into a frozen :class:`ServeConfig` whose errors name the field.
+
+Shutdown order on a signal: health turns NOT_SERVING; new calls get UNAVAILABLE; calls in
+flight finish (up to ``drain_timeout`` seconds); the server closes its connections; the
+scheduler drains and joins its workers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import signal
+import sys
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, cast
+
+from grpclib.config import Configuration
+from grpclib.server import Server
+
+from sniper.roles._engine import PsEngine
+from sniper.roles._health import HealthService
+from sniper.roles._ps_service import PsService, PsServiceConfig
+from sniper.rpc._codec import SniperCodec
+from sniper.scheduler import SCHEDULER_NAMES, open_scheduler
+
+__all__ = ["ServeConfig", "bound_address", "load_serve_config", "serve_ps"]
+
+log = logging.getLogger("sniper.serve")
+_MB = 2**20
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """Everything ``sniper serve`` takes; each field is also a TOML key and a flag."""
+
+    role: Literal["ps"] = "ps"
+    host: str = "127.0.0.1"
+    port: int = 0
+    scheduler: str = "work_stealing"
+    workers: int = os.cpu_count() or 2
+    max_message_mb: float = 256.0
+    nonfinite: Literal["reject", "drop"] = "reject"
+    max_table_gb: float = 16.0
+    batch_ttl: float = 300.0
+    stats_interval: float = 30.0
+    drain_timeout: float = 30.0
+    http2_window_mb: float = 16.0
+    """HTTP/2 flow-control windows; grpclib's 4 MiB default stalls a 5 MB lookup response."""
+
+    def __post_init__(self) -> None:
+        if self.role != "ps":
+            raise ValueError(f"role must be 'ps' (the hub comes later), got {self.role!r}")
+        if self.scheduler not in SCHEDULER_NAMES:
+            raise ValueError(
+                f"scheduler must be one of {', '.join(SCHEDULER_NAMES)}, got {self.scheduler!r}"
+            )
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be in [0, 65535], got {self.port}")
+        for name in (
+            "workers",
+            "max_message_mb",
+            "max_table_gb",
+            "batch_ttl",
+            "stats_interval",
+            "drain_timeout",
+            "http2_window_mb",
+        ):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.nonfinite not in ("reject", "drop"):
+            raise ValueError(f"nonfinite must be 'reject' or 'drop', got {self.nonfinite!r}")
+
+
+def load_serve_config(path: Path | None, overrides: dict[str, Any]) -> ServeConfig:
+    """Defaults, then the TOML file at ``path``, then the non-None ``overrides``."""
+    values: dict[str, Any] = {}
+    if path is not None:
+        try:
+            values = tomllib.loads(path.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ValueError(f"config {path}: {exc}") from None
+        known = {f.name for f in dataclasses.fields(ServeConfig)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(
+                f"config {path}: unknown key {unknown[0]!r}; known keys: {', '.join(sorted(known))}"
+            )
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return ServeConfig(**values)
+    except TypeError as exc:
+        raise ValueError(f"config: {exc}") from None
+
+
+async def serve_ps(config: ServeConfig) -> None:
+    """Serve until SIGINT or SIGTERM; the first stdout line is ``listening on HOST:PORT``."""
+    async with open_scheduler(config.scheduler, workers=config.workers) as scheduler:
+        engine = PsEngine(scheduler, batch_ttl=config.batch_ttl)
+        service = PsService(
+            engine,
+            PsServiceConfig(
+                nonfinite=config.nonfinite, max_table_bytes=int(config.max_table_gb * 2**30)
+            ),
+        )
+        health = HealthService(("sniper.v1.Ps",), lambda: not service.draining)
+        window = int(config.http2_window_mb * _MB)
+        server = Server(
+            [service, health],
+            codec=SniperCodec(int(config.max_message_mb * _MB)),
+            config=Configuration(
+                http2_connection_window_size=window, http2_stream_window_size=window
+            ),
+        )
+        await server.start(config.host, config.port)
+        host, port = bound_address(server)
+        print(f"listening on {host}:{port}", flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        reporter = asyncio.create_task(_report(service, config.stats_interval))
+        try:
+            await stop.wait()
+            log.info("signal received: draining in-flight calls")
+            health.changed.set()
+            try:
+                await asyncio.wait_for(service.drain(), config.drain_timeout)
+            except TimeoutError:
+                log.warning(
+                    "calls still in flight after %.0f s; closing anyway", config.drain_timeout
+                )
+        finally:
+            reporter.cancel()
+            server.close()
+            await server.wait_closed()
+    service.log_statistics()
+
+
+def bound_address(server: Server) -> tuple[str, int]:
+    """The host and port a started grpclib server listens on (port 0 picks a free one)."""
+    listener = cast(asyncio.Server, server._server)
+    host, port = listener.sockets[0].getsockname()[:2]
+    return str(host), int(port)
+
+
+async def _report(service: PsService, interval: float) -> None:
+    while True:
+        await asyncio.sleep(interval)
+        service.log_statistics()
+
+
+def run_serve(config: ServeConfig) -> int:
+    """Entry point of ``sniper serve``: logs to stderr, returns the exit status."""
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    asyncio.run(serve_ps(config))
+    return 0

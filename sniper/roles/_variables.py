@@ -1,0 +1,114 @@
+"""From a CreateVariable request to an ``EmbeddingTable``, with errors that name the field."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sniper.rpc._generated.sniper.v1 import CreateVariableRequest
+from sniper.store import (
+    SGD,
+    Adagrad,
+    Adam,
+    Admission,
+    EmbeddingTable,
+    Ftrl,
+    Initializer,
+    Optimizer,
+    constant,
+    normal,
+    uniform,
+)
+
+__all__ = ["MAX_DIM", "MemoryBudgetError", "estimate_bytes", "table_from_request"]
+
+MAX_DIM = 4096
+"""Widest row a ps accepts: beyond this a request is far more likely a bug than a model."""
+
+
+class MemoryBudgetError(ValueError):
+    """A variable would not fit in the memory this ps may give its tables."""
+
+
+def estimate_bytes(dim: int, capacity: int, optimizer: Optimizer) -> int:
+    """Preallocated bytes of a table: rows and state, plus at most 33 bytes of index per row."""
+    per_row = 4 * dim * (1 + optimizer.slots) + (4 if optimizer.uses_steps else 0) + 33
+    return capacity * per_row
+
+
+_OPTIMIZERS: dict[str, type[Optimizer]] = {
+    "sgd": SGD,
+    "adagrad": Adagrad,
+    "adam": Adam,
+    "ftrl": Ftrl,
+}
+
+
+def _optimizer(request: CreateVariableRequest) -> Optimizer:
+    config = request.optimizer
+    name = config.name if config is not None else ""
+    if name not in _OPTIMIZERS:
+        raise ValueError(f"optimizer.name must be one of {', '.join(_OPTIMIZERS)}, got {name!r}")
+    cls = _OPTIMIZERS[name]
+    known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    params = dict(config.params) if config is not None else {}
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise ValueError(
+            f"optimizer.params has {', '.join(map(repr, unknown))}, which {name} "
+            f"does not take; it takes {', '.join(sorted(known))}"
+        )
+    return cls(**params)
+
+
+def _initializer(request: CreateVariableRequest) -> Initializer:
+    config = request.initializer
+    if config is None or not config.kind:
+        return normal(0.01)
+    if config.kind == "constant":
+        return constant(config.a)
+    if config.kind == "uniform":
+        return uniform(config.a, config.b)
+    if config.kind == "normal":
+        return normal(config.b, mean=config.a)
+    raise ValueError(f"initializer.kind must be constant, uniform or normal, got {config.kind!r}")
+
+
+def _admission(request: CreateVariableRequest) -> Admission | None:
+    config = request.admission
+    if config is None or config.min_count <= 1:
+        return None
+    return Admission(
+        config.min_count, width=config.sketch_width or 1 << 20, depth=config.sketch_depth or 4
+    )
+
+
+def table_from_request(request: CreateVariableRequest, budget_bytes: int) -> EmbeddingTable:
+    """Build the table a CreateVariable request describes; ``ValueError`` names a bad field.
+
+    ``budget_bytes`` is what this table may preallocate (the ps's memory limit minus what its
+    other tables hold); past it, :class:`MemoryBudgetError` says how much was asked.
+    """
+    if not request.name:
+        raise ValueError("name must not be empty")
+    if not 1 <= request.dim <= MAX_DIM:
+        raise ValueError(f"dim must be in [1, {MAX_DIM}], got {request.dim}")
+    if request.capacity < 1:
+        raise ValueError(f"capacity must be at least 1, got {request.capacity}")
+    optimizer = _optimizer(request)
+    needed = estimate_bytes(request.dim, request.capacity, optimizer)
+    if needed > budget_bytes:
+        raise MemoryBudgetError(
+            f"variable {request.name!r} needs about {needed / 2**30:.2f} GiB (capacity "
+            f"{request.capacity:,} x dim {request.dim}), but this ps has "
+            f"{budget_bytes / 2**30:.2f} GiB left for tables (--max-table-gb)"
+        )
+    return EmbeddingTable(
+        request.dim,
+        capacity=request.capacity,
+        optimizer=optimizer,
+        initializer=_initializer(request),
+        num_shards=request.shards or 1,
+        eviction=request.eviction or "lru",
+        admission=_admission(request),
+        seed=request.seed,
+    )

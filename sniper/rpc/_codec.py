@@ -1,0 +1,93 @@
+"""The message codec of sniper's servers: betterproto, plus the checks grpclib leaves out.
+
+grpclib has no limit on message size and reports a message that does not parse as an internal
+error. This codec turns both into the statuses a client can act on: RESOURCE_EXHAUSTED naming
+the limit, and INVALID_ARGUMENT naming the message type.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import betterproto
+from grpclib.const import Status
+from grpclib.encoding.proto import ProtoCodec
+from grpclib.exceptions import GRPCError
+
+__all__ = ["SniperCodec"]
+
+
+class SniperCodec(ProtoCodec):
+    """``ProtoCodec`` with a receive size limit and decode errors mapped to gRPC statuses."""
+
+    def __init__(self, max_message_bytes: int) -> None:
+        if max_message_bytes < 1:
+            raise ValueError(f"max_message_bytes must be positive, got {max_message_bytes}")
+        self.max_message_bytes = max_message_bytes
+
+    def decode(self, data: bytes, message_type: Any) -> Any:
+        if len(data) > self.max_message_bytes:
+            raise GRPCError(
+                Status.RESOURCE_EXHAUSTED,
+                f"message of {len(data):,} bytes exceeds this server's limit of "
+                f"{self.max_message_bytes:,} bytes (raise it with --max-message-mb)",
+            )
+        try:
+            message = super().decode(data, message_type)
+            _check_shapes(message, message_type.__name__)
+        except GRPCError:
+            raise
+        except Exception as exc:  # betterproto raises many types on garbage
+            raise GRPCError(
+                Status.INVALID_ARGUMENT,
+                f"request is not a valid {message_type.__name__}: {type(exc).__name__}: {exc}",
+            ) from None
+        return message
+
+
+_SCALARS: dict[type, tuple[type, ...]] = {
+    int: (int,),
+    float: (float, int),
+    str: (str,),
+    bytes: (bytes,),
+    bool: (bool,),
+}
+
+
+def _check_shapes(message: Any, path: str) -> None:
+    """Refuse a decoded message whose fields do not have their declared Python shape.
+
+    betterproto 2.0.0b7 decodes some malformed wire data leniently, e.g. a length-delimited
+    record for a scalar field becomes a list (``batch_id=[97, 98, 99]``). Checking shapes here
+    keeps handlers from ever seeing such values.
+    """
+    meta: Any = getattr(message, "_betterproto")  # noqa: B009  (private metadata, mistyped)
+    for name, field_meta in meta.meta_by_field_name.items():
+        value = getattr(message, name)
+        where = f"{path}.{name}"
+        default = meta.default_gen[name]
+        if field_meta.map_types:
+            _require(isinstance(value, dict), where)
+        elif default is list:
+            _require(isinstance(value, list), where)
+            element = meta.cls_by_field[name]
+            for item in value:
+                _check_value(item, element, where)
+        else:
+            _check_value(value, default, where)
+
+
+def _check_value(value: Any, expected: Any, where: str) -> None:
+    if isinstance(expected, type) and issubclass(expected, betterproto.Message):
+        _require(isinstance(value, expected), where)
+        _check_shapes(value, where)
+    elif value is not None:
+        allowed = _SCALARS.get(expected, (expected,))
+        _require(isinstance(value, allowed) and not isinstance(value, list), where)
+
+
+def _require(condition: bool, where: str) -> None:
+    if not condition:
+        raise GRPCError(
+            Status.INVALID_ARGUMENT, f"field {where} does not have its declared type on the wire"
+        )
