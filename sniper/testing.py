@@ -12,8 +12,7 @@ from contextlib import asynccontextmanager
 
 from grpclib.server import Server
 
-from sniper.roles import HealthService, PsEngine, PsService, PsServiceConfig
-from sniper.roles._serve import bound_address
+from sniper.roles import HealthService, PsEngine, PsService, PsServiceConfig, bound_address
 from sniper.rpc import PsClient, SniperCodec
 from sniper.scheduler import open_scheduler
 

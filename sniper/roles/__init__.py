@@ -15,6 +15,7 @@ from sniper.roles._health import HealthService as HealthService
 from sniper.roles._ps_service import PsService as PsService
 from sniper.roles._ps_service import PsServiceConfig as PsServiceConfig
 from sniper.roles._serve import ServeConfig as ServeConfig
+from sniper.roles._serve import bound_address as bound_address
 from sniper.roles._serve import serve_ps as serve_ps
 
 __all__ = [
@@ -27,5 +28,6 @@ __all__ = [
     "ServeConfig",
     "UnknownBatchError",
     "UnknownVariableError",
+    "bound_address",
     "serve_ps",
 ]

@@ -1,10 +1,14 @@
 """``PsEngine``: what a ps does between receiving bytes and sending them back.
 
 The engine owns a ps process's embedding tables and the batches fed to it, and turns every
-request into scheduler tasks: one per (variable, shard), so a huge variable's lookup spreads
-over all workers while a small one stays a single task. The gRPC service (``sniper serve
---role ps``) decodes messages and calls the engine; benchmarks and the demo call it directly,
-so what they measure is exactly what the server runs.
+request into scheduler tasks: a huge variable's shards are tasks of their own, spread over all
+workers, while the shards of small variables are packed together into tasks of at least
+``min_task_signs`` signs. A packed task is keyed by its largest part, so ``per_variable``'s
+one-at-a-time order holds per task, not per packed shard; every table keeps its own lock mode,
+which is what protects its rows (set ``min_task_signs=1`` for one task per shard).
+
+The gRPC service (``sniper serve --role ps``) decodes messages and calls the engine;
+benchmarks and the demo call it directly, so what they measure is what the server runs.
 
 Batch lifecycle, as in the seed system: ``feed`` (FeedSample) splits a variable's signs by
 shard once and keeps them under the batch id; ``lookup`` (EmbeddingLookup) pools them;
@@ -18,12 +22,15 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from sniper.scheduler import Scheduler, TaskHandle, TaskKey
 from sniper.store import EmbeddingTable, ShardedBatch
+
+T = TypeVar("T")
 
 __all__ = [
     "LookupResult",
@@ -112,8 +119,8 @@ class PsEngine:
         split = [
             (name, self.table(name).split(signs, offsets)) for name, signs, offsets in variables
         ]
-        now = time.monotonic()
         with self._lock:
+            now = time.monotonic()  # read under the lock: the dict stays in feed-time order
             self._expire(now)
             for name, batch in split:
                 # Re-feeding moves the key to the end, keeping the dict ordered by feed time.
@@ -152,6 +159,7 @@ class PsEngine:
     def _batch(self, batch_id: int, name: str) -> ShardedBatch:
         self.table(name)
         with self._lock:
+            self._expire(time.monotonic())
             entry = self._batches.get((batch_id, name))
         if entry is None:
             raise UnknownBatchError(
@@ -228,17 +236,33 @@ class PsEngine:
             for task in self._plan(parts)
         ]
 
+    # A push frees its batch whatever happens: once any shard may have applied its gradient,
+    # a retry of the same batch must fail with NOT_FOUND rather than apply it a second time.
+    # Every task is waited for before an error is raised, so none is still writing when the
+    # caller hears about the failure.
+
     def push_grad(self, batch_id: int, grads: Mapping[str, ArrayLike]) -> None:
         """Apply gradients ``{variable: [batch, dim]}`` and free those variables' batch."""
-        for handle in self._submit_pushes(batch_id, grads):
-            handle.result()
-        self.release(batch_id, grads)
+        handles = self._submit_pushes(batch_id, grads)
+        try:
+            errors = []
+            for handle in handles:
+                try:
+                    handle.result()
+                except Exception as exc:
+                    errors.append(exc)
+            if errors:
+                raise errors[0]
+        finally:
+            self.release(batch_id, grads)
 
     async def push_grad_async(self, batch_id: int, grads: Mapping[str, ArrayLike]) -> None:
         """:meth:`push_grad`, awaited without blocking the event loop."""
-        for handle in self._submit_pushes(batch_id, grads):
-            await handle.wait()
-        self.release(batch_id, grads)
+        handles = self._submit_pushes(batch_id, grads)
+        try:
+            await _wait_all(handles)
+        finally:
+            self.release(batch_id, grads)
 
 
 class PendingLookup:
@@ -251,7 +275,27 @@ class PendingLookup:
         return _collect([handle.result() for handle in self.handles])
 
     async def wait(self) -> dict[str, LookupResult]:
-        return _collect([await handle.wait() for handle in self.handles])
+        return _collect(await _wait_all(self.handles))
+
+
+async def _wait_all(handles: list[TaskHandle[T]]) -> list[T]:
+    """Await every handle; if the caller is cancelled, cancel the tasks that have not started,
+    and on a task's failure raise its error only after the others have finished."""
+    results: list[T] = []
+    errors: list[Exception] = []
+    try:
+        for handle in handles:
+            try:
+                results.append(await handle.wait())
+            except Exception as exc:
+                errors.append(exc)
+    except BaseException:
+        for handle in handles:
+            handle.cancel()
+        raise
+    if errors:
+        raise errors[0]
+    return results
 
 
 @dataclass(frozen=True)

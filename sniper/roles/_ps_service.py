@@ -211,7 +211,9 @@ class PsService(PsBase):
             offsets = decode(var.offsets, f"variables[{i}].offsets ({var.name!r})", "int64", 1)
             items.append((var.name, signs, offsets))
         self._record("FeedSample.decode", time.perf_counter() - start)
-        self.engine.feed_many(request.batch_id, items)
+        # Splitting by shard is kernel work: it runs on the scheduler, not on the event loop.
+        key = items[0][0] if items else "__feed__"
+        await self.engine.scheduler.run(key, self.engine.feed_many, request.batch_id, items)
         return FeedSampleResponse()
 
     @_rpc("EmbeddingLookup")

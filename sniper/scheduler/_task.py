@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from time import perf_counter
+from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 from ._exceptions import TaskCancelled
@@ -48,6 +49,7 @@ class TaskHandle(OneShot, Generic[T]):
         "_on_cancel",
         "_result",
         "_state",
+        "_traceback",
         "key",
         "submitted_at",
     )
@@ -72,6 +74,7 @@ class TaskHandle(OneShot, Generic[T]):
         self._state = _PENDING
         self._result: T | None = None
         self._exception: BaseException | None = None
+        self._traceback: TracebackType | None = None
 
     def done(self) -> bool:
         """Return True once the task finished (returned or raised) or was cancelled."""
@@ -144,6 +147,7 @@ class TaskHandle(OneShot, Generic[T]):
         with self._lock:
             self._state = _FINISHED
             self._exception = exception
+            self._traceback = exception.__traceback__
             self._release_call()
             callbacks = self._mark_set_locked()
         run_callbacks(callbacks)
@@ -161,7 +165,9 @@ class TaskHandle(OneShot, Generic[T]):
         exception = self._exception
         if exception is not None:
             try:
-                raise exception
+                # Re-raise with the traceback of the failure itself, so repeated result() calls
+                # (and handles of one merged call, on other threads) do not grow it.
+                raise exception.with_traceback(self._traceback)
             finally:
                 # Break the cycle exception -> traceback -> this frame -> exception.
                 del exception

@@ -191,13 +191,16 @@ class EmbeddingTable(EmbeddingStore):
     def split(self, signs: ArrayLike, offsets: ArrayLike) -> ShardedBatch:
         signs_u64, offsets_i64 = _check_batch(signs, offsets)
         if self._num_shards == 1:
-            return ShardedBatch(signs_u64, offsets_i64.reshape(1, -1))
+            # Copies: a caller reusing its buffers must not change a batch held for PushGrad
+            # (the kernels trust validated offsets and do no bounds checks).
+            return ShardedBatch(signs_u64.copy(), offsets_i64.reshape(1, -1).copy())
         signs_out, shard_offsets = k.split_by_shard(signs_u64, offsets_i64, self._num_shards)
         return ShardedBatch(signs_out, shard_offsets)
 
     def _map(
         self, shard: int, signs: NDArray[np.uint64], count_sighting: bool, min_count: int
-    ) -> NDArray[np.int64]:
+    ) -> tuple[NDArray[np.int64], int]:
+        """Rows of ``signs`` and the shard's eviction count read under the same index lock."""
         rows = np.empty(signs.shape[0], dtype=np.int64)
         init = self.initializer
         with self._index_lock(shard):
@@ -222,12 +225,13 @@ class EmbeddingTable(EmbeddingStore):
                 init.a,
                 init.b,
             )
+            evictions = int(self._counters[shard, k.EVICTIONS])
         if status == k.NO_ROW_FREE:
             raise CapacityError(
                 f"shard {shard} holds {self._meta[shard, k.ROW_CAPACITY]} rows but one batch "
                 "needs more distinct signs than that; raise the table's capacity"
             )
-        return rows
+        return rows, evictions
 
     def _shard_view(
         self, batch: ShardedBatch, shard: int
@@ -247,11 +251,11 @@ class EmbeddingTable(EmbeddingStore):
         signs, offsets = self._shard_view(batch, shard)
         out = np.zeros((batch.batch_size, self._dim), dtype=np.float32)
         with self._op_lock(shard):
-            rows = self._map(shard, signs, True, self._min_count)
+            rows, evictions = self._map(shard, signs, True, self._min_count)
             k.pool_rows(self._weights, rows, offsets, out)
-            if rows.size and rows.min() >= 0:  # a not-yet-admitted sign may be admitted later
-                evictions = int(self._counters[shard, k.EVICTIONS])
-                batch.row_cache[(self._token, shard)] = (evictions, rows)
+            # Kept even with not-yet-admitted signs (-1): the push then drops exactly the
+            # gradients of the occurrences that read as zeros.
+            batch.row_cache[(self._token, shard)] = (evictions, rows)
         return out
 
     def _rows_for_push(
@@ -263,7 +267,7 @@ class EmbeddingTable(EmbeddingStore):
             if cached is not None and cached[0] == self._counters[shard, k.EVICTIONS]:
                 self._counters[shard, k.HITS] += signs.shape[0]
                 return cached[1]
-        return self._map(shard, signs, False, self._min_count)
+        return self._map(shard, signs, False, self._min_count)[0]
 
     def push_grad_shard(self, batch: ShardedBatch, shard: int, grads: NDArray[np.float32]) -> None:
         signs, offsets = self._shard_view(batch, shard)
@@ -390,7 +394,7 @@ class EmbeddingTable(EmbeddingStore):
         with self._everything_locked():
             for shard in range(self._num_shards):
                 mine = np.nonzero(shards == shard)[0]
-                rows = self._map(shard, signs[mine], False, 0)
+                rows = self._map(shard, signs[mine], False, 0)[0]
                 self._weights[rows] = data.weights[mine]
                 self._state[rows] = data.state[mine]
                 if self.optimizer.uses_steps:

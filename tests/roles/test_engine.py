@@ -10,7 +10,7 @@ import pytest
 
 from sniper.roles import PsEngine, UnknownBatchError, UnknownVariableError
 from sniper.scheduler import SCHEDULER_NAMES, open_scheduler
-from sniper.store import Adagrad, EmbeddingTable
+from sniper.store import SGD, Adagrad, CapacityError, EmbeddingTable, zeros
 
 DIM = 4
 SIGNS = np.array([1, 2, 3, 2, 9, 1, 5], dtype=np.uint64)
@@ -126,3 +126,25 @@ def test_packing_small_shards_into_tasks_changes_no_number(backend: str) -> None
     for first, second in zip(*results, strict=True):
         for x, y in zip(first, second, strict=True):
             np.testing.assert_allclose(x, y, rtol=1e-6)
+
+
+def test_failed_push_releases_the_batch_so_a_retry_cannot_apply_twice() -> None:
+    with open_scheduler("thread_pool", workers=2) as scheduler:
+        engine = PsEngine(scheduler, min_task_signs=1)
+        engine.create_variable(
+            "a", EmbeddingTable(2, capacity=64, optimizer=SGD(1.0), initializer=zeros())
+        )
+        engine.create_variable("b", EmbeddingTable(2, capacity=2, optimizer=SGD(1.0)))
+        signs = np.array([1, 2, 3], dtype=np.uint64)
+        offsets = np.array([0, 3])
+        for name in ("a", "b"):
+            engine.feed(1, name, signs, offsets)
+        grads = np.ones((1, 2), dtype=np.float32)
+        with pytest.raises(CapacityError):
+            engine.push_grad(1, {"a": grads, "b": grads})
+        applied_once = engine.table("a").get(signs).copy()
+        np.testing.assert_array_equal(applied_once, np.full((3, 2), -1.0, np.float32))
+        with pytest.raises(UnknownBatchError):
+            engine.push_grad(1, {"a": grads, "b": grads})
+        np.testing.assert_array_equal(engine.table("a").get(signs), applied_once)
+        assert engine.pending_batches() == 0

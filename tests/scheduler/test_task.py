@@ -93,3 +93,22 @@ def test_a_wake_up_for_a_closed_loop_is_dropped() -> None:
     loop = asyncio.new_event_loop()
     loop.close()
     _schedule_quietly(loop.call_soon_threadsafe, lambda: None)  # must not raise
+
+
+def test_repeated_result_calls_do_not_grow_the_traceback() -> None:
+    import traceback
+
+    from sniper.scheduler import open_scheduler
+
+    def fail() -> None:
+        raise RuntimeError("boom")
+
+    with open_scheduler("thread_pool", workers=1) as scheduler:
+        handle = scheduler.submit("k", fail)
+        depths = []
+        for _ in range(3):
+            try:
+                handle.result(timeout=10)
+            except RuntimeError as exc:
+                depths.append(len(traceback.extract_tb(exc.__traceback__)))
+    assert depths[0] == depths[1] == depths[2]

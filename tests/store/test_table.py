@@ -228,3 +228,13 @@ def test_push_reuses_lookup_rows_only_while_nothing_was_evicted() -> None:
         assert exported_cached.signs.tolist() == exported_fresh.signs.tolist()
         np.testing.assert_array_equal(exported_cached.weights, exported_fresh.weights)
         assert cached.statistics() == fresh.statistics()
+
+
+def test_split_does_not_alias_the_callers_buffers() -> None:
+    table = EmbeddingTable(2, capacity=8, optimizer=SGD(0.1))
+    signs, offsets = u64(1, 2), np.array([0, 2])
+    batch = table.split(signs, offsets)
+    signs[:] = 99
+    offsets[1] = 5
+    assert batch.signs.tolist() == [1, 2]
+    assert batch.shard_offsets.tolist() == [[0, 2]]

@@ -1,0 +1,55 @@
+"""Mount sniper's ps service in your own grpclib server, next to your own services.
+
+Run it: ``python examples/embedded_ps.py``. It starts one grpclib server on a free loopback
+port that serves sniper's ``sniper.v1.Ps`` and the standard health service, which also answers
+for the application's own service name (``myapp.v1.Ranking``: put your service objects in the
+same list). Then it talks to the ps with sniper's client and prints what it got.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+from grpclib.server import Server
+
+from sniper.roles import HealthService, PsEngine, PsService, bound_address
+from sniper.rpc import PsClient, SniperCodec
+from sniper.scheduler import open_scheduler
+
+
+async def main() -> None:
+    async with open_scheduler("work_stealing", workers=2) as scheduler:
+        ps = PsService(PsEngine(scheduler))
+        # Your own services go in the same list; the health service answers for all of them.
+        health = HealthService(("sniper.v1.Ps", "myapp.v1.Ranking"), lambda: not ps.draining)
+        server = Server([ps, health], codec=SniperCodec(64 * 2**20))
+        await server.start("127.0.0.1", 0)
+        host, port = bound_address(server)
+        client = PsClient(host, port)
+        try:
+            await client.create_variable(
+                "user_id",
+                dim=8,
+                capacity=10_000,
+                optimizer="adagrad",
+                optimizer_params={"lr": 0.05},
+            )
+            signs = np.array([101, 202, 101, 303], dtype=np.uint64)
+            offsets = np.array([0, 2, 4], dtype=np.int64)
+            await client.feed_sample(1, {"user_id": (signs, offsets)})
+            pooled = (await client.embedding_lookup(1, ["user_id"]))["user_id"].pooled
+            await client.push_grad(1, {"user_id": np.ones_like(pooled)})
+            stats = await client.stats()
+            print(
+                f"served on {host}:{port}: pooled {pooled.shape}, "
+                f"{stats.variables[0].rows} rows, ops {[s.name for s in stats.latencies][:3]}"
+            )
+        finally:
+            client.close()
+            server.close()
+            await server.wait_closed()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

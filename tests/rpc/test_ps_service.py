@@ -1,0 +1,263 @@
+"""PsService in process over real loopback gRPC (sniper.testing.running_ps)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from grpclib.const import Status
+from grpclib.exceptions import GRPCError
+
+from sniper.roles import PsServiceConfig
+from sniper.rpc import PsClient
+from sniper.store import Adagrad, EmbeddingTable, uniform
+from sniper.testing import running_ps
+
+pytestmark = pytest.mark.anyio
+
+SIGNS = np.array([5, 6, 5, 7, 8, 9], dtype=np.uint64)
+OFFSETS = np.array([0, 3, 3, 6], dtype=np.int64)
+GRADS = np.linspace(-1, 1, 3 * 4, dtype=np.float32).reshape(3, 4)
+
+
+def reference() -> EmbeddingTable:
+    return EmbeddingTable(
+        4, capacity=100, optimizer=Adagrad(lr=0.5), num_shards=2, initializer=uniform(-1, 1), seed=3
+    )
+
+
+async def create(client: PsClient, name: str = "emb") -> None:
+    assert await client.create_variable(
+        name,
+        4,
+        100,
+        optimizer="adagrad",
+        optimizer_params={"lr": 0.5},
+        shards=2,
+        initializer=("uniform", -1, 1),
+        seed=3,
+    )
+
+
+async def expect(status: Status, message: str, call: object) -> None:
+    with pytest.raises(GRPCError) as info:
+        await call  # type: ignore[misc]
+    assert (info.value.status, info.value.message) == (status, message)
+
+
+async def test_training_step_matches_the_store() -> None:
+    table = reference()
+    async with running_ps() as (_service, client):
+        await create(client)
+        await client.feed_sample(1, {"emb": (SIGNS, OFFSETS)})
+        pooled = await client.embedding_lookup(1, ["emb"])
+        np.testing.assert_allclose(
+            pooled["emb"].pooled, table.lookup_pool(SIGNS, OFFSETS), rtol=1e-6
+        )
+        assert pooled["emb"].kernel_seconds > 0
+        assert await client.push_grad(1, {"emb": GRADS}) == 0
+        table.push_grad(SIGNS, OFFSETS, GRADS)
+        np.testing.assert_allclose(await client.pull("emb", SIGNS), table.get(SIGNS), rtol=1e-6)
+        stats = await client.stats()
+        names = {latency.name for latency in stats.latencies}
+        assert {
+            "EmbeddingLookup",
+            "EmbeddingLookup.dispatch",
+            "EmbeddingLookup.wait",
+            "EmbeddingLookup.kernel",
+            "EmbeddingLookup.encode",
+            "PushGrad",
+        } <= names
+        assert stats.pending_batches == 0
+        assert stats.variables[0].rows == 5
+
+
+async def test_unknown_names_get_not_found_and_change_nothing() -> None:
+    async with running_ps() as (_service, client):
+        await create(client)
+        await expect(
+            Status.NOT_FOUND,
+            "unknown variable 'nope'",
+            client.feed_sample(1, {"nope": (SIGNS, OFFSETS)}),
+        )
+        await expect(
+            Status.NOT_FOUND,
+            "batch 9 of variable 'emb' was not fed to this ps (or was already pushed or expired)",
+            client.embedding_lookup(9, ["emb"]),
+        )
+        await expect(Status.NOT_FOUND, "unknown variable 'nope'", client.pull("nope", SIGNS))
+        assert (await client.stats()).variables[0].rows == 0
+
+
+@pytest.mark.parametrize(
+    ("signs", "offsets", "message"),
+    [
+        (
+            SIGNS.astype(np.int64),
+            OFFSETS,
+            "variables[0].signs ('emb') must have dtype uint64, got 'int64'",
+        ),
+        (
+            SIGNS,
+            np.array([0, 3, 7], dtype=np.int64),
+            "offsets[-1] must equal len(signs) = 6, got 7",
+        ),
+        (SIGNS, np.array([1, 3, 6], dtype=np.int64), "offsets[0] must be 0, got 1"),
+        (SIGNS, np.array([0, 4, 3, 6], dtype=np.int64), "offsets must be non-decreasing"),
+    ],
+)
+async def test_bad_feed_is_invalid_argument(
+    signs: np.ndarray, offsets: np.ndarray, message: str
+) -> None:
+    async with running_ps() as (service, client):
+        await create(client)
+        await expect(
+            Status.INVALID_ARGUMENT, message, client.feed_sample(1, {"emb": (signs, offsets)})
+        )
+        assert service.engine.pending_batches() == 0
+
+
+async def test_bad_gradients_change_no_row() -> None:
+    async with running_ps() as (_service, client):
+        await create(client)
+        await client.feed_sample(1, {"emb": (SIGNS, OFFSETS)})
+        await client.embedding_lookup(1, ["emb"])
+        before = await client.pull("emb", SIGNS)
+        await expect(
+            Status.INVALID_ARGUMENT,
+            "gradient of 'emb' must be float32 of shape (3, 4), got float32 of shape (2, 4)",
+            client.push_grad(1, {"emb": GRADS[:2]}),
+        )
+        nan = GRADS.copy()
+        nan[1, 2] = np.nan
+        await expect(
+            Status.INVALID_ARGUMENT,
+            "gradient of 'emb' has NaN or Inf; nothing was applied",
+            client.push_grad(1, {"emb": nan}),
+        )
+        np.testing.assert_array_equal(await client.pull("emb", SIGNS), before)
+        assert (await client.stats()).nonfinite_gradients == 1
+
+
+async def test_nonfinite_drop_policy_drops_and_counts() -> None:
+    async with running_ps(config=PsServiceConfig(nonfinite="drop")) as (service, client):
+        await create(client)
+        await create(client, "other")
+        await client.feed_sample(1, {"emb": (SIGNS, OFFSETS), "other": (SIGNS, OFFSETS)})
+        await client.embedding_lookup(1, ["emb", "other"])
+        before = await client.pull("emb", SIGNS)
+        inf = np.full_like(GRADS, np.inf)
+        assert await client.push_grad(1, {"emb": inf, "other": GRADS}) == 1
+        np.testing.assert_array_equal(await client.pull("emb", SIGNS), before)
+        assert not np.array_equal(await client.pull("other", SIGNS), before)
+        assert service.engine.pending_batches() == 0
+
+
+async def test_oversized_message_is_resource_exhausted() -> None:
+    async with running_ps(max_message_bytes=1000) as (_service, client):
+        await create(client)
+        big = np.arange(1000, dtype=np.uint64)
+        with pytest.raises(GRPCError) as info:
+            await client.feed_sample(1, {"emb": (big, np.array([0, 1000]))})
+        assert info.value.status == Status.RESOURCE_EXHAUSTED
+        assert "exceeds this server's limit of 1,000 bytes" in str(info.value.message)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "status", "message"),
+    [
+        (
+            {"optimizer": "rmsprop"},
+            Status.INVALID_ARGUMENT,
+            "optimizer.name must be one of sgd, adagrad, adam, ftrl, got 'rmsprop'",
+        ),
+        (
+            {"optimizer_params": {"momentum": 0.9}},
+            Status.INVALID_ARGUMENT,
+            "optimizer.params has 'momentum', which adagrad does not take; it takes eps, "
+            "initial_accumulator_value, lr",
+        ),
+        ({"dim": 0}, Status.INVALID_ARGUMENT, "dim must be in [1, 4096], got 0"),
+        ({"capacity": 2**40}, Status.RESOURCE_EXHAUSTED, None),
+    ],
+)
+async def test_bad_variable_configs(
+    kwargs: dict[str, object], status: Status, message: str | None
+) -> None:
+    args: dict[str, object] = {"name": "v", "dim": 4, "capacity": 10} | kwargs
+    async with running_ps() as (service, client):
+        with pytest.raises(GRPCError) as info:
+            await client.create_variable(**args)  # type: ignore[arg-type]
+        assert info.value.status == status
+        if message is not None:
+            assert info.value.message == message
+        assert service.engine.variables == ()
+
+
+async def test_create_is_idempotent_and_conflicts_are_refused() -> None:
+    async with running_ps() as (_service, client):
+        await create(client)
+        assert not await client.create_variable(
+            "emb",
+            4,
+            100,
+            optimizer="adagrad",
+            optimizer_params={"lr": 0.5},
+            shards=2,
+            initializer=("uniform", -1, 1),
+            seed=3,
+        )
+        await expect(
+            Status.ALREADY_EXISTS,
+            "variable 'emb' exists with another configuration",
+            client.create_variable("emb", 8, 100),
+        )
+
+
+async def test_lookup_with_release_frees_the_batch_and_repeats_are_refused() -> None:
+    async with running_ps() as (service, client):
+        await create(client)
+        await client.feed_sample(1, {"emb": (SIGNS, OFFSETS)})
+        await expect(
+            Status.INVALID_ARGUMENT,
+            "names repeats 'emb'; ask once",
+            client.embedding_lookup(1, ["emb", "emb"]),
+        )
+        await client.embedding_lookup(1, ["emb"], release=True)
+        assert service.engine.pending_batches() == 0
+
+
+async def test_save_and_restore_round_trip(tmp_path: Path) -> None:
+    async with running_ps() as (_, client):
+        await create(client)
+        await client.feed_sample(1, {"emb": (SIGNS, OFFSETS)})
+        await client.embedding_lookup(1, ["emb"])
+        await client.push_grad(1, {"emb": GRADS})
+        saved = await client.pull("emb", SIGNS)
+        assert await client.save(str(tmp_path)) == 5
+    async with running_ps(scheduler="work_stealing") as (_service, client):
+        assert await client.restore(str(tmp_path)) == 5
+        np.testing.assert_array_equal(await client.pull("emb", SIGNS), saved)
+        await expect(
+            Status.NOT_FOUND,
+            f"{tmp_path / 'missing'} has no manifest.json: not a sniper checkpoint",
+            client.restore(str(tmp_path / "missing")),
+        )
+
+
+async def test_push_overwrites_rows() -> None:
+    async with running_ps() as (_service, client):
+        await create(client)
+        rows = np.arange(8, dtype=np.float32).reshape(2, 4)
+        await client.push("emb", SIGNS[:2], rows)
+        np.testing.assert_array_equal(await client.pull("emb", SIGNS[:2]), rows)
+
+
+async def test_draining_refuses_new_calls() -> None:
+    async with running_ps() as (service, client):
+        await create(client)
+        await service.drain()
+        await expect(
+            Status.UNAVAILABLE, "this ps is shutting down; retry on another", client.stats()
+        )
