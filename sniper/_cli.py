@@ -84,6 +84,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         "nonfinite": args.nonfinite,
         "max_table_gb": args.max_table_gb,
         "stats_interval": args.stats_interval,
+        "http2_window_mb": args.http2_window_mb,
     }
     config = load_serve_config(Path(args.config) if args.config else None, overrides)
     return run_serve(config)
@@ -115,6 +116,19 @@ def _cmd_bench_scheduler(args: argparse.Namespace) -> int:
         steps=args.steps,
         batches=args.batches,
         seed=args.seed,
+    )
+    return 0
+
+
+def _cmd_bench_rpc(args: argparse.Namespace) -> int:
+    from sniper._bench import _rpc
+    from sniper._workload import load_workload
+
+    _rpc.run(
+        load_workload(args.workload),
+        repeats=args.repeats,
+        window_mb=args.window_mb,
+        workers=args.workers,
     )
     return 0
 
@@ -200,6 +214,12 @@ def _build_parser() -> argparse.ArgumentParser:
         default=None,
         help="seconds between latency log lines (default 30)",
     )
+    serve.add_argument(
+        "--http2-window-mb",
+        type=float,
+        default=None,
+        help="HTTP/2 flow-control windows (default 16; grpclib's own is 4)",
+    )
     serve.set_defaults(run=_cmd_serve)
 
     bench = commands.add_parser("bench", help="measure sniper against a peer in the same run")
@@ -227,6 +247,17 @@ def _build_parser() -> argparse.ArgumentParser:
     scheduler.add_argument("--batches", type=_positive_int, default=4)
     scheduler.add_argument("--seed", type=int, default=0)
     scheduler.set_defaults(run=_cmd_bench_scheduler)
+    rpc = benches.add_parser("rpc", help="seed_ctr EmbeddingLookup over loopback vs grpcio")
+    _add_workload(rpc)
+    rpc.add_argument("--repeats", type=_positive_int, default=20)
+    rpc.add_argument(
+        "--window-mb",
+        type=float,
+        default=16.0,
+        help="HTTP/2 windows of the sniper server and client (default 16)",
+    )
+    rpc.add_argument("--workers", type=_positive_int, default=2)
+    rpc.set_defaults(run=_cmd_bench_rpc)
     compile_cmd = benches.add_parser(
         "compile", help="import time and numba kernel compile time, cold and cached"
     )

