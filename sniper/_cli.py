@@ -56,16 +56,15 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         raise LookupError(
             f"unknown scheduler {args.scheduler!r}; valid names: {', '.join(SCHEDULER_NAMES)}"
         )
-    run(
-        load_workload(args.workload),
-        DemoConfig(
-            scheduler=args.scheduler,
-            workers=args.workers,
-            steps=args.steps,
-            num_ps=args.num_ps,
-            seed=args.seed,
-        ),
+    config = DemoConfig(
+        scheduler=args.scheduler,
+        workers=args.workers,
+        steps=args.steps,
+        num_ps=args.num_ps,
+        seed=args.seed,
+        transport=args.transport,
     )
+    run(load_workload(args.workload), config)
     return 0
 
 
@@ -181,7 +180,18 @@ def _build_parser() -> argparse.ArgumentParser:
         default="work_stealing",
         help="inline, per_variable, thread_pool or work_stealing",
     )
-    demo.add_argument("--workers", type=_positive_int, default=2)
+    demo.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=1,
+        help="worker threads per ps (default 1: the ps share the cores)",
+    )
+    demo.add_argument(
+        "--transport",
+        choices=["grpc", "inprocess"],
+        default="grpc",
+        help="real ps processes over gRPC (default), or one in-process engine",
+    )
     demo.add_argument("--steps", type=_positive_int, default=30)
     demo.add_argument(
         "--num-ps", type=_positive_int, default=2, help="cluster size for the placement report"

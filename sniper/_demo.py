@@ -1,29 +1,42 @@
 """``sniper demo``: the most complete thing sniper runs today, on the embedded ``seed_ctr`` shape.
 
-It runs the ps side of training in one process: every variable of the workload as a sharded
-Adagrad table in a :class:`sniper.roles.PsEngine`, on the chosen scheduler, driven from an
-async event loop (anyio on asyncio) the way the gRPC service will drive it. Each step feeds a
-synthetic zipf batch (FeedSample), looks it up (EmbeddingLookup) and pushes a gradient
+By default (``--transport grpc``) it starts ``--num-ps`` real ``sniper serve`` processes on
+loopback and drives them as a hub and trainer would, through :class:`sniper.rpc.PsCluster`.
+Each variable lives on ``ps_for_variable(name, num_ps)``, as a sharded Adagrad table. Each step
+sends a synthetic zipf batch (FeedSample), looks it up (EmbeddingLookup) and pushes a gradient
 (PushGrad). The gradient is synthetic: the dense model and trainer come with ``sniper train``.
-It then prints per-op latency percentiles, throughput, and what the tables and scheduler did.
+At the end it stops every server and checks that each exited cleanly.
+
+``--transport inprocess`` runs the same steps on a :class:`sniper.roles.PsEngine` in this
+process, which isolates the store and scheduler from gRPC. Both print per-op latency
+percentiles, throughput, and what the tables did.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
 import anyio
 import numpy as np
+from numpy.typing import NDArray
 
 from sniper._bench._report import print_table
-from sniper._local import Batch, make_batches, make_tables
+from sniper._local import Batch, capacity_for, make_batches, make_tables, shards_for
 from sniper._metrics import Histogram
 from sniper._placement import print_placement
+from sniper._process import server_process, sniper_command
 from sniper._workload import Workload
 from sniper.roles import PsEngine
+from sniper.rpc import PsClient, PsCluster
 from sniper.scheduler import open_scheduler
-from sniper.store import Adagrad, EmbeddingTable
+from sniper.store import Adagrad
+
+LR = 0.01
 
 
 @dataclass(frozen=True)
@@ -31,54 +44,92 @@ class DemoConfig:
     """What ``sniper demo`` runs; validated when built from the command line."""
 
     scheduler: str = "work_stealing"
-    workers: int = 2
+    workers: int = 1
+    """Worker threads per ps (the ps processes share this machine's cores)."""
     steps: int = 30
     num_ps: int = 2
     seed: int = 0
+    transport: Literal["grpc", "inprocess"] = "grpc"
+
+    def __post_init__(self) -> None:
+        if self.transport not in ("grpc", "inprocess"):
+            raise ValueError(f"transport must be grpc or inprocess, got {self.transport!r}")
 
 
 OPS = ("FeedSample", "EmbeddingLookup", "PushGrad")
 
 
+class _Steps(Protocol):
+    """One training step's three calls, whatever carries them."""
+
+    async def feed(self, step: int, batch: Batch) -> None: ...
+    async def lookup(self, step: int, names: list[str]) -> dict[str, NDArray[np.float32]]: ...
+    async def push(self, step: int, grads: dict[str, NDArray[np.float32]]) -> None: ...
+
+
+class _InProcess:
+    def __init__(self, engine: PsEngine) -> None:
+        self.engine = engine
+
+    async def feed(self, step: int, batch: Batch) -> None:
+        self.engine.feed_many(step, [(n, s, o) for n, (s, o) in batch.items()])
+
+    async def lookup(self, step: int, names: list[str]) -> dict[str, NDArray[np.float32]]:
+        return {n: r.pooled for n, r in (await self.engine.lookup_async(step, names)).items()}
+
+    async def push(self, step: int, grads: dict[str, NDArray[np.float32]]) -> None:
+        await self.engine.push_grad_async(step, grads)
+
+
+class _Grpc:
+    def __init__(self, cluster: PsCluster) -> None:
+        self.cluster = cluster
+
+    async def feed(self, step: int, batch: Batch) -> None:
+        await self.cluster.feed_sample(step, batch)
+
+    async def lookup(self, step: int, names: list[str]) -> dict[str, NDArray[np.float32]]:
+        return {n: p.pooled for n, p in (await self.cluster.embedding_lookup(step, names)).items()}
+
+    async def push(self, step: int, grads: dict[str, NDArray[np.float32]]) -> None:
+        await self.cluster.push_grad(step, grads)
+
+
 async def _run_steps(
-    engine: PsEngine, batches: list[Batch], config: DemoConfig, histograms: dict[str, Histogram]
+    steps: _Steps,
+    names: list[str],
+    batches: list[Batch],
+    config: DemoConfig,
+    histograms: dict[str, Histogram],
 ) -> None:
-    names = list(engine.variables)
     rng = np.random.default_rng(config.seed)
     # Step -1 warms up (loads the numba cache, or compiles on a machine's first run) unrecorded.
     for step in range(-1, config.steps):
-        batch = batches[step % len(batches)]
+        batch_id = step + 1
         start = time.perf_counter()
-        for name, (signs, offsets) in batch.items():
-            engine.feed(step, name, signs, offsets)
+        await steps.feed(batch_id, batches[step % len(batches)])
         fed = time.perf_counter()
-        pooled = await engine.lookup_async(step, names)
+        pooled = await steps.lookup(batch_id, names)
         looked_up = time.perf_counter()
-        grads = {
-            name: rng.normal(0, 0.01, r.pooled.shape).astype(np.float32)
-            for name, r in pooled.items()
-        }
-        await engine.push_grad_async(step, grads)
+        grads = {n: rng.normal(0, 0.01, p.shape).astype(np.float32) for n, p in pooled.items()}
+        await steps.push(batch_id, grads)
         done = time.perf_counter()
-        if step < 0:
-            continue
-        for op, seconds in zip(OPS, (fed - start, looked_up - fed, done - looked_up), strict=True):
-            histograms[op].record(seconds)
+        if step >= 0:
+            for op, seconds in zip(
+                OPS, (fed - start, looked_up - fed, done - looked_up), strict=True
+            ):
+                histograms[op].record(seconds)
 
 
 def _print_report(
-    workload: Workload,
-    config: DemoConfig,
-    histograms: dict[str, Histogram],
-    wall: float,
-    tables: dict[str, EmbeddingTable],
-    engine: PsEngine,
+    workload: Workload, config: DemoConfig, histograms: dict[str, Histogram], stats: Sequence[Any]
 ) -> None:
+    wall = sum(histograms[op].snapshot().sum_seconds for op in OPS)
     examples = config.steps * workload.batch_size
     signs = config.steps * workload.signs_per_batch
     print(
         f"\n{config.steps} steps in {wall:.2f} s: {examples / wall:,.0f} examples/s, "
-        f"{signs / wall / 1e6:.1f} M signs/s (lookup + push)"
+        f"{signs / wall / 1e6:.1f} M signs/s (feed + lookup + push)"
     )
     rows = []
     for op in OPS:
@@ -91,7 +142,6 @@ def _print_report(
             ]
         )
     print_table(["op", "count", "p50 ms", "p95 ms", "p99 ms", "max ms"], rows)
-    stats = [t.statistics() for t in tables.values()]
     hits = sum(s.hits for s in stats)
     print(
         f"\ntables: {sum(s.rows for s in stats):,} rows in {len(stats)} variables, "
@@ -99,35 +149,108 @@ def _print_report(
         f"evictions, hit rate {hits / max(1, hits + sum(s.misses for s in stats)):.1%}, "
         f"{sum(s.bytes for s in stats) / 2**20:,.0f} MiB preallocated"
     )
-    sched = engine.scheduler.statistics()
-    utilization = ", ".join(f"{u:.0%}" for u in sched.utilization())
-    print(
-        f"scheduler {sched.backend}: {sched.completed:,} tasks, {sched.stolen:,} stolen, "
-        f"worker utilization {utilization}, task run p50 "
-        f"{sched.run_time.p50_seconds * 1e3:.2f} ms, queue wait p50 "
-        f"{sched.queue_wait.p50_seconds * 1e3:.2f} ms"
-    )
 
 
-def run(workload: Workload, config: DemoConfig) -> None:
-    """Run the demo and print its report."""
-    print_placement(workload, config.num_ps)
-    print(
-        f"\nrunning the ps side of {config.steps} training steps in this process: "
-        f"{len(workload.variables)} Adagrad tables (dim {workload.embedding_dim}) on the "
-        f"{config.scheduler} scheduler with {config.workers} workers"
-    )
-    batches = make_batches(workload, min(config.steps, 4), config.seed)
-    tables = make_tables(workload, Adagrad(lr=0.01))
-    histograms = {op: Histogram() for op in OPS}
+def _run_inprocess(
+    workload: Workload, config: DemoConfig, batches: list[Batch], histograms: dict[str, Histogram]
+) -> None:
+    tables = make_tables(workload, Adagrad(lr=LR))
 
     async def main() -> None:
         async with open_scheduler(config.scheduler, workers=config.workers) as scheduler:
             engine = PsEngine(scheduler)
             for name, table in tables.items():
                 engine.create_variable(name, table)
-            await _run_steps(engine, batches, config, histograms)
-            wall = sum(histograms[op].snapshot().sum_seconds for op in OPS)
-            _print_report(workload, config, histograms, wall, tables, engine)
+            await _run_steps(_InProcess(engine), list(tables), batches, config, histograms)
+            _print_report(workload, config, histograms, [t.statistics() for t in tables.values()])
+            sched = scheduler.statistics()
+            print(
+                f"scheduler {sched.backend}: {sched.completed:,} tasks, {sched.stolen:,} "
+                f"stolen, worker utilization "
+                f"{', '.join(f'{u:.0%}' for u in sched.utilization())}"
+            )
 
     anyio.run(main)
+
+
+async def _grpc_main(
+    workload: Workload,
+    config: DemoConfig,
+    ports: list[int],
+    batches: list[Batch],
+    histograms: dict[str, Histogram],
+) -> None:
+    cluster = PsCluster([PsClient("127.0.0.1", port) for port in ports])
+    try:
+        for spec in workload.variables:
+            await cluster.owner(spec.name).create_variable(
+                spec.name,
+                workload.embedding_dim,
+                capacity_for(spec),
+                optimizer="adagrad",
+                optimizer_params={"lr": LR},
+                shards=shards_for(spec),
+                seed=config.seed,
+            )
+        names = [spec.name for spec in workload.variables]
+        await _run_steps(_Grpc(cluster), names, batches, config, histograms)
+        per_ps = [await client.stats() for client in cluster.clients]
+        _print_report(workload, config, histograms, [v for s in per_ps for v in s.variables])
+        for index, stats in enumerate(per_ps):
+            kernel = next((s for s in stats.latencies if s.name == "EmbeddingLookup.kernel"), None)
+            print(
+                f"ps {index}: {len(stats.variables)} variables, "
+                f"{sum(v.rows for v in stats.variables):,} rows, lookup kernel p50 "
+                f"{(kernel.p50_us if kernel else 0) / 1e3:.2f} ms per variable, "
+                f"{stats.pending_batches} batches pending"
+            )
+    finally:
+        cluster.close()
+
+
+def _run_grpc(
+    workload: Workload, config: DemoConfig, batches: list[Batch], histograms: dict[str, Histogram]
+) -> None:
+    command = sniper_command(
+        "serve",
+        "--role",
+        "ps",
+        "--port",
+        "0",
+        "--scheduler",
+        config.scheduler,
+        "--workers",
+        str(config.workers),
+        "--stats-interval",
+        "3600",
+    )
+    with ExitStack() as stack:
+        servers = [stack.enter_context(server_process(command)) for _ in range(config.num_ps)]
+        ports = [server.port for server in servers]
+        print(f"started {config.num_ps} ps on 127.0.0.1 ports {', '.join(map(str, ports))}")
+        asyncio.run(_grpc_main(workload, config, ports, batches, histograms))
+    codes = [server.returncode for server in servers]
+    if any(code != 0 for code in codes):
+        raise RuntimeError(f"a ps did not stop cleanly: exit statuses {codes}")
+    print(f"stopped {config.num_ps} ps: SIGTERM, drained, exit status 0")
+
+
+def run(workload: Workload, config: DemoConfig) -> None:
+    """Run the demo and print its report."""
+    print_placement(workload, config.num_ps)
+    where = (
+        f"{config.num_ps} ps processes over gRPC"
+        if config.transport == "grpc"
+        else "this process (no gRPC)"
+    )
+    print(
+        f"\nrunning the ps side of {config.steps} training steps on {where}: "
+        f"{len(workload.variables)} Adagrad tables (dim {workload.embedding_dim}), "
+        f"{config.scheduler} scheduler with {config.workers} worker(s) per ps"
+    )
+    batches = make_batches(workload, min(config.steps, 4), config.seed)
+    histograms = {op: Histogram() for op in OPS}
+    if config.transport == "grpc":
+        _run_grpc(workload, config, batches, histograms)
+    else:
+        _run_inprocess(workload, config, batches, histograms)

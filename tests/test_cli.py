@@ -57,9 +57,16 @@ def test_bad_flag_value_exits_2() -> None:
     assert "argument --num-ps: expected a positive integer, got 0" in done.stderr
 
 
-def test_demo_runs_a_few_steps() -> None:
+def test_demo_runs_real_ps_processes_and_stops_them() -> None:
     done = sniper("demo", "--steps", "2", "--scheduler", "per_variable")
     assert done.returncode == 0, done.stderr
-    assert "2 steps in" in done.stdout
+    assert "started 2 ps on 127.0.0.1 ports" in done.stdout
     assert "EmbeddingLookup  2" in done.stdout
-    assert "scheduler per_variable:" in done.stdout
+    assert "stopped 2 ps: SIGTERM, drained, exit status 0" in done.stdout
+
+
+def test_demo_in_process() -> None:
+    done = sniper("demo", "--steps", "2", "--transport", "inprocess", "--workers", "2")
+    assert done.returncode == 0, done.stderr
+    assert "on this process (no gRPC)" in done.stdout
+    assert "scheduler work_stealing:" in done.stdout

@@ -17,13 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import signal
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -32,34 +29,12 @@ import numpy as np
 
 from sniper._bench._report import Comparison, print_comparisons
 from sniper._local import make_batches
+from sniper._process import server_process, sniper_command
 from sniper._workload import Workload
 from sniper.rpc import PsClient
 from sniper.rpc._codegen import RPC_DIR
 
 _MB = 2**20
-
-
-@contextmanager
-def _server(command: list[str]) -> Iterator[tuple[subprocess.Popen[str], int]]:
-    """Start a server process, wait for its ``listening on HOST:PORT`` line, stop it after."""
-    process = subprocess.Popen(
-        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline().strip()
-        if not line.startswith("listening on "):
-            raise RuntimeError(f"{command[2:4]} did not start: {line!r}")
-        yield process, int(line.rsplit(":", 1)[1])
-    finally:
-        process.send_signal(signal.SIGTERM)
-        if process.stdin:
-            process.stdin.close()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def _grpcio_modules(out: Path) -> ModuleType:
@@ -149,10 +124,7 @@ def run(workload: Workload, *, repeats: int, window_mb: float, workers: int) -> 
         f"{workload.batch_size} x {workload.embedding_dim} float32 = {payload / 1e6:.1f} MB "
         f"per call over loopback, HTTP/2 windows {window_mb:g} MiB, median of {repeats}"
     )
-    sniper_cmd = [
-        sys.executable,
-        "-m",
-        "sniper",
+    sniper_cmd = sniper_command(
         "serve",
         "--role",
         "ps",
@@ -166,11 +138,13 @@ def run(workload: Workload, *, repeats: int, window_mb: float, workers: int) -> 
         "3600",
         "--http2-window-mb",
         str(window_mb),
-    ]
+    )
     results: dict[str, float] = {}
     for name, full in (("transport (1 sign/example)", False), ("seed_ctr batch", True)):
-        with _server(sniper_cmd) as (_, port):
-            results[name] = asyncio.run(_sniper_seconds(port, workload, window_mb, repeats, full))
+        with server_process(sniper_cmd) as server:
+            results[name] = asyncio.run(
+                _sniper_seconds(server.port, workload, window_mb, repeats, full)
+            )
     with tempfile.TemporaryDirectory() as tmp:
         pb2 = _grpcio_modules(Path(tmp))
         peer_cmd = [
@@ -181,8 +155,8 @@ def run(workload: Workload, *, repeats: int, window_mb: float, workers: int) -> 
             str(workload.batch_size),
             str(workload.embedding_dim),
         ]
-        with _server(peer_cmd) as (_, port):
-            grpcio_s = _grpcio_seconds(port, pb2, variables, repeats)
+        with server_process(peer_cmd) as peer:
+            grpcio_s = _grpcio_seconds(peer.port, pb2, variables, repeats)
     comparisons = [
         Comparison(f"{name} vs grpcio (same bytes)", payload, seconds, grpcio_s, 0.8)
         for name, seconds in results.items()
