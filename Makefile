@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/sniper demo
+	$(BIN)/sniper train
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

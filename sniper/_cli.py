@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 __all__ = ["main"]
 
+EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 Command = Callable[[argparse.Namespace], int]
@@ -84,9 +85,56 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         "max_table_gb": args.max_table_gb,
         "stats_interval": args.stats_interval,
         "http2_window_mb": args.http2_window_mb,
+        "ps": args.ps,
+        "data": args.data,
+        "workload": args.workload,
+        "scale": args.scale,
+        "num_batches": args.num_batches,
+        "batch_size": args.batch_size,
+        "epochs": args.epochs,
+        "hub_index": args.hub_index,
+        "num_hubs": args.num_hubs,
+        "seed": args.seed,
     }
     config = load_serve_config(Path(args.config) if args.config else None, overrides)
     return run_serve(config)
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from sniper._train import load_train_config, run_train
+    from sniper.roles._trainer import TrainingError
+
+    overrides = {
+        "output": args.output,
+        "max_steps": args.max_steps,
+        "num_ps": args.num_ps,
+        "num_hubs": args.num_hubs,
+        "scheduler": args.scheduler,
+    }
+    config = load_train_config(Path(args.config) if args.config else None, overrides)
+    try:
+        return run_train(config, ps=args.ps, hubs=args.hub)
+    except TrainingError as exc:
+        print(f"sniper: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _cmd_data_convert(args: argparse.Namespace) -> int:
+    from sniper.data import convert
+
+    rows = convert(
+        args.kind,
+        args.source,
+        args.out,
+        batch_size=args.batch_size,
+        num_batches=args.num_batches,
+        scale=args.scale,
+        seed=args.seed,
+    )
+    print(f"wrote {rows:,} examples to {args.out}")
+    return 0
 
 
 def _cmd_bench_store(args: argparse.Namespace) -> int:
@@ -194,13 +242,26 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--steps", type=_positive_int, default=30)
     demo.add_argument(
-        "--num-ps", type=_positive_int, default=2, help="cluster size for the placement report"
+        "--num-ps", type=_positive_int, default=2, help="number of ps processes (default 2)"
     )
     demo.add_argument("--seed", type=int, default=0)
     demo.set_defaults(run=_cmd_demo)
 
-    serve = commands.add_parser("serve", help="run a ps until SIGINT or SIGTERM")
-    serve.add_argument("--role", choices=["ps"], default=None)
+    train = commands.add_parser(
+        "train", help="train end to end on a local cluster (embedded default without --config)"
+    )
+    train.add_argument("--config", default=None, help="TOML file (experiments/configs/*.toml)")
+    train.add_argument("--ps", default=None, help="use these ps (host:port,...) instead")
+    train.add_argument("--hub", default=None, help="use these hubs (host:port,...) instead")
+    train.add_argument("--output", default=None, help="JSON report path")
+    train.add_argument("--max-steps", type=int, default=None)
+    train.add_argument("--num-ps", type=_positive_int, default=None)
+    train.add_argument("--num-hubs", type=_positive_int, default=None)
+    train.add_argument("--scheduler", default=None)
+    train.set_defaults(run=_cmd_train)
+
+    serve = commands.add_parser("serve", help="run a ps or a hub until SIGINT or SIGTERM")
+    serve.add_argument("--role", choices=["ps", "hub"], default=None)
     serve.add_argument("--host", default=None, help="default 127.0.0.1 (loopback)")
     serve.add_argument("--port", type=int, default=None, help="0 (default) picks a free port")
     serve.add_argument(
@@ -230,7 +291,52 @@ def _build_parser() -> argparse.ArgumentParser:
         default=None,
         help="HTTP/2 flow-control windows (default 16; grpclib's own is 4)",
     )
+    hub = serve.add_argument_group("hub")
+    hub.add_argument("--ps", default=None, help="host:port,... of every ps, in cluster order")
+    hub.add_argument(
+        "--data", default=None, help="synthetic (default), parquet:PATH or criteo:PATH"
+    )
+    hub.add_argument("--workload", default=None, help="workload of synthetic data")
+    hub.add_argument("--scale", type=float, default=None, help="synthetic size factor")
+    hub.add_argument("--num-batches", type=_positive_int, default=None)
+    hub.add_argument("--batch-size", type=_positive_int, default=None)
+    hub.add_argument("--epochs", type=_positive_int, default=None)
+    hub.add_argument("--hub-index", type=int, default=None)
+    hub.add_argument("--num-hubs", type=_positive_int, default=None)
+    hub.add_argument("--seed", type=int, default=None)
     serve.set_defaults(run=_cmd_serve)
+
+    data = commands.add_parser("data", help="prepare training data")
+    actions = data.add_subparsers(dest="data_command", required=True, metavar="ACTION")
+    conv = actions.add_parser("convert", help="write Criteo TSV or synthetic data as Parquet")
+    conv.add_argument(
+        "kind",
+        choices=["criteo", "synthetic"],
+        help="criteo: a Criteo TSV file; synthetic: planted-model data",
+    )
+    conv.add_argument("out", help="Parquet file to write (appears only when complete)")
+    conv.add_argument(
+        "--source",
+        default=None,
+        help="criteo: the TSV file (required); synthetic: workload (seed_ctr)",
+    )
+    conv.add_argument(
+        "--batch-size", type=_positive_int, default=None, help="examples per batch and row group"
+    )
+    conv.add_argument(
+        "--num-batches",
+        type=_positive_int,
+        default=None,
+        help="batches to write (required for synthetic; criteo: stop early)",
+    )
+    conv.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        help="synthetic only: multiplies signs per batch and vocabularies",
+    )
+    conv.add_argument("--seed", type=int, default=0, help="synthetic only")
+    conv.set_defaults(run=_cmd_data_convert)
 
     bench = commands.add_parser("bench", help="measure sniper against a peer in the same run")
     benches = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")

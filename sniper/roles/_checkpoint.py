@@ -68,21 +68,38 @@ def load_checkpoint(directory: Path) -> list[tuple[CreateVariableRequest, TableE
         raise FileNotFoundError(f"{directory} has no {MANIFEST}: not a sniper checkpoint")
     try:
         manifest = json.loads(path.read_text())
-        if manifest.get("format") != FORMAT_VERSION:
-            raise ValueError(
-                f"checkpoint format {manifest.get('format')!r} is not {FORMAT_VERSION}"
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"checkpoint {directory}: {MANIFEST} is not JSON ({exc})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_VERSION:
+        raise ValueError(
+            f"checkpoint {directory}: {MANIFEST} is not a format {FORMAT_VERSION} sniper manifest"
+        )
+    entries = manifest.get("variables")
+    if not isinstance(entries, list):
+        raise ValueError(f"checkpoint {directory}: {MANIFEST} has no list of variables")
+    return [_load_entry(directory, i, entry) for i, entry in enumerate(entries)]
+
+
+def _load_entry(
+    directory: Path, index: int, entry: object
+) -> tuple[CreateVariableRequest, TableExport]:
+    where = f"checkpoint {directory}: variables[{index}]"
+    if (
+        not isinstance(entry, dict)
+        or not isinstance(entry.get("config"), dict)
+        or not isinstance(entry.get("file"), str)
+        or "/" in entry["file"]
+    ):
+        raise ValueError(f"{where} needs a config object and a file name")
+    try:
+        config = CreateVariableRequest().from_dict(entry["config"])
+        with np.load(directory / entry["file"]) as arrays:
+            data = TableExport(
+                signs=arrays["signs"],
+                weights=arrays["weights"],
+                state=arrays["state"],
+                steps=arrays["steps"],
             )
-        loaded = []
-        for entry in manifest["variables"]:
-            config = CreateVariableRequest().from_dict(entry["config"])
-            with np.load(directory / entry["file"]) as arrays:
-                data = TableExport(
-                    signs=arrays["signs"],
-                    weights=arrays["weights"],
-                    state=arrays["state"],
-                    steps=arrays["steps"],
-                )
-            loaded.append((config, data))
-    except (KeyError, TypeError, json.JSONDecodeError, OSError) as exc:
-        raise ValueError(f"checkpoint {directory} is malformed: {exc}") from None
-    return loaded
+    except (KeyError, TypeError, AttributeError, ValueError, OSError) as exc:
+        raise ValueError(f"{where} is malformed: {type(exc).__name__}: {exc}") from None
+    return config, data

@@ -40,7 +40,7 @@ from grpclib.exceptions import GRPCError
 from sniper._metrics import Histogram
 from sniper.roles._checkpoint import load_checkpoint, save_checkpoint
 from sniper.roles._engine import PsEngine, UnknownBatchError, UnknownVariableError
-from sniper.roles._variables import MemoryBudgetError, table_from_request
+from sniper.roles._variables import MemoryBudgetError, same_config, table_from_request
 from sniper.rpc._generated.sniper.v1 import (
     CreateVariableRequest,
     CreateVariableResponse,
@@ -96,8 +96,10 @@ _STATUS_OF: tuple[tuple[type[BaseException], Status], ...] = (
     (UnknownVariableError, Status.NOT_FOUND),
     (UnknownBatchError, Status.NOT_FOUND),
     (FileNotFoundError, Status.NOT_FOUND),
+    (OSError, Status.FAILED_PRECONDITION),
     (CapacityError, Status.RESOURCE_EXHAUSTED),
     (MemoryBudgetError, Status.RESOURCE_EXHAUSTED),
+    (MemoryError, Status.RESOURCE_EXHAUSTED),
     (ValueError, Status.INVALID_ARGUMENT),
     (TypeError, Status.INVALID_ARGUMENT),
     (IndexError, Status.INVALID_ARGUMENT),
@@ -188,7 +190,7 @@ class PsService(PsBase):
     async def create_variable(self, request: CreateVariableRequest) -> CreateVariableResponse:
         existing = self._configs.get(request.name)
         if existing is not None:
-            if bytes(existing) == bytes(request):
+            if same_config(existing, request):
                 return CreateVariableResponse(created=False)
             raise GRPCError(
                 Status.ALREADY_EXISTS,
@@ -304,21 +306,44 @@ class PsService(PsBase):
         loaded = await self.engine.scheduler.run(
             "__checkpoint__", load_checkpoint, Path(request.directory)
         )
+        tables = self._tables_for_restore(loaded)
+        # Everything is checked before anything changes: a bad checkpoint leaves this ps as
+        # it was, with no half-restored or empty variable behind.
+        for (_, data), table in zip(loaded, tables, strict=True):
+            table.check_import(data)
+        for (config, data), table in zip(loaded, tables, strict=True):
+            if config.name not in self._configs:
+                self.engine.create_variable(config.name, table)
+                self._configs[config.name] = config
+            await self.engine.scheduler.run(config.name, table.import_, data)
+        return RestoreResponse(
+            variables=[c.name for c, _ in loaded], rows=sum(len(d.signs) for _, d in loaded)
+        )
+
+    def _tables_for_restore(
+        self, loaded: list[tuple[CreateVariableRequest, TableExport]]
+    ) -> list[EmbeddingTable]:
+        """The table each checkpoint variable goes into: existing ones, or new unregistered
+        ones built within the memory budget."""
+        names = [config.name for config, _ in loaded]
+        if len(set(names)) != len(names):
+            raise ValueError("checkpoint lists a variable more than once")
+        budget = self.config.max_table_bytes - self._tables_bytes()
+        tables = []
         for config, _ in loaded:
             existing = self._configs.get(config.name)
-            if existing is not None and bytes(existing) != bytes(config):
-                raise ValueError(
-                    f"variable {config.name!r} exists here with another "
-                    "configuration than in the checkpoint"
-                )
-        rows = 0
-        for config, data in loaded:
-            if config.name not in self._configs:
-                await self.create_variable(config)
-            table = self.engine.table(config.name)
-            await self.engine.scheduler.run(config.name, table.import_, data)
-            rows += len(data.signs)
-        return RestoreResponse(variables=[c.name for c, _ in loaded], rows=rows)
+            if existing is not None:
+                if not same_config(existing, config):
+                    raise ValueError(
+                        f"variable {config.name!r} exists here with another "
+                        "configuration than in the checkpoint"
+                    )
+                tables.append(self.engine.table(config.name))
+            else:
+                table = table_from_request(config, budget)
+                budget -= table.nbytes
+                tables.append(table)
+        return tables
 
     @_rpc("Stats")
     async def stats(self, request: StatsRequest) -> StatsResponse:

@@ -11,12 +11,10 @@ scheduler drains and joins its workers.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import os
 import signal
 import sys
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -24,13 +22,21 @@ from typing import Any, Literal, cast
 from grpclib.config import Configuration
 from grpclib.server import Server
 
+from sniper._config import load_config
 from sniper.roles._engine import PsEngine
 from sniper.roles._health import HealthService
 from sniper.roles._ps_service import PsService, PsServiceConfig
 from sniper.rpc._codec import SniperCodec
 from sniper.scheduler import SCHEDULER_NAMES, open_scheduler
 
-__all__ = ["ServeConfig", "bound_address", "load_serve_config", "serve_ps"]
+__all__ = [
+    "ServeConfig",
+    "bound_address",
+    "load_serve_config",
+    "parse_addresses",
+    "serve_hub",
+    "serve_ps",
+]
 
 log = logging.getLogger("sniper.serve")
 _MB = 2**20
@@ -40,7 +46,7 @@ _MB = 2**20
 class ServeConfig:
     """Everything ``sniper serve`` takes; each field is also a TOML key and a flag."""
 
-    role: Literal["ps"] = "ps"
+    role: Literal["ps", "hub"] = "ps"
     host: str = "127.0.0.1"
     port: int = 0
     scheduler: str = "work_stealing"
@@ -53,10 +59,25 @@ class ServeConfig:
     drain_timeout: float = 30.0
     http2_window_mb: float = 16.0
     """HTTP/2 flow-control windows; grpclib's 4 MiB default stalls a 5 MB lookup response."""
+    # hub only
+    ps: str = ""
+    """Comma-separated ``host:port`` of every ps, in cluster order (hub only)."""
+    data: str = "synthetic"
+    """``synthetic``, ``parquet:PATH`` or ``criteo:PATH`` (hub only)."""
+    workload: str = "seed_ctr"
+    scale: float = 0.05
+    num_batches: int = 200
+    batch_size: int = 1024
+    epochs: int = 1
+    hub_index: int = 0
+    num_hubs: int = 1
+    seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.role != "ps":
-            raise ValueError(f"role must be 'ps' (the hub comes later), got {self.role!r}")
+        if self.role not in ("ps", "hub"):
+            raise ValueError(f"role must be 'ps' or 'hub', got {self.role!r}")
+        if self.role == "hub" and not self.ps:
+            raise ValueError("ps must list the ps addresses (host:port,...) for a hub")
         if self.scheduler not in SCHEDULER_NAMES:
             raise ValueError(
                 f"scheduler must be one of {', '.join(SCHEDULER_NAMES)}, got {self.scheduler!r}"
@@ -80,23 +101,17 @@ class ServeConfig:
 
 def load_serve_config(path: Path | None, overrides: dict[str, Any]) -> ServeConfig:
     """Defaults, then the TOML file at ``path``, then the non-None ``overrides``."""
-    values: dict[str, Any] = {}
-    if path is not None:
-        try:
-            values = tomllib.loads(path.read_text())
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ValueError(f"config {path}: {exc}") from None
-        known = {f.name for f in dataclasses.fields(ServeConfig)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(
-                f"config {path}: unknown key {unknown[0]!r}; known keys: {', '.join(sorted(known))}"
-            )
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    try:
-        return ServeConfig(**values)
-    except TypeError as exc:
-        raise ValueError(f"config: {exc}") from None
+    return load_config(ServeConfig, path, overrides)
+
+
+def _grpc_server(services: list[Any], config: ServeConfig) -> Server:
+    """A grpclib server with sniper's codec (size limit) and HTTP/2 windows."""
+    window = int(config.http2_window_mb * _MB)
+    return Server(
+        services,
+        codec=SniperCodec(int(config.max_message_mb * _MB)),
+        config=Configuration(http2_connection_window_size=window, http2_stream_window_size=window),
+    )
 
 
 async def serve_ps(config: ServeConfig) -> None:
@@ -110,24 +125,11 @@ async def serve_ps(config: ServeConfig) -> None:
             ),
         )
         health = HealthService(("sniper.v1.Ps",), lambda: not service.draining)
-        window = int(config.http2_window_mb * _MB)
-        server = Server(
-            [service, health],
-            codec=SniperCodec(int(config.max_message_mb * _MB)),
-            config=Configuration(
-                http2_connection_window_size=window, http2_stream_window_size=window
-            ),
-        )
+        server = _grpc_server([service, health], config)
         await server.start(config.host, config.port)
-        host, port = bound_address(server)
-        print(f"listening on {host}:{port}", flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, stop.set)
         reporter = asyncio.create_task(_report(service, config.stats_interval))
-        try:
-            await stop.wait()
+
+        async def drain() -> None:
             log.info("signal received: draining in-flight calls")
             health.changed.set()
             try:
@@ -136,10 +138,11 @@ async def serve_ps(config: ServeConfig) -> None:
                 log.warning(
                     "calls still in flight after %.0f s; closing anyway", config.drain_timeout
                 )
+
+        try:
+            await _serve_until_signal(server, config, drain)
         finally:
             reporter.cancel()
-            server.close()
-            await server.wait_closed()
     service.log_statistics()
 
 
@@ -156,6 +159,73 @@ async def _report(service: PsService, interval: float) -> None:
         service.log_statistics()
 
 
+def parse_addresses(text: str, what: str) -> list[tuple[str, int]]:
+    """``host:port,host:port`` as pairs; ``ValueError`` names ``what`` and the bad entry."""
+    addresses = []
+    for entry in filter(None, (part.strip() for part in text.split(","))):
+        host, _, port = entry.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{what}: {entry!r} is not host:port")
+        addresses.append((host, int(port)))
+    if not addresses:
+        raise ValueError(f"{what}: no address given")
+    return addresses
+
+
+async def _serve_until_signal(server: Server, config: ServeConfig, on_stop: Any = None) -> None:
+    """Print the listening line, wait for SIGINT or SIGTERM, then close the server."""
+    # Handlers first: a supervisor may signal as soon as it reads the listening line.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    host, port = bound_address(server)
+    print(f"listening on {host}:{port}", flush=True)
+    try:
+        await stop.wait()
+        if on_stop is not None:
+            await on_stop()
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def serve_hub(config: ServeConfig) -> None:
+    """Serve ``sniper.v1.Hub`` (and health) until SIGINT or SIGTERM."""
+    from sniper.data import open_reader
+    from sniper.roles._hub import HubConfig, HubService
+    from sniper.rpc import PsClient, PsCluster
+
+    reader = open_reader(
+        config.data,
+        workload=config.workload,
+        scale=config.scale,
+        num_batches=config.num_batches,
+        batch_size=config.batch_size,
+        seed=config.seed,
+    )
+    cluster = PsCluster(
+        [
+            PsClient(host, port, http2_window_mb=config.http2_window_mb)
+            for host, port in parse_addresses(config.ps, "ps")
+        ]
+    )
+    hub = HubService(
+        reader,
+        cluster,
+        HubConfig(hub_index=config.hub_index, num_hubs=config.num_hubs, epochs=config.epochs),
+    )
+    health = HealthService(("sniper.v1.Hub",), lambda: True)
+    server = _grpc_server([hub, health], config)
+    await server.start(config.host, config.port)
+    hub.start()
+    try:
+        await _serve_until_signal(server, config)
+    finally:
+        await hub.stop()
+        cluster.close()
+
+
 def run_serve(config: ServeConfig) -> int:
     """Entry point of ``sniper serve``: logs to stderr, returns the exit status."""
     logging.basicConfig(
@@ -163,5 +233,5 @@ def run_serve(config: ServeConfig) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    asyncio.run(serve_ps(config))
+    asyncio.run(serve_ps(config) if config.role == "ps" else serve_hub(config))
     return 0

@@ -19,7 +19,13 @@ from sniper.store import (
     uniform,
 )
 
-__all__ = ["MAX_DIM", "MemoryBudgetError", "estimate_bytes", "table_from_request"]
+__all__ = [
+    "MAX_DIM",
+    "MemoryBudgetError",
+    "estimate_bytes",
+    "same_config",
+    "table_from_request",
+]
 
 MAX_DIM = 4096
 """Widest row a ps accepts: beyond this a request is far more likely a bug than a model."""
@@ -73,13 +79,20 @@ def _initializer(request: CreateVariableRequest) -> Initializer:
     raise ValueError(f"initializer.kind must be constant, uniform or normal, got {config.kind!r}")
 
 
+MAX_SKETCH_WIDTH = 1 << 26
+MAX_SKETCH_DEPTH = 16
+
+
 def _admission(request: CreateVariableRequest) -> Admission | None:
     config = request.admission
     if config is None or config.min_count <= 1:
         return None
-    return Admission(
-        config.min_count, width=config.sketch_width or 1 << 20, depth=config.sketch_depth or 4
-    )
+    width, depth = config.sketch_width or 1 << 20, config.sketch_depth or 4
+    if width > MAX_SKETCH_WIDTH:
+        raise ValueError(f"admission.sketch_width must be at most {MAX_SKETCH_WIDTH}, got {width}")
+    if depth > MAX_SKETCH_DEPTH:
+        raise ValueError(f"admission.sketch_depth must be at most {MAX_SKETCH_DEPTH}, got {depth}")
+    return Admission(config.min_count, width=width, depth=depth)
 
 
 def table_from_request(request: CreateVariableRequest, budget_bytes: int) -> EmbeddingTable:
@@ -95,7 +108,11 @@ def table_from_request(request: CreateVariableRequest, budget_bytes: int) -> Emb
     if request.capacity < 1:
         raise ValueError(f"capacity must be at least 1, got {request.capacity}")
     optimizer = _optimizer(request)
+    admission = _admission(request)
+    shards = request.shards or 1
     needed = estimate_bytes(request.dim, request.capacity, optimizer)
+    if admission is not None:
+        needed += 4 * shards * admission.width * admission.depth
     if needed > budget_bytes:
         raise MemoryBudgetError(
             f"variable {request.name!r} needs about {needed / 2**30:.2f} GiB (capacity "
@@ -107,8 +124,16 @@ def table_from_request(request: CreateVariableRequest, budget_bytes: int) -> Emb
         capacity=request.capacity,
         optimizer=optimizer,
         initializer=_initializer(request),
-        num_shards=request.shards or 1,
+        num_shards=shards,
         eviction=request.eviction or "lru",
-        admission=_admission(request),
+        admission=admission,
         seed=request.seed,
     )
+
+
+def same_config(a: CreateVariableRequest, b: CreateVariableRequest) -> bool:
+    """Whether two CreateVariable requests describe the same variable.
+
+    Compares decoded values, not bytes: protobuf may order a map's entries either way.
+    """
+    return a.to_dict() == b.to_dict()

@@ -59,6 +59,28 @@ class SniperCodec(ProtoCodec):
         return message
 
 
+_MAP_KINDS: dict[str, type | tuple[type, ...]] = {
+    "string": str,
+    "bytes": bytes,
+    "bool": bool,
+    "double": (float, int),
+    "float": (float, int),
+    **{
+        t: int
+        for t in (
+            "int32",
+            "int64",
+            "uint32",
+            "uint64",
+            "sint32",
+            "sint64",
+            "fixed32",
+            "fixed64",
+            "sfixed32",
+            "sfixed64",
+        )
+    },
+}
 _SCALARS: dict[type, tuple[type, ...]] = {
     int: (int,),
     float: (float, int),
@@ -82,6 +104,10 @@ def _check_shapes(message: Any, path: str) -> None:
         default = meta.default_gen[name]
         if field_meta.map_types:
             _require(isinstance(value, dict), where)
+            key_type, value_type = (_MAP_KINDS.get(t) for t in field_meta.map_types)
+            for key, item in value.items():
+                _require(_is_kind(key, key_type), f"{where} key")
+                _require(_is_kind(item, value_type), f"{where}[{key!r}]")
         elif default is list:
             _require(isinstance(value, list), where)
             element = meta.cls_by_field[name]
@@ -89,6 +115,15 @@ def _check_shapes(message: Any, path: str) -> None:
                 _check_value(item, element, where)
         else:
             _check_value(value, default, where)
+
+
+def _is_kind(value: Any, kind: type | tuple[type, ...] | None) -> bool:
+    """Whether a decoded map key or value has the Python type of its proto type."""
+    if kind is None:
+        return True
+    if kind is bool:
+        return isinstance(value, bool)
+    return isinstance(value, kind) and not isinstance(value, bool)
 
 
 def _check_value(value: Any, expected: Any, where: str) -> None:

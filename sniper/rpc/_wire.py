@@ -104,9 +104,11 @@ def _shape(wire_type: int, value: Any, into: list[int]) -> None:
         into.append(_signed(dim))
 
 
-def _tensor(buf: memoryview) -> Tensor:
-    dtype, data = "", memoryview(b"")
-    shape: list[int] = []
+def _tensor(buf: memoryview, earlier: Tensor | None = None) -> Tensor:
+    """Parse a Tensor; a second occurrence merges into ``earlier`` as protobuf requires:
+    scalars present again replace, repeated ``shape`` entries append."""
+    dtype, data = (earlier.dtype, earlier.data) if earlier is not None else ("", memoryview(b""))
+    shape: list[int] = list(earlier.shape) if earlier is not None else []
     for number, wire_type, value in _fields(buf):
         if number == 1:
             _expect(wire_type, LEN, "Tensor.dtype")
@@ -137,7 +139,7 @@ def _named_tensors(
             out["name"] = _text(value)
         elif number in tensor_fields:
             _expect(wire_type, LEN, tensor_fields[number])
-            out[tensor_fields[number]] = _tensor(value)
+            out[tensor_fields[number]] = _tensor(value, out.get(tensor_fields[number]))
         elif number == double_field:
             _expect(wire_type, I64, "double")
             out["double"] = _DOUBLE.unpack(value)[0]

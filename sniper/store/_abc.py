@@ -151,6 +151,10 @@ class EmbeddingStore(ABC):
         """Insert or overwrite the rows of ``data``."""
 
     @abstractmethod
+    def check_import(self, data: TableExport) -> None:
+        """Raise what ``import_(data)`` would raise, without changing anything."""
+
+    @abstractmethod
     def __len__(self) -> int:
         """Rows currently held."""
 

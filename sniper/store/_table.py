@@ -377,7 +377,11 @@ class EmbeddingTable(EmbeddingStore):
                 signs=signs, weights=self._weights[rows], state=self._state[rows], steps=steps
             )
 
-    def import_(self, data: TableExport) -> None:
+    def check_import(self, data: TableExport) -> None:
+        """Raise what :meth:`import_` would raise for ``data``, changing nothing."""
+        self._validated_import(data)
+
+    def _validated_import(self, data: TableExport) -> tuple[NDArray[np.uint64], NDArray[np.int64]]:
         signs = _check_signs(data.signs)
         n = signs.shape[0]
         _check_import_shapes(data, n, self._dim, self.optimizer.slots)
@@ -391,6 +395,10 @@ class EmbeddingTable(EmbeddingStore):
                 f"import puts {per_shard[over[0]]} rows into shard {over[0]}, which holds "
                 f"{self._meta[over[0], k.ROW_CAPACITY]}; raise the table's capacity"
             )
+        return signs, shards
+
+    def import_(self, data: TableExport) -> None:
+        signs, shards = self._validated_import(data)
         with self._everything_locked():
             for shard in range(self._num_shards):
                 mine = np.nonzero(shards == shard)[0]

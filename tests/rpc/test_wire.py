@@ -116,3 +116,15 @@ def test_prepared_lookup_response_equals_the_betterproto_encoding() -> None:
         ]
     )
     assert ENCODERS[EmbeddingLookupResponse](prepared) == bytes(reference)
+
+
+def test_a_tensor_sent_in_two_pieces_is_merged_as_protobuf_does() -> None:
+    """Protobuf merges an embedded message that occurs twice in one record; grpcio does, so
+    the fast path must too (scalars present again replace, repeated fields append)."""
+    piece_one = bytes(VariableSigns(name="a", signs=Tensor(dtype="uint64", shape=[2])))
+    piece_two = bytes(VariableSigns(signs=Tensor(data=np.array([5, 6], np.uint64).tobytes())))
+    record = piece_one + piece_two
+    wire = b"\x12" + bytes([len(record)]) + record  # field 2 (variables), one entry
+    signs = DECODERS[FeedSampleRequest](wire).variables[0].signs
+    assert (signs.dtype, list(signs.shape)) == ("uint64", [2])
+    assert np.frombuffer(signs.data, dtype=np.uint64).tolist() == [5, 6]

@@ -1,0 +1,81 @@
+"""TOML configuration files into frozen dataclasses, validated at the edge.
+
+Defaults come from the dataclass, then the TOML file, then command-line overrides. Every
+value is checked against its field's annotation before the dataclass sees it, so a wrong type
+names the key (``workers must be an integer, got 'two'``) instead of failing deep inside.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tomllib
+import typing
+from pathlib import Path
+from typing import Any, Literal, TypeVar, get_args, get_origin
+
+__all__ = ["load_config"]
+
+T = TypeVar("T")
+
+
+def _check(key: str, value: Any, expected: Any) -> Any:
+    """``value`` converted to the field type, or ``ValueError`` naming ``key``."""
+    origin = get_origin(expected)
+    if origin is Literal:
+        if value not in get_args(expected):
+            choices = ", ".join(map(repr, get_args(expected)))
+            raise ValueError(f"{key} must be one of {choices}, got {value!r}")
+        return value
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ValueError(f"{key} must be a table, got {value!r}")
+        _, item_type = get_args(expected)
+        return {str(k): _check(f"{key}.{k}", v, item_type) for k, v in value.items()}
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            raise ValueError(f"{key} must be a list, got {value!r}")
+        return tuple(
+            _check(f"{key}[{i}]", item, get_args(expected)[0]) for i, item in enumerate(value)
+        )
+    if expected is bool:
+        if not isinstance(value, bool):
+            raise ValueError(f"{key} must be true or false, got {value!r}")
+        return value
+    if expected is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{key} must be an integer, got {value!r}")
+        return value
+    if expected is float:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
+            raise ValueError(f"{key} must be a finite number, got {value!r}")
+        return float(value)
+    if expected is str and not isinstance(value, str):
+        raise ValueError(f"{key} must be a string, got {value!r}")
+    return value
+
+
+def load_config(cls: type[T], path: Path | None, overrides: dict[str, Any]) -> T:
+    """Build ``cls`` from its defaults, the TOML file at ``path``, then non-None overrides."""
+    values: dict[str, Any] = {}
+    where = f"config {path}" if path is not None else "config"
+    if path is not None:
+        try:
+            values = tomllib.loads(path.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ValueError(f"{where}: {exc}") from None
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(
+            f"{where}: unknown key {unknown[0]!r}; known keys: {', '.join(sorted(known))}"
+        )
+    # Value errors name their key already, whether it came from the file or a flag.
+    checked = {key: _check(key, value, hints[key]) for key, value in values.items()}
+    return cls(**checked)

@@ -1,0 +1,57 @@
+"""Training data for sniper: batches, readers, a synthetic CTR generator and quality metrics.
+
+A hub reads :class:`Batch` es from a :class:`Reader` and sends each variable's signs to the ps
+that owns it; a trainer takes labels and dense features from the same batches and scores its
+predictions with :func:`roc_auc`, :class:`StreamingAuc` and :func:`log_loss`.
+
+Readers: :class:`SyntheticCtr` (a workload's shape with a planted, learnable model),
+:class:`CriteoTsv` (the Criteo TSV format) and :class:`ParquetReader` (sniper's Parquet schema,
+read zero-copy; :func:`write_parquet` and :func:`convert` write it). :func:`open_reader` picks
+one by name (``synthetic``, ``criteo:PATH``, ``parquet:PATH``).
+"""
+
+from sniper.data._batch import Batch as Batch
+from sniper.data._batch import Ragged as Ragged
+from sniper.data._convert import CONVERT_KINDS as CONVERT_KINDS
+from sniper.data._convert import ConvertKind as ConvertKind
+from sniper.data._convert import convert as convert
+from sniper.data._criteo import CRITEO_DENSE as CRITEO_DENSE
+from sniper.data._criteo import CRITEO_VARIABLES as CRITEO_VARIABLES
+from sniper.data._criteo import CriteoFormatError as CriteoFormatError
+from sniper.data._criteo import CriteoTsv as CriteoTsv
+from sniper.data._criteo import criteo_sign as criteo_sign
+from sniper.data._metrics import StreamingAuc as StreamingAuc
+from sniper.data._metrics import log_loss as log_loss
+from sniper.data._metrics import roc_auc as roc_auc
+from sniper.data._open import DATA_KINDS as DATA_KINDS
+from sniper.data._open import open_reader as open_reader
+from sniper.data._parquet import ParquetFormatError as ParquetFormatError
+from sniper.data._parquet import ParquetReader as ParquetReader
+from sniper.data._parquet import parquet_schema as parquet_schema
+from sniper.data._parquet import write_parquet as write_parquet
+from sniper.data._reader import Reader as Reader
+from sniper.data._synthetic import SyntheticCtr as SyntheticCtr
+
+__all__ = [
+    "CONVERT_KINDS",
+    "CRITEO_DENSE",
+    "CRITEO_VARIABLES",
+    "DATA_KINDS",
+    "Batch",
+    "ConvertKind",
+    "CriteoFormatError",
+    "CriteoTsv",
+    "ParquetFormatError",
+    "ParquetReader",
+    "Ragged",
+    "Reader",
+    "StreamingAuc",
+    "SyntheticCtr",
+    "convert",
+    "criteo_sign",
+    "log_loss",
+    "open_reader",
+    "parquet_schema",
+    "roc_auc",
+    "write_parquet",
+]

@@ -1,0 +1,88 @@
+"""One batch of training examples, as a hub sends it to the ps and a trainer consumes it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = ["Batch", "Ragged"]
+
+Ragged = tuple[NDArray[np.uint64], NDArray[np.int64]]
+"""One variable's signs in a batch: ``(signs, offsets)``; example ``b`` owns
+``signs[offsets[b]:offsets[b + 1]]``, the layout FeedSample and the store take."""
+
+
+@dataclass(frozen=True, eq=False)
+class Batch:
+    """``batch_size`` examples: labels, dense features, and each sparse variable's signs.
+
+    The arrays are validated here, once, so that the hub and the trainer can hand them on
+    without checking again; a wrong shape or dtype names the field. Treat them as read-only:
+    readers may share them (a :class:`~sniper.data.ParquetReader` batch is a view of Arrow
+    buffers, and the synthetic generator reuses constant offsets between batches).
+    """
+
+    labels: NDArray[np.float32]
+    """``float32[batch_size]``, each 0.0 or 1.0."""
+    dense: NDArray[np.float32]
+    """``float32[batch_size, dense_features]``."""
+    sparse: dict[str, Ragged]
+    """Per variable name, ``(signs uint64[n], offsets int64[batch_size + 1])``."""
+
+    def __post_init__(self) -> None:
+        labels = _check_array("labels", self.labels, np.float32, ndim=1)
+        size = len(labels)
+        if not np.all((labels == 0) | (labels == 1)):
+            raise ValueError("labels must be 0.0 or 1.0; binarize click counts before batching")
+        dense = _check_array("dense", self.dense, np.float32, ndim=2)
+        if dense.shape[0] != size:
+            raise ValueError(f"dense has {dense.shape[0]} rows, expected batch_size={size}")
+        for name, ragged in self.sparse.items():
+            _check_ragged(name, ragged, size)
+
+    @property
+    def batch_size(self) -> int:
+        """Number of examples."""
+        return len(self.labels)
+
+    @property
+    def dense_features(self) -> int:
+        """Number of dense features per example."""
+        return int(self.dense.shape[1])
+
+    @property
+    def num_signs(self) -> int:
+        """Signs of all variables together."""
+        return sum(len(signs) for signs, _ in self.sparse.values())
+
+
+def _check_array(field: str, value: object, dtype: type[np.generic], ndim: int) -> NDArray[Any]:
+    if not isinstance(value, np.ndarray):
+        raise TypeError(f"{field} must be a numpy array, got {type(value).__name__}")
+    if value.dtype != dtype:
+        raise TypeError(f"{field} must have dtype {np.dtype(dtype)}, got {value.dtype}")
+    if value.ndim != ndim:
+        raise ValueError(f"{field} must be {ndim}-D, got shape {value.shape}")
+    return value
+
+
+def _check_ragged(name: str, ragged: object, size: int) -> None:
+    if not (isinstance(ragged, tuple) and len(ragged) == 2):
+        raise TypeError(f"sparse[{name!r}] must be a tuple (signs, offsets)")
+    signs = _check_array(f"sparse[{name!r}] signs", ragged[0], np.uint64, ndim=1)
+    offsets = _check_array(f"sparse[{name!r}] offsets", ragged[1], np.int64, ndim=1)
+    if len(offsets) != size + 1:
+        raise ValueError(
+            f"sparse[{name!r}] offsets has length {len(offsets)}, expected batch_size + 1 = "
+            f"{size + 1}"
+        )
+    if offsets[0] != 0 or offsets[-1] != len(signs):
+        raise ValueError(
+            f"sparse[{name!r}] offsets must run from 0 to len(signs) = {len(signs)}, got "
+            f"{offsets[0]} .. {offsets[-1]}"
+        )
+    if np.any(offsets[1:] < offsets[:-1]):
+        raise ValueError(f"sparse[{name!r}] offsets must be non-decreasing")

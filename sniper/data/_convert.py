@@ -1,0 +1,57 @@
+"""``sniper data convert``: turn Criteo TSV or synthetic data into a Parquet file of batches."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, get_args
+
+from sniper.data._open import open_reader
+from sniper.data._parquet import write_parquet
+
+__all__ = ["CONVERT_KINDS", "ConvertKind", "convert"]
+
+ConvertKind = Literal["criteo", "synthetic"]
+CONVERT_KINDS: tuple[str, ...] = get_args(ConvertKind)
+"""The kinds of source :func:`convert` reads."""
+
+
+def convert(
+    kind: ConvertKind,
+    source: str | Path | None,
+    out: str | Path,
+    *,
+    batch_size: int | None = None,
+    num_batches: int | None = None,
+    scale: float = 1.0,
+    seed: int = 0,
+) -> int:
+    """Write ``source`` to the Parquet file ``out`` as batches; return the rows written.
+
+    - ``kind="criteo"``: ``source`` is a Criteo TSV file; ``batch_size`` defaults to 1024;
+      ``num_batches`` (optional) stops early; ``scale`` and ``seed`` do not apply.
+    - ``kind="synthetic"``: ``source`` is a workload name or JSON file (default ``seed_ctr``);
+      ``num_batches`` is required (the generator is endless); ``batch_size`` defaults to the
+      workload's; ``scale`` and ``seed`` are :class:`~sniper.data.SyntheticCtr`'s.
+
+    ``out`` appears only once complete. Errors a user can fix raise ``ValueError`` (including
+    :class:`~sniper.data.CriteoFormatError`), ``LookupError`` or ``OSError``.
+    """
+    if kind == "criteo":
+        if source is None:
+            raise ValueError("criteo conversion needs the TSV file to read as its source")
+        if scale != 1.0 or seed != 0:
+            raise ValueError("scale and seed apply to synthetic data only, not to criteo")
+        data, workload = f"criteo:{source}", "seed_ctr"
+    elif kind == "synthetic":
+        data, workload = "synthetic", str(source or "seed_ctr")
+    else:
+        raise LookupError(f"unknown source kind {kind!r}; valid kinds: {', '.join(CONVERT_KINDS)}")
+    reader = open_reader(
+        data,
+        workload=workload,
+        scale=scale,
+        num_batches=num_batches,
+        batch_size=batch_size,
+        seed=seed,
+    )
+    return write_parquet(reader, out)

@@ -1,0 +1,278 @@
+"""Batches stored as Parquet, read back column by column straight into numpy.
+
+Schema (one row per example; one row group per batch as :func:`write_parquet` writes it)::
+
+    label      float32                          0.0 or 1.0
+    dense      fixed_size_list<float32>[d]      the d dense features
+    <variable> large_list<uint64>               one column per sparse variable: its signs
+
+A ``large_list`` column is exactly the ragged layout the ps takes: its int64 offsets are the
+batch's offsets and its values are the signs, so a batch read from a row group hands both to
+numpy without a copy (``list<uint64>``, as other writers produce, also reads, with its int32
+offsets widened). The schema metadata records the variables in order, the number of dense
+features, the batch size written and a description of the source, under ``sniper.*`` keys.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from numpy.typing import NDArray
+
+from sniper.data._batch import Batch, Ragged
+from sniper.data._checks import check_int
+from sniper.data._reader import Reader, check_stream
+
+__all__ = ["FORMAT", "ParquetFormatError", "ParquetReader", "parquet_schema", "write_parquet"]
+
+FORMAT = "sniper.data/1"
+"""Value of the ``sniper.format`` metadata key; bumped when the schema changes."""
+_LABEL = "label"
+_DENSE = "dense"
+_KEY_FORMAT = b"sniper.format"
+_KEY_VARIABLES = b"sniper.variables"
+_KEY_DENSE = b"sniper.dense_features"
+_KEY_BATCH = b"sniper.batch_size"
+_KEY_SOURCE = b"sniper.source"
+
+
+class ParquetFormatError(ValueError):
+    """A Parquet file does not hold sniper batches; the message names the file and column."""
+
+
+def parquet_schema(
+    variables: tuple[str, ...], dense_features: int, metadata: dict[bytes, bytes] | None = None
+) -> Any:
+    """The Arrow schema of batches with these variables and dense features."""
+    clash = {_LABEL, _DENSE} & set(variables)
+    if clash:
+        raise ValueError(f"a variable cannot be named {sorted(clash)[0]!r}: that column is taken")
+    if len(set(variables)) != len(variables):
+        raise ValueError("variable names must be unique")
+    fields = [
+        pa.field(_LABEL, pa.float32(), nullable=False),
+        pa.field(_DENSE, pa.list_(pa.float32(), dense_features), nullable=False),
+        *(pa.field(name, pa.large_list(pa.uint64()), nullable=False) for name in variables),
+    ]
+    return pa.schema(fields, metadata=metadata)
+
+
+def write_parquet(
+    reader: Reader, path: str | Path, *, epoch: int = 0, compression: str = "snappy"
+) -> int:
+    """Write every batch of ``reader``'s epoch ``epoch`` to ``path``; return the rows written.
+
+    Each batch becomes one row group, so a :class:`ParquetReader` with the same batch size
+    reads batches back without a copy, and ``num_shards`` hubs read only their row groups. The
+    file appears at ``path`` only when complete: it is written next to it and renamed.
+    """
+    target = Path(path)
+    partial = target.with_name(target.name + ".partial")
+    metadata = {
+        _KEY_FORMAT: FORMAT.encode(),
+        _KEY_VARIABLES: json.dumps(list(reader.variables)).encode(),
+        _KEY_DENSE: str(reader.dense_features).encode(),
+        _KEY_BATCH: str(reader.batch_size).encode(),
+        _KEY_SOURCE: repr(reader).encode(),
+    }
+    schema = parquet_schema(tuple(reader.variables), reader.dense_features, metadata)
+    rows = 0
+    try:
+        with pq.ParquetWriter(partial, schema, compression=compression) as writer:
+            for batch in reader.batches(epoch=epoch):
+                writer.write_batch(_record_batch(batch, schema), row_group_size=batch.batch_size)
+                rows += batch.batch_size
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+    return rows
+
+
+def _record_batch(batch: Batch, schema: Any) -> Any:
+    """A batch as an Arrow record batch, sharing the batch's memory (no copies)."""
+    dense = pa.FixedSizeListArray.from_arrays(
+        pa.array(batch.dense.reshape(-1)), batch.dense_features
+    )
+    columns = [pa.array(batch.labels), dense]
+    missing = [name for name in schema.names[2:] if name not in batch.sparse]
+    if missing:
+        raise ValueError(f"a batch lacks the reader's variables {', '.join(missing)}")
+    for name in schema.names[2:]:
+        signs, offsets = batch.sparse[name]
+        columns.append(pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(signs)))
+    return pa.record_batch(columns, schema=schema)
+
+
+class ParquetReader:
+    """A Parquet file of batches as a :class:`~sniper.data.Reader` (same data every epoch).
+
+    Batch ``i`` is rows ``[i * batch_size, (i + 1) * batch_size)``; the last one may be
+    shorter. A shard reads only the row groups its batches lie in. When a batch lies in one
+    row group (always, when ``batch_size`` divides the written batch size), its labels, dense
+    features, signs and (for ``large_list`` columns) offsets are read-only numpy views of the
+    Arrow buffers that the Parquet decoder filled: no copy after decoding.
+
+    Not thread-safe (it keeps the last row groups read): give each thread its own reader.
+    """
+
+    def __init__(
+        self, path: str | Path, *, batch_size: int | None = None, max_batches: int | None = None
+    ) -> None:
+        """``batch_size`` defaults to the batch size the file was written with;
+        ``max_batches`` stops each epoch early."""
+        if max_batches is not None:
+            check_int("max_batches", max_batches)
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise FileNotFoundError(f"Parquet file {str(self.path)!r} does not exist")
+        self._file = pq.ParquetFile(self.path)
+        schema = self._file.schema_arrow
+        metadata = schema.metadata or {}
+        self._variables = self._read_variables(schema, metadata)
+        self._dense_features = self._read_dense_features(schema)
+        if batch_size is None:
+            if _KEY_BATCH not in metadata:
+                raise ValueError(
+                    f"{self.path}: no sniper.batch_size in its metadata; pass batch_size"
+                )
+            batch_size = int(metadata[_KEY_BATCH])
+        check_int("batch_size", batch_size)
+        self._batch_size = batch_size
+        self._max_batches = max_batches
+        groups = self._file.metadata.num_row_groups
+        sizes = [self._file.metadata.row_group(i).num_rows for i in range(groups)]
+        self._group_starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+        self._cached: tuple[tuple[int, ...], Any] | None = None
+
+    @property
+    def variables(self) -> tuple[str, ...]:
+        return self._variables
+
+    @property
+    def dense_features(self) -> int:
+        return self._dense_features
+
+    @property
+    def batch_size(self) -> int:
+        return self._batch_size
+
+    @property
+    def num_rows(self) -> int:
+        """Examples in the file."""
+        return int(self._group_starts[-1])
+
+    @property
+    def num_batches(self) -> int:
+        """Batches per epoch, counting a shorter last one (at most ``max_batches``)."""
+        batches = -(-self.num_rows // self._batch_size)
+        return batches if self._max_batches is None else min(batches, self._max_batches)
+
+    @property
+    def source(self) -> str | None:
+        """What the file was written from (``repr`` of the reader), when recorded."""
+        value = (self._file.schema_arrow.metadata or {}).get(_KEY_SOURCE)
+        return value.decode() if value is not None else None
+
+    def batches(self, *, epoch: int = 0, shard: int = 0, num_shards: int = 1) -> Iterator[Batch]:
+        """Batches ``shard, shard + num_shards, ...`` of the file (every epoch the same)."""
+        check_stream(epoch, shard, num_shards)
+        for index in range(shard, self.num_batches, num_shards):
+            yield self.batch(index)
+
+    def batch(self, index: int) -> Batch:
+        """Batch ``index`` alone."""
+        if not 0 <= index < self.num_batches:
+            raise IndexError(f"batch {index} out of range: the file has {self.num_batches}")
+        start = index * self._batch_size
+        stop = min(start + self._batch_size, self.num_rows)
+        first = int(np.searchsorted(self._group_starts, start, side="right")) - 1
+        last = int(np.searchsorted(self._group_starts, stop - 1, side="right")) - 1
+        groups = tuple(range(first, last + 1))
+        table = self._read_groups(groups)
+        return self._to_batch(table.slice(start - int(self._group_starts[first]), stop - start))
+
+    def __repr__(self) -> str:
+        limit = f", max_batches={self._max_batches}" if self._max_batches is not None else ""
+        return f"ParquetReader({str(self.path)!r}, batch_size={self._batch_size}{limit})"
+
+    def _read_groups(self, groups: tuple[int, ...]) -> Any:
+        """Read row groups, keeping the last ones read: consecutive small batches share them."""
+        if self._cached is None or self._cached[0] != groups:
+            columns = [_LABEL, _DENSE, *self._variables]
+            self._cached = (groups, self._file.read_row_groups(list(groups), columns=columns))
+        return self._cached[1]
+
+    def _to_batch(self, table: Any) -> Batch:
+        labels = _numpy(self._single_chunk(table, _LABEL))
+        dense_column = self._single_chunk(table, _DENSE)
+        dense = _numpy(dense_column.flatten()).reshape(len(dense_column), self._dense_features)
+        sparse: dict[str, Ragged] = {}
+        for name in self._variables:
+            sparse[name] = _ragged(self._single_chunk(table, name))
+        return Batch(
+            labels=labels.astype(np.float32, copy=False),
+            dense=dense.astype(np.float32, copy=False),
+            sparse=sparse,
+        )
+
+    def _single_chunk(self, table: Any, name: str) -> Any:
+        column = table.column(name)
+        if column.null_count:
+            raise ParquetFormatError(
+                f"{self.path}: column {name!r} has nulls; write an empty list for an example "
+                "without signs"
+            )
+        # Several chunks (a batch across row groups) must be joined, which copies.
+        return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+    def _read_variables(self, schema: Any, metadata: dict[bytes, bytes]) -> tuple[str, ...]:
+        for name in (_LABEL, _DENSE):
+            if schema.get_field_index(name) < 0:
+                raise ParquetFormatError(f"{self.path}: no {name!r} column")
+        label = schema.field(_LABEL).type
+        if not pa.types.is_floating(label):
+            raise ParquetFormatError(f"{self.path}: column 'label' must be float32, got {label}")
+        if _KEY_VARIABLES in metadata:
+            variables = tuple(json.loads(metadata[_KEY_VARIABLES]))
+        else:
+            variables = tuple(n for n in schema.names if n not in (_LABEL, _DENSE))
+        for name in variables:
+            if schema.get_field_index(name) < 0:
+                raise ParquetFormatError(f"{self.path}: no column for variable {name!r}")
+            kind = schema.field(name).type
+            is_list = pa.types.is_list(kind) or pa.types.is_large_list(kind)
+            if not (is_list and kind.value_type == pa.uint64()):
+                raise ParquetFormatError(
+                    f"{self.path}: variable {name!r} must be a large_list<uint64> column, "
+                    f"got {kind}"
+                )
+        return variables
+
+    def _read_dense_features(self, schema: Any) -> int:
+        kind = schema.field(_DENSE).type
+        if not (pa.types.is_fixed_size_list(kind) and kind.value_type == pa.float32()):
+            raise ParquetFormatError(
+                f"{self.path}: column 'dense' must be fixed_size_list<float32>, got {kind}"
+            )
+        return int(kind.list_size)
+
+
+def _ragged(column: Any) -> Ragged:
+    """A list<uint64> array as ``(signs, offsets)``, both views of its buffers where possible."""
+    offsets = _numpy(column.offsets).astype(np.int64, copy=False)
+    signs = _numpy(column.values)[offsets[0] : offsets[-1]]
+    if offsets[0] != 0:
+        offsets = offsets - offsets[0]
+    return signs, offsets
+
+
+def _numpy(array: Any) -> NDArray[Any]:
+    result: NDArray[Any] = array.to_numpy(zero_copy_only=True)
+    return result

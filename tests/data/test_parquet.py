@@ -1,0 +1,280 @@
+"""Parquet: batches round-trip exactly, read without copies, and bad files are named."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from numpy.typing import NDArray
+
+from sniper.data import (
+    CONVERT_KINDS,
+    Batch,
+    CriteoFormatError,
+    CriteoTsv,
+    ParquetFormatError,
+    ParquetReader,
+    Reader,
+    convert,
+    parquet_schema,
+    write_parquet,
+)
+from sniper.data._parquet import _ragged
+from tests.data._helpers import (
+    SMALL_BATCH,
+    assert_batches_equal,
+    criteo_line,
+    small_generator,
+)
+
+
+@pytest.fixture(scope="module")
+def synthetic_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("parquet") / "synthetic.parquet"
+    rows = write_parquet(small_generator(), path)
+    assert rows == small_generator().num_batches * SMALL_BATCH
+    return path
+
+
+def test_synthetic_batches_round_trip(synthetic_file: Path) -> None:
+    reader = ParquetReader(synthetic_file)
+    generator = small_generator()
+    assert isinstance(reader, Reader)
+    assert reader.variables == generator.variables
+    assert reader.dense_features == generator.dense_features
+    assert reader.batch_size == SMALL_BATCH
+    assert reader.num_batches == generator.num_batches
+    assert reader.source == repr(generator)
+    for got, want in zip(reader.batches(epoch=3), generator.batches(), strict=True):
+        assert_batches_equal(got, want)
+
+
+def test_the_schema_is_documented_columns_and_metadata(synthetic_file: Path) -> None:
+    schema = pq.read_schema(synthetic_file)
+    assert schema.field("label").type == pa.float32()
+    assert schema.field("dense").type == pa.list_(pa.float32(), 13)
+    assert schema.field("embedding_0").type == pa.large_list(pa.uint64())
+    assert schema.names[2:] == list(small_generator().variables)
+    assert json.loads(schema.metadata[b"sniper.variables"]) == schema.names[2:]
+    assert schema.metadata[b"sniper.format"] == b"sniper.data/1"
+    assert schema.metadata[b"sniper.dense_features"] == b"13"
+    assert pq.ParquetFile(synthetic_file).metadata.num_row_groups == small_generator().num_batches
+
+
+@pytest.mark.parametrize("batch_size", [SMALL_BATCH, SMALL_BATCH // 2])
+def test_batches_are_views_of_arrow_buffers(synthetic_file: Path, batch_size: int) -> None:
+    for batch in ParquetReader(synthetic_file, batch_size=batch_size).batches():
+        arrays: list[NDArray[Any]] = [batch.labels, batch.dense]
+        for signs, offsets in batch.sparse.values():
+            arrays.append(signs)
+            # A batch that starts inside a row group needs offsets that start at 0: a copy.
+            if batch_size == SMALL_BATCH:
+                arrays.append(offsets)
+        for array in arrays:
+            assert not array.flags.owndata and not array.flags.writeable
+
+
+def test_a_list_column_becomes_signs_and_offsets_without_copies() -> None:
+    values = pa.array(np.arange(10, dtype=np.uint64))
+    column = pa.LargeListArray.from_arrays(pa.array(np.array([0, 3, 3, 7, 10])), values)
+    signs, offsets = _ragged(column)
+    assert np.shares_memory(signs, np.frombuffer(values.buffers()[1], dtype=np.uint64))
+    assert np.shares_memory(offsets, np.frombuffer(column.buffers()[1], dtype=np.int64))
+    np.testing.assert_array_equal(offsets, [0, 3, 3, 7, 10])
+    # A slice (a batch inside a row group) still shares the signs; its offsets restart at 0.
+    signs, offsets = _ragged(column.slice(2, 2))
+    np.testing.assert_array_equal(signs, [3, 4, 5, 6, 7, 8, 9])
+    np.testing.assert_array_equal(offsets, [0, 4, 7])
+    assert np.shares_memory(signs, np.frombuffer(values.buffers()[1], dtype=np.uint64))
+
+
+def rows_of(batches: list[Batch]) -> tuple[list[float], list[list[int]]]:
+    """Every example's label and its signs of one variable, across batches."""
+    labels: list[float] = []
+    signs: list[list[int]] = []
+    for batch in batches:
+        labels += batch.labels.tolist()
+        values, offsets = batch.sparse["embedding_11"]
+        signs += [values[a:b].tolist() for a, b in itertools.pairwise(offsets)]
+    return labels, signs
+
+
+@pytest.mark.parametrize("batch_size", [100, SMALL_BATCH, 600, 5000])
+def test_another_batch_size_regroups_the_same_rows(synthetic_file: Path, batch_size: int) -> None:
+    reader = ParquetReader(synthetic_file, batch_size=batch_size)
+    batches = list(reader.batches())
+    total = small_generator().num_batches * SMALL_BATCH
+    assert [b.batch_size for b in batches[:-1]] == [batch_size] * (len(batches) - 1)
+    assert sum(b.batch_size for b in batches) == total
+    assert rows_of(batches) == rows_of(list(small_generator().batches()))
+
+
+def test_shards_split_the_file(synthetic_file: Path) -> None:
+    reader = ParquetReader(synthetic_file, batch_size=300)
+    everything = list(reader.batches())
+    for shard in range(3):
+        mine = list(reader.batches(shard=shard, num_shards=3))
+        assert len(mine) == len(everything[shard::3])
+        for got, want in zip(mine, everything[shard::3], strict=True):
+            assert_batches_equal(got, want)
+
+
+def test_convert_synthetic(tmp_path: Path) -> None:
+    out = tmp_path / "out.parquet"
+    rows = convert("synthetic", None, out, num_batches=3, scale=0.02, seed=4, batch_size=64)
+    assert rows == 3 * 64
+    reader = ParquetReader(out)
+    assert reader.source == "SyntheticCtr('seed_ctr', num_batches=3, scale=0.02, seed=4, " + (
+        "batch_size=64)"
+    )
+    assert [b.batch_size for b in reader.batches()] == [64, 64, 64]
+    assert CONVERT_KINDS == ("criteo", "synthetic")
+
+
+def test_convert_criteo_round_trips(tmp_path: Path) -> None:
+    integers = [str(j) for j in range(13)]
+    categories = [f"{j:x}" for j in range(26)]
+    lines = [
+        criteo_line(str(i % 2), [*integers[: i % 13], "", *integers[i % 13 + 1 :]], categories)
+        for i in range(11)
+    ]
+    source = tmp_path / "day.tsv"
+    source.write_text("".join(lines))
+    out = tmp_path / "day.parquet"
+    assert convert("criteo", str(source), out, batch_size=4) == 11
+    want = list(CriteoTsv(source, batch_size=4).batches())
+    for got, expected in zip(ParquetReader(out).batches(), want, strict=True):
+        assert_batches_equal(got, expected)
+    assert convert("criteo", str(source), out, batch_size=4, num_batches=2) == 8
+
+
+def test_a_failed_conversion_leaves_no_file(tmp_path: Path) -> None:
+    source = tmp_path / "day.tsv"
+    source.write_text(criteo_line("1", [""] * 13, [""] * 26) + "1\t2\n")
+    out = tmp_path / "day.parquet"
+    with pytest.raises(CriteoFormatError, match=":2: expected 40 tab-separated fields"):
+        convert("criteo", str(source), out, batch_size=1)
+    assert list(tmp_path.iterdir()) == [source]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "message"),
+    [
+        (
+            {"kind": "synthetic", "source": None},
+            ValueError,
+            "synthetic data is endless: say how many batches (num_batches)",
+        ),
+        (
+            {"kind": "criteo", "source": None},
+            ValueError,
+            "criteo conversion needs the TSV file to read as its source",
+        ),
+        (
+            {"kind": "criteo", "source": "x.tsv", "scale": 0.5},
+            ValueError,
+            "scale and seed apply to synthetic data only, not to criteo",
+        ),
+        (
+            {"kind": "avro", "source": None},
+            LookupError,
+            "unknown source kind 'avro'; valid kinds: criteo, synthetic",
+        ),
+    ],
+)
+def test_convert_names_what_is_missing(
+    tmp_path: Path, arguments: dict[str, object], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=re.escape(message)):
+        convert(out=tmp_path / "out.parquet", **arguments)  # type: ignore[arg-type]
+
+
+def write_table(path: Path, columns: dict[str, object]) -> Path:
+    pq.write_table(pa.table(columns), path)
+    return path
+
+
+def ragged_column(rows: list[list[int] | None]) -> object:
+    return pa.array(rows, type=pa.large_list(pa.uint64()))
+
+
+def dense_column(rows: int) -> object:
+    return pa.FixedSizeListArray.from_arrays(pa.array(np.zeros(rows * 2, np.float32)), 2)
+
+
+def test_a_foreign_file_with_the_schema_reads(tmp_path: Path) -> None:
+    path = write_table(
+        tmp_path / "f.parquet",
+        {
+            "label": pa.array([1.0, 0.0], pa.float32()),
+            "dense": dense_column(2),
+            "v": pa.array([[1, 2], []], type=pa.list_(pa.uint64())),  # int32 offsets
+        },
+    )
+    message = "no sniper.batch_size in its metadata; pass batch_size"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        ParquetReader(path)
+    (batch,) = ParquetReader(path, batch_size=2).batches()
+    assert ParquetReader(path, batch_size=2).variables == ("v",)
+    np.testing.assert_array_equal(batch.sparse["v"][1], [0, 2, 2])
+
+
+@pytest.mark.parametrize(
+    ("columns", "message"),
+    [
+        ({"dense": dense_column(1)}, "no 'label' column"),
+        (
+            {"label": pa.array([1.0], pa.float32()), "dense": pa.array([[0.0]])},
+            "column 'dense' must be fixed_size_list<float32>, got list<element: double>",
+        ),
+        (
+            {
+                "label": pa.array([1.0], pa.float32()),
+                "dense": dense_column(1),
+                "v": pa.array([[1]]),
+            },
+            "variable 'v' must be a large_list<uint64> column, got list<element: int64>",
+        ),
+    ],
+)
+def test_a_file_of_another_schema_is_refused(
+    tmp_path: Path, columns: dict[str, object], message: str
+) -> None:
+    path = write_table(tmp_path / "bad.parquet", columns)
+    with pytest.raises(ParquetFormatError, match=re.escape(f"{path}: {message}")):
+        ParquetReader(path, batch_size=1)
+
+
+def test_nulls_in_a_sign_column_are_refused(tmp_path: Path) -> None:
+    path = write_table(
+        tmp_path / "nulls.parquet",
+        {
+            "label": pa.array([1.0, 0.0], pa.float32()),
+            "dense": dense_column(2),
+            "v": ragged_column([[1], None]),
+        },
+    )
+    message = "column 'v' has nulls; write an empty list for an example without signs"
+    with pytest.raises(ParquetFormatError, match=re.escape(message)):
+        list(ParquetReader(path, batch_size=2).batches())
+
+
+def test_reserved_variable_names_are_refused() -> None:
+    with pytest.raises(ValueError, match="a variable cannot be named 'label'"):
+        parquet_schema(("a", "label"), 2)
+    with pytest.raises(ValueError, match="variable names must be unique"):
+        parquet_schema(("a", "a"), 2)
+
+
+def test_max_batches_stops_an_epoch_early(synthetic_file: Path) -> None:
+    reader = ParquetReader(synthetic_file, max_batches=3)
+    assert reader.num_batches == 3
+    assert len(list(reader.batches())) == 3
+    assert [len(list(reader.batches(shard=s, num_shards=2))) for s in (0, 1)] == [2, 1]

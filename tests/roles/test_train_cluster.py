@@ -1,0 +1,101 @@
+"""``sniper train`` with real processes: it learns, and it fails cleanly when a hub dies."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SMALL = """
+scale = 0.01
+num_batches = {batches}
+num_ps = 2
+num_hubs = 1
+hidden = [32]
+eval_every = 5
+stats_interval = 2
+output = "{output}"
+"""
+
+
+def children(pid: int) -> list[int]:
+    """Direct child processes of ``pid`` (from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def write_config(tmp_path: Path, batches: int) -> tuple[Path, Path]:
+    output = tmp_path / "report.json"
+    config = tmp_path / "small.toml"
+    config.write_text(SMALL.format(batches=batches, output=output))
+    return config, output
+
+
+def test_small_cluster_trains_and_loss_decreases(tmp_path: Path) -> None:
+    config, output = write_config(tmp_path, batches=80)
+    done = subprocess.run(
+        [sys.executable, "-m", "sniper", "train", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(output.read_text())
+    losses = report["losses"]
+    assert report["steps"] >= 60 and len(losses) >= 6
+    assert losses[-1] < losses[0]
+    assert report["eval_batches"] > 0
+    assert "OpsEmbeddingLookup statistics => count:" in done.stderr
+    assert "planted model (oracle)" in done.stdout
+
+
+def test_killing_a_hub_fails_the_run_clearly_and_leaves_no_process(tmp_path: Path) -> None:
+    config, _ = write_config(tmp_path, batches=100_000)
+    train = subprocess.Popen(
+        [sys.executable, "-m", "sniper", "train", "--config", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        hub_pid = None
+        deadline = time.monotonic() + 120
+        while hub_pid is None and time.monotonic() < deadline:
+            for pid in children(train.pid):
+                if "--role\x00hub" in (Path("/proc") / str(pid) / "cmdline").read_text():
+                    hub_pid = pid
+            time.sleep(0.2)
+        assert hub_pid is not None, "sniper train never started a hub"
+        time.sleep(3)  # let training run for a while
+        servers = children(train.pid)
+        os.kill(hub_pid, signal.SIGKILL)
+        _, stderr = train.communicate(timeout=120)
+    finally:
+        if train.poll() is None:
+            train.kill()
+            train.wait()
+    assert train.returncode != 0
+    assert "sniper: error: hub 127.0.0.1:" in stderr
+    assert "failed on ReadSample" in stderr
+    assert not [pid for pid in servers if alive(pid)], "a server outlived sniper train"
