@@ -294,7 +294,8 @@ def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = Non
 
         hub_addresses = parse_addresses(hubs, "--hub") if hubs else None
         report = asyncio.run(_train(config, workload, ps_addresses, hub_addresses, start_hubs))
-    oracle = _oracle_auc(config, workload)
+    # With hubs started elsewhere their data settings are theirs, so there is no oracle to quote.
+    oracle = _oracle_auc(config, workload) if not hubs else None
     print_report(report, oracle)
     result = report.to_dict() | {"oracle_auc": oracle, "config": dataclasses.asdict(config)}
     Path(config.output).write_text(json.dumps(result, indent=1, default=str))

@@ -99,3 +99,49 @@ def test_killing_a_hub_fails_the_run_clearly_and_leaves_no_process(tmp_path: Pat
     assert "sniper: error: hub 127.0.0.1:" in stderr
     assert "failed on ReadSample" in stderr
     assert not [pid for pid in servers if alive(pid)], "a server outlived sniper train"
+
+
+def test_trains_against_servers_started_elsewhere(tmp_path: Path) -> None:
+    """--ps and --hub: the trainer creates the variables on servers it did not start; the hub,
+    started first, waits (retrying NOT_FOUND) until they exist."""
+    from sniper._process import server_process, sniper_command
+
+    output = tmp_path / "external.json"
+    ps_command = sniper_command("serve", "--role", "ps", "--port", "0", "--workers", "1")
+    with server_process(ps_command) as ps0, server_process(ps_command) as ps1:
+        ps_list = f"127.0.0.1:{ps0.port},127.0.0.1:{ps1.port}"
+        hub_command = sniper_command(
+            "serve",
+            "--role",
+            "hub",
+            "--port",
+            "0",
+            "--ps",
+            ps_list,
+            "--scale",
+            "0.01",
+            "--num-batches",
+            "30",
+        )
+        with server_process(hub_command) as hub:
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "sniper",
+                    "train",
+                    "--ps",
+                    ps_list,
+                    "--hub",
+                    f"127.0.0.1:{hub.port}",
+                    "--output",
+                    str(output),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=240,
+                check=False,
+            )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(output.read_text())["steps"] == 27  # 30 batches, every 10th held out
+    assert (ps0.returncode, ps1.returncode, hub.returncode) == (0, 0, 0)
