@@ -180,6 +180,20 @@ def _cmd_bench_rpc(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench_e2e(args: argparse.Namespace) -> int:
+    from sniper._bench import _e2e
+    from sniper._workload import load_workload
+
+    _e2e.run(
+        load_workload(args.workload),
+        scale=args.scale,
+        batches=args.batches,
+        seed=args.seed,
+        threads=args.threads,
+    )
+    return 0
+
+
 def _cmd_bench_compile(args: argparse.Namespace) -> int:
     from sniper._bench import _compile
 
@@ -374,6 +388,13 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     rpc.add_argument("--workers", type=_positive_int, default=2)
     rpc.set_defaults(run=_cmd_bench_rpc)
+    e2e = benches.add_parser("e2e", help="local cluster training vs torch in one process")
+    _add_workload(e2e)
+    e2e.add_argument("--scale", type=float, default=0.02)
+    e2e.add_argument("--batches", type=_positive_int, default=300)
+    e2e.add_argument("--threads", type=_positive_int, default=2)
+    e2e.add_argument("--seed", type=int, default=0)
+    e2e.set_defaults(run=_cmd_bench_e2e)
     compile_cmd = benches.add_parser(
         "compile", help="import time and numba kernel compile time, cold and cached"
     )

@@ -1,0 +1,143 @@
+"""``sniper bench e2e``: training throughput of the local cluster against one torch process.
+
+sniper: ``sniper train`` as a user runs it, with 2 ps, 1 hub and the trainer as separate
+processes on loopback. Throughput is the trainer's own examples/s, which leaves out process
+start-up; the per-op latencies come from its JSON report.
+
+Peer: what a user would pick instead. The same model (an ``EmbeddingBag(mode="sum",
+sparse=True)`` per variable, then the same MLP) is trained in one process with
+``torch.optim.Adagrad`` on the embeddings and Adam on the dense layers, on the same synthetic
+batches. Signs map to rows by the hashing trick (``sign % rows``, rows = the variable's
+vocabulary, at most 2**20). Its batches are generated before the clock starts, which favours
+the peer; sniper's hub generates its batches while training runs.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sniper._bench._report import print_table
+from sniper._bench._torch_peer import import_torch
+from sniper._workload import Workload
+from sniper.data import SyntheticCtr
+
+MAX_ROWS = 2**20
+HIDDEN = 64
+
+
+def _sniper(workload: Workload, scale: float, batches: int, seed: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "e2e.toml"
+        output = Path(tmp) / "report.json"
+        config.write_text(
+            f'workload = "{workload.name}"\nscale = {scale}\n'
+            f"num_batches = {batches}\nseed = {seed}\nstats_interval = 3600\n"
+            f'output = "{output}"\n'
+        )
+        done = subprocess.run(
+            [sys.executable, "-m", "sniper", "train", "--config", str(config)],
+            capture_output=True,
+            text=True,
+            timeout=3600,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"sniper train failed: {done.stderr.strip().splitlines()[-1:]}")
+        report: dict[str, Any] = json.loads(output.read_text())
+        return report
+
+
+def _torch(
+    workload: Workload, scale: float, batches: int, seed: int, threads: int
+) -> tuple[float, int]:
+    torch = import_torch()
+    torch.set_num_threads(threads)
+    data = SyntheticCtr(workload, num_batches=batches, scale=scale, seed=seed)
+    names = [v.name for v in workload.variables]
+    rows = {n: min(MAX_ROWS, max(1024, data.vocabulary[n])) for n in names}
+    bags = torch.nn.ModuleList(
+        [
+            torch.nn.EmbeddingBag(rows[n], workload.embedding_dim, mode="sum", sparse=True)
+            for n in names
+        ]
+    )
+    for bag in bags:
+        torch.nn.init.normal_(bag.weight, std=0.01)
+    width = len(names) * workload.embedding_dim + workload.dense_features
+    mlp = torch.nn.Sequential(
+        torch.nn.Linear(width, HIDDEN), torch.nn.ReLU(), torch.nn.Linear(HIDDEN, 1)
+    )
+    sparse_opt = torch.optim.Adagrad(bags.parameters(), lr=0.05)
+    dense_opt = torch.optim.Adam(mlp.parameters(), lr=0.002)
+    loss_fn = torch.nn.BCEWithLogitsLoss()
+    prepared = []
+    for batch in data.batches():
+        inputs = [
+            (
+                torch.from_numpy((signs % np.uint64(rows[n])).astype(np.int64)),
+                torch.from_numpy(offsets[:-1].astype(np.int64)),
+            )
+            for n, (signs, offsets) in ((n, batch.sparse[n]) for n in names)
+        ]
+        prepared.append((inputs, torch.from_numpy(batch.dense), torch.from_numpy(batch.labels)))
+    start = time.perf_counter()
+    for inputs, dense, labels in prepared:
+        pooled = [bag(ids, offs) for bag, (ids, offs) in zip(bags, inputs, strict=True)]
+        logits = mlp(torch.cat([*pooled, dense], dim=1))[:, 0]
+        loss = loss_fn(logits, labels)
+        sparse_opt.zero_grad()
+        dense_opt.zero_grad()
+        loss.backward()
+        sparse_opt.step()
+        dense_opt.step()
+    seconds = time.perf_counter() - start
+    return len(prepared) * workload.batch_size / seconds, len(prepared)
+
+
+def run(workload: Workload, *, scale: float, batches: int, seed: int, threads: int) -> None:
+    """Train both ways on the same data; print examples/s, the ratio and sniper's per-op time."""
+    print(
+        f"sniper bench e2e: {workload.name} at scale {scale} ({batches} batches of "
+        f"{workload.batch_size}), sniper = 2 ps + 1 hub + trainer processes on loopback, "
+        f"peer = torch in one process with {threads} threads"
+    )
+    report = _sniper(workload, scale, batches, seed)
+    torch_rate, torch_batches = _torch(workload, scale, batches, seed, threads)
+    sniper_rate = report["examples_per_second"]
+    print()
+    print_table(
+        ["", "examples/s", "batches", "ratio", "target"],
+        [
+            [
+                "sniper cluster",
+                f"{sniper_rate:,.0f}",
+                str(report["steps"]),
+                f"{sniper_rate / torch_rate:.2f}x",
+                ">= 1.5x: " + ("meets" if sniper_rate / torch_rate >= 1.5 else "MISSES"),
+            ],
+            ["torch, one process", f"{torch_rate:,.0f}", str(torch_batches), "1.00x", "-"],
+        ],
+    )
+    print("\nsniper trainer per-op latency (the bottleneck is the largest p50):")
+    print_table(
+        ["op", "count", "p50 ms", "p95 ms", "p99 ms"],
+        [
+            [
+                op,
+                str(s["count"]),
+                f"{s['p50_us'] / 1e3:.1f}",
+                f"{s['p95_us'] / 1e3:.1f}",
+                f"{s['p99_us'] / 1e3:.1f}",
+            ]
+            for op, s in report["ops"].items()
+        ],
+    )
+    print(f"\nsniper held-out AUC {report['eval_auc']:.4f} (oracle {report['oracle_auc']:.4f})")
