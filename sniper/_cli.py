@@ -69,51 +69,37 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _flags_of(config_class: type, args: argparse.Namespace) -> dict[str, object]:
+    """The flags of ``args`` that name a field of ``config_class`` (None when not given)."""
+    import dataclasses
+
+    return {
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(config_class)
+        if hasattr(args, f.name)
+    }
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from sniper.roles._serve import load_serve_config, run_serve
+    from sniper.roles._serve import ServeConfig, load_serve_config, run_serve
 
-    overrides = {
-        "role": args.role,
-        "host": args.host,
-        "port": args.port,
-        "scheduler": args.scheduler,
-        "workers": args.workers,
-        "max_message_mb": args.max_message_mb,
-        "nonfinite": args.nonfinite,
-        "max_table_gb": args.max_table_gb,
-        "stats_interval": args.stats_interval,
-        "http2_window_mb": args.http2_window_mb,
-        "ps": args.ps,
-        "data": args.data,
-        "workload": args.workload,
-        "scale": args.scale,
-        "num_batches": args.num_batches,
-        "batch_size": args.batch_size,
-        "epochs": args.epochs,
-        "hub_index": args.hub_index,
-        "num_hubs": args.num_hubs,
-        "seed": args.seed,
-    }
-    config = load_serve_config(Path(args.config) if args.config else None, overrides)
+    config = load_serve_config(
+        Path(args.config) if args.config else None, _flags_of(ServeConfig, args)
+    )
     return run_serve(config)
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from sniper._train import load_train_config, run_train
+    from sniper._train import TrainConfig, load_train_config, run_train
     from sniper.roles._trainer import TrainingError
 
-    overrides = {
-        "output": args.output,
-        "max_steps": args.max_steps,
-        "num_ps": args.num_ps,
-        "num_hubs": args.num_hubs,
-        "scheduler": args.scheduler,
-    }
-    config = load_train_config(Path(args.config) if args.config else None, overrides)
+    config = load_train_config(
+        Path(args.config) if args.config else None, _flags_of(TrainConfig, args)
+    )
     try:
         return run_train(config, ps=args.ps, hubs=args.hub)
     except TrainingError as exc:

@@ -29,7 +29,7 @@ from sniper._bench._report import print_table
 from sniper._local import Batch, capacity_for, make_batches, make_tables, shards_for
 from sniper._metrics import Histogram
 from sniper._placement import print_placement
-from sniper._process import server_process, sniper_command
+from sniper._process import ps_command, server_process
 from sniper._workload import Workload
 from sniper.roles import PsEngine
 from sniper.rpc import PsClient, PsCluster
@@ -211,19 +211,7 @@ async def _grpc_main(
 def _run_grpc(
     workload: Workload, config: DemoConfig, batches: list[Batch], histograms: dict[str, Histogram]
 ) -> None:
-    command = sniper_command(
-        "serve",
-        "--role",
-        "ps",
-        "--port",
-        "0",
-        "--scheduler",
-        config.scheduler,
-        "--workers",
-        str(config.workers),
-        "--stats-interval",
-        "3600",
-    )
+    command = ps_command(config.scheduler, config.workers, "--stats-interval", "3600")
     with ExitStack() as stack:
         servers = [stack.enter_context(server_process(command)) for _ in range(config.num_ps)]
         ports = [server.port for server in servers]

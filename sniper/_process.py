@@ -14,12 +14,28 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-__all__ = ["ServerProcess", "server_process", "sniper_command"]
+__all__ = ["ServerProcess", "ps_command", "server_process", "sniper_command"]
 
 
 def sniper_command(*args: str) -> list[str]:
     """The command line of ``sniper ARGS`` with the running interpreter."""
     return [sys.executable, "-m", "sniper", *args]
+
+
+def ps_command(scheduler: str, workers: int, *extra: str) -> list[str]:
+    """``sniper serve --role ps`` on a free loopback port, with ``extra`` flags."""
+    return sniper_command(
+        "serve",
+        "--role",
+        "ps",
+        "--port",
+        "0",
+        "--scheduler",
+        scheduler,
+        "--workers",
+        str(workers),
+        *extra,
+    )
 
 
 class ServerProcess:

@@ -26,7 +26,7 @@ from grpclib.client import Channel
 
 from sniper._bench._report import print_table
 from sniper._config import load_config
-from sniper._process import server_process, sniper_command
+from sniper._process import ps_command, server_process, sniper_command
 from sniper._workload import Workload, load_workload
 from sniper.roles._serve import parse_addresses
 from sniper.roles._trainer import Trainer, TrainerConfig, TrainReport
@@ -232,18 +232,8 @@ def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = Non
         if ps:
             ps_addresses = parse_addresses(ps, "--ps")
         else:
-            command = sniper_command(
-                "serve",
-                "--role",
-                "ps",
-                "--port",
-                "0",
-                "--scheduler",
-                config.scheduler,
-                "--workers",
-                str(config.workers),
-                "--stats-interval",
-                str(config.stats_interval),
+            command = ps_command(
+                config.scheduler, config.workers, "--stats-interval", str(config.stats_interval)
             )
             servers = [stack.enter_context(server_process(command)) for _ in range(config.num_ps)]
             ps_addresses = [("127.0.0.1", s.port) for s in servers]

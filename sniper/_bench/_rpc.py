@@ -29,7 +29,7 @@ import numpy as np
 
 from sniper._bench._report import Comparison, print_comparisons
 from sniper._local import make_batches
-from sniper._process import server_process, sniper_command
+from sniper._process import ps_command, server_process
 from sniper._workload import Workload
 from sniper.rpc import PsClient
 from sniper.rpc._codegen import RPC_DIR
@@ -124,20 +124,8 @@ def run(workload: Workload, *, repeats: int, window_mb: float, workers: int) -> 
         f"{workload.batch_size} x {workload.embedding_dim} float32 = {payload / 1e6:.1f} MB "
         f"per call over loopback, HTTP/2 windows {window_mb:g} MiB, median of {repeats}"
     )
-    sniper_cmd = sniper_command(
-        "serve",
-        "--role",
-        "ps",
-        "--port",
-        "0",
-        "--scheduler",
-        "work_stealing",
-        "--workers",
-        str(workers),
-        "--stats-interval",
-        "3600",
-        "--http2-window-mb",
-        str(window_mb),
+    sniper_cmd = ps_command(
+        "work_stealing", workers, "--stats-interval", "3600", "--http2-window-mb", str(window_mb)
     )
     results: dict[str, float] = {}
     for name, full in (("transport (1 sign/example)", False), ("seed_ctr batch", True)):
