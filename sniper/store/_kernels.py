@@ -263,8 +263,9 @@ def initial_row(
 
 
 @kernel
-def _admit(sketch: np.ndarray, shard: int, sign: np.uint64, min_count: int) -> bool:
-    """Count one sighting in the shard's count-min sketch; True once ``min_count`` is reached."""
+def _admitted(sketch: np.ndarray, shard: int, sign: np.uint64, min_count: int, count: bool) -> bool:
+    """Whether ``sign`` has been seen ``min_count`` times in the shard's count-min sketch;
+    with ``count``, this sighting is added first (lookups count, pushes only ask)."""
     depth = sketch.shape[1]
     width = sketch.shape[2]
     h = mix64(sign ^ _GOLDEN)
@@ -273,22 +274,10 @@ def _admit(sketch: np.ndarray, shard: int, sign: np.uint64, min_count: int) -> b
         h = mix64(h + np.uint64(k + 1))
         column = _home(h, width)
         value = sketch[shard, k, column]
-        if value < np.uint32(0xFFFFFFFF):
+        if count and value < np.uint32(0xFFFFFFFF):
             value += np.uint32(1)
             sketch[shard, k, column] = value
         estimate = min(estimate, value)
-    return np.int64(estimate) >= min_count
-
-
-@kernel
-def _seen_enough(sketch: np.ndarray, shard: int, sign: np.uint64, min_count: int) -> bool:
-    depth = sketch.shape[1]
-    width = sketch.shape[2]
-    h = mix64(sign ^ _GOLDEN)
-    estimate = np.uint32(0xFFFFFFFF)
-    for k in range(depth):
-        h = mix64(h + np.uint64(k + 1))
-        estimate = min(estimate, sketch[shard, k, _home(h, width)])
     return np.int64(estimate) >= min_count
 
 
@@ -348,11 +337,7 @@ def map_rows(
             continue
         misses += 1
         if admission:
-            passed = (
-                _admit(sketch, shard, sign, min_count)
-                if count_sighting
-                else _seen_enough(sketch, shard, sign, min_count)
-            )
+            passed = _admitted(sketch, shard, sign, min_count, count_sighting)
             if not passed:
                 if count_sighting:  # a push's unadmitted sign is counted as a dropped gradient
                     counters[shard, REJECTED] += 1
