@@ -291,6 +291,12 @@ def _build_parser() -> argparse.ArgumentParser:
         default=None,
         help="HTTP/2 flow-control windows (default 16; grpclib's own is 4)",
     )
+    serve.add_argument(
+        "--exit-on-stdin-eof",
+        action="store_true",
+        default=None,
+        help="also stop when standard input closes (for launchers)",
+    )
     hub = serve.add_argument_group("hub")
     hub.add_argument("--ps", default=None, help="host:port,... of every ps, in cluster order")
     hub.add_argument(

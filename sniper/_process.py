@@ -10,11 +10,19 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import IO
 
-__all__ = ["ServerProcess", "ps_command", "server_process", "sniper_command"]
+__all__ = [
+    "ServerProcess",
+    "ps_command",
+    "serve_command",
+    "server_process",
+    "sniper_command",
+]
 
 
 def sniper_command(*args: str) -> list[str]:
@@ -22,20 +30,14 @@ def sniper_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "sniper", *args]
 
 
+def serve_command(role: str, *extra: str) -> list[str]:
+    """``sniper serve --role ROLE`` on a free loopback port, stopping with its launcher."""
+    return sniper_command("serve", "--role", role, "--port", "0", "--exit-on-stdin-eof", *extra)
+
+
 def ps_command(scheduler: str, workers: int, *extra: str) -> list[str]:
-    """``sniper serve --role ps`` on a free loopback port, with ``extra`` flags."""
-    return sniper_command(
-        "serve",
-        "--role",
-        "ps",
-        "--port",
-        "0",
-        "--scheduler",
-        scheduler,
-        "--workers",
-        str(workers),
-        *extra,
-    )
+    """``sniper serve --role ps`` (see :func:`serve_command`) with ``extra`` flags."""
+    return serve_command("ps", "--scheduler", scheduler, "--workers", str(workers), *extra)
 
 
 class ServerProcess:
@@ -61,37 +63,54 @@ def _first_line(process: subprocess.Popen[str], timeout: float) -> str:
 
 @contextmanager
 def server_process(
-    command: Sequence[str], start_timeout: float = 120.0, stop_timeout: float = 30.0
+    command: Sequence[str], start_timeout: float = 120.0, stop_timeout: float = 45.0
 ) -> Iterator[ServerProcess]:
-    """Run ``command`` until the block ends; raise if it does not start listening in time."""
+    """Run ``command`` until the block ends; raise if it does not start listening in time.
+
+    The server's stderr goes to a temporary file, quoted when it fails to start. Its stdin is a
+    pipe closed on exit, which a server started with ``--exit-on-stdin-eof`` also obeys.
+    ``stop_timeout`` exceeds a ps's 30 s drain, so a draining ps is not killed mid-drain.
+    """
+    with tempfile.TemporaryFile(mode="w+") as stderr:
+        yield from _run(command, stderr, start_timeout, stop_timeout)
+
+
+def _run(
+    command: Sequence[str], stderr: IO[str], start_timeout: float, stop_timeout: float
+) -> Iterator[ServerProcess]:
     process = subprocess.Popen(
-        list(command),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
+        list(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True
     )
     server = None
     try:
         line = _first_line(process, start_timeout)
         if not line.startswith("listening on "):
-            raise RuntimeError(
-                f"{' '.join(command[1:4])} did not start "
-                f"(first line {line!r}, exit status {process.poll()})"
-            )
+            process.kill()
+            process.wait()
+            stderr.seek(0)
+            tail = stderr.read().strip().splitlines()[-1:] or [f"exit status {process.poll()}"]
+            raise RuntimeError(f"{' '.join(command[3:6])} did not start: {tail[0]}")
         server = ServerProcess(process, int(line.rsplit(":", 1)[1]))
         yield server
     finally:
+        _stop(process, stop_timeout)
+        if server is not None:
+            server.returncode = process.returncode
+
+
+def _stop(process: subprocess.Popen[str], timeout: float) -> None:
+    """SIGTERM, wait, then SIGKILL; a second interrupt while waiting still kills it."""
+    try:
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
         if process.stdin:
             process.stdin.close()
-        try:
-            process.wait(timeout=stop_timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        process.wait(timeout=timeout)
+    except BaseException:
+        process.kill()
+        process.wait()
+        if not isinstance(sys.exc_info()[1], subprocess.TimeoutExpired):
+            raise
+    finally:
         if process.stdout:
             process.stdout.close()
-        if server is not None:
-            server.returncode = process.returncode

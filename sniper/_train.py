@@ -16,6 +16,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+import signal
 import sys
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -26,14 +27,23 @@ from grpclib.client import Channel
 
 from sniper._bench._report import print_table
 from sniper._config import load_config
-from sniper._process import ps_command, server_process, sniper_command
+from sniper._process import ps_command, serve_command, server_process
 from sniper._workload import Workload, load_workload
 from sniper.roles._serve import parse_addresses
 from sniper.roles._trainer import Trainer, TrainerConfig, TrainReport
 from sniper.rpc import PsClient, PsCluster, SniperCodec
 from sniper.rpc._generated.sniper.v1 import HubStub
+from sniper.scheduler import SCHEDULER_NAMES
+from sniper.store import SGD, Adagrad, Adam, Ftrl, Optimizer
 
 __all__ = ["TrainConfig", "load_train_config", "run_train"]
+
+_EMBEDDING_OPTIMIZERS: dict[str, type[Optimizer]] = {
+    "sgd": SGD,
+    "adagrad": Adagrad,
+    "adam": Adam,
+    "ftrl": Ftrl,
+}
 
 log = logging.getLogger("sniper.train")
 
@@ -71,11 +81,36 @@ class TrainConfig:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if not self.scale > 0:
             raise ValueError(f"scale must be positive, got {self.scale}")
-        if self.embedding_optimizer not in ("sgd", "adagrad", "adam", "ftrl"):
+        if self.scheduler not in SCHEDULER_NAMES:
             raise ValueError(
-                f"embedding_optimizer must be sgd, adagrad, adam or ftrl, "
-                f"got {self.embedding_optimizer!r}"
+                f"scheduler must be one of {', '.join(SCHEDULER_NAMES)}, got {self.scheduler!r}"
             )
+        if not self.stats_interval > 0:
+            raise ValueError(f"stats_interval must be positive, got {self.stats_interval}")
+        kind = self.data.split(":", 1)[0]
+        if kind not in ("synthetic", "criteo", "parquet") or (kind != "synthetic") != (
+            ":" in self.data
+        ):
+            raise ValueError(
+                f"data must be synthetic, parquet:PATH or criteo:PATH, got {self.data!r}"
+            )
+        if any(width < 1 for width in self.hidden):
+            raise ValueError(f"hidden layer sizes must be at least 1, got {list(self.hidden)}")
+        self.trainer()  # prefetch, eval_every, lr, max_steps: raises naming the key
+        optimizer = _EMBEDDING_OPTIMIZERS.get(self.embedding_optimizer)
+        if optimizer is None:
+            raise ValueError(
+                f"embedding_optimizer must be one of "
+                f"{', '.join(_EMBEDDING_OPTIMIZERS)}, got {self.embedding_optimizer!r}"
+            )
+        try:
+            optimizer(**self.embedding_params)
+        except TypeError as exc:
+            raise ValueError(
+                f"embedding_params do not fit {self.embedding_optimizer}: {exc}"
+            ) from None
+        if not Path(self.output).resolve().parent.is_dir():
+            raise ValueError(f"output {self.output!r}: its directory does not exist")
 
     def trainer(self) -> TrainerConfig:
         return TrainerConfig(
@@ -184,9 +219,13 @@ def _oracle_auc(config: TrainConfig, workload: Workload) -> float | None:
     from sniper.data import SyntheticCtr
 
     data = SyntheticCtr(
-        workload, num_batches=config.num_batches, scale=config.scale, seed=config.seed
+        workload,
+        num_batches=config.num_batches,
+        scale=config.scale,
+        seed=config.seed,
+        batch_size=config.batch_size,
     )
-    return float(data.oracle_auc())
+    return float(data.oracle_auc(min(config.num_batches, 100)))
 
 
 def print_report(report: TrainReport, oracle_auc: float | None) -> None:
@@ -203,10 +242,12 @@ def print_report(report: TrainReport, oracle_auc: float | None) -> None:
         ],
         ["held-out, whole run", f"{report.eval_auc_whole_run:.4f}", "-"],
     ]
+    if report.eval_batches == 0:
+        lines = lines[:1]  # nothing was held out (eval_every = 0)
     if oracle_auc is not None:
         lines.append(["planted model (oracle)", f"{oracle_auc:.4f}", "-"])
     print_table(["", "AUC", "logloss"], lines)
-    if oracle_auc is not None and oracle_auc > 0.5:
+    if oracle_auc is not None and oracle_auc > 0.5 and report.eval_batches:
         lift = (report.eval_auc - 0.5) / (oracle_auc - 0.5)
         print(f"held-out AUC (second half) reaches {lift:.0%} of the oracle's lift over 0.5")
     print()
@@ -220,6 +261,10 @@ def print_report(report: TrainReport, oracle_auc: float | None) -> None:
     )
 
 
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = None) -> int:
     """Run ``sniper train``; returns the exit status."""
     logging.basicConfig(
@@ -228,6 +273,8 @@ def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = Non
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     workload = load_workload(config.workload)
+    # SIGTERM unwinds like Ctrl-C, so the ExitStack below stops every server it started.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     with ExitStack() as stack:
         if ps:
             ps_addresses = parse_addresses(ps, "--ps")
@@ -247,12 +294,8 @@ def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = Non
             ps_list = ",".join(f"{h}:{p}" for h, p in ps_addresses)
             started = []
             for index in range(config.num_hubs):
-                command = sniper_command(
-                    "serve",
-                    "--role",
+                command = serve_command(
                     "hub",
-                    "--port",
-                    "0",
                     "--ps",
                     ps_list,
                     "--data",

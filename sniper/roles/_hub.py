@@ -7,7 +7,8 @@ whose signs every ps holds goes into a bounded queue; ReadSample takes from it. 
 trainer stops reading, the queue fills and the producer waits: that is the backpressure. When
 the input is exhausted, ReadSample answers ``end_of_data``.
 
-Batch ids are ``hub_index << 48 | counter``, so several hubs never hand out the same id. Reading
+Batch ids are ``hub_index << 48 | epoch << 32 | index``, so several hubs never hand out the
+same id, and a batch has the same index (so the same held-out status) in every epoch. Reading
 and generating batches is numpy work, done on a worker thread so the event loop keeps serving.
 """
 
@@ -105,29 +106,31 @@ class HubService(HubBase):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._producer
 
-    def _stream(self) -> Iterator[Any]:
+    def _stream(self) -> Iterator[tuple[int, Any]]:
+        """(batch id, batch) in order: ``hub << 48 | epoch << 32 | index in the epoch``, so a
+        batch keeps its index (and so whether it is held out) in every epoch."""
         for epoch in range(self.config.epochs):
-            yield from self.reader.batches(
+            batches = self.reader.batches(
                 epoch=epoch, shard=self.config.hub_index, num_shards=self.config.num_hubs
             )
+            for index, batch in enumerate(batches):
+                yield self.config.hub_index << 48 | epoch << 32 | index, batch
 
     async def _produce(self) -> None:
         in_flight: set[asyncio.Task[None]] = set()
         stream = self._stream()
-        counter = 0
         try:
             while True:
-                batch = await asyncio.to_thread(next, stream, None)
-                if batch is None:
+                item = await asyncio.to_thread(next, stream, None)
+                if item is None:
                     break
+                batch_id, batch = item
                 while len(in_flight) >= self.config.max_in_flight:
                     done, in_flight = await asyncio.wait(
                         in_flight, return_when=asyncio.FIRST_COMPLETED
                     )
                     for task in done:
                         task.result()
-                batch_id = self.config.hub_index << 48 | counter
-                counter += 1
                 in_flight.add(asyncio.create_task(self._feed(batch_id, batch)))
             for task in in_flight:
                 await task
@@ -137,7 +140,9 @@ class HubService(HubBase):
         finally:
             for task in in_flight:
                 task.cancel()
-            await self.queue.put(_END)
+        # Not in the finally: a cancelled producer (shutdown) must not wait for room in a full
+        # queue that nobody reads any more.
+        await self.queue.put(_END)
 
     async def _feed(self, batch_id: int, batch: BatchLike) -> None:
         start = time.perf_counter()

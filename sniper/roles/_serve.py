@@ -11,10 +11,12 @@ scheduler drains and joins its workers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -72,6 +74,9 @@ class ServeConfig:
     hub_index: int = 0
     num_hubs: int = 1
     seed: int = 0
+    exit_on_stdin_eof: bool = False
+    """Also stop when standard input closes: a launcher passes its pipe, so the server ends
+    with it even if the launcher is killed outright."""
 
     def __post_init__(self) -> None:
         if self.role not in ("ps", "hub"):
@@ -179,6 +184,8 @@ async def _serve_until_signal(server: Server, config: ServeConfig, on_stop: Any 
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
+    if config.exit_on_stdin_eof:
+        threading.Thread(target=_wait_for_eof, args=(loop, stop), daemon=True).start()
     host, port = bound_address(server)
     print(f"listening on {host}:{port}", flush=True)
     try:
@@ -188,6 +195,17 @@ async def _serve_until_signal(server: Server, config: ServeConfig, on_stop: Any 
     finally:
         server.close()
         await server.wait_closed()
+
+
+def _wait_for_eof(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
+    """Read standard input to its end, then ask the server to stop."""
+    # os.read on the raw descriptor: a daemon thread blocked inside the buffered
+    # sys.stdin.buffer.read holds its lock and makes interpreter shutdown abort (SIGABRT).
+    with contextlib.suppress(OSError, ValueError):
+        while os.read(sys.stdin.fileno(), 65536):
+            pass
+    with contextlib.suppress(RuntimeError):  # the loop may already be closed
+        loop.call_soon_threadsafe(stop.set)
 
 
 async def serve_hub(config: ServeConfig) -> None:

@@ -70,8 +70,11 @@ class TrainerConfig:
             raise ValueError(
                 f"eval_every must be 0 (no evaluation) or at least 2, got {self.eval_every}"
             )
-        if self.lr <= 0 or self.stats_interval <= 0 or self.max_steps < 0:
-            raise ValueError("lr and stats_interval must be positive, max_steps >= 0")
+        for name in ("lr", "stats_interval"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.max_steps < 0:
+            raise ValueError(f"max_steps must be 0 (no limit) or more, got {self.max_steps}")
 
 
 @dataclass(frozen=True)
@@ -176,7 +179,7 @@ class Trainer:
             if response.end_of_data:
                 self._ended.add(index)
                 continue
-            counter = response.batch_id & (2**48 - 1)
+            counter = response.batch_id & (2**32 - 1)  # the batch's index in its epoch
             held_out = (
                 self.config.eval_every > 0
                 and counter % self.config.eval_every == self.config.eval_every - 1
@@ -202,11 +205,18 @@ class Trainer:
         return None
 
     async def _worker(self, queue: asyncio.Queue[Any]) -> None:
+        # _DONE tells the training loop this worker ended (data exhausted, or an error it will
+        # find in the task). A cancelled worker sends nothing: the loop that cancelled it is
+        # gone, and waiting for room in a full queue would never end.
         try:
             while (ready := await self._prefetch_one()) is not None:
                 await queue.put(ready)
-        finally:
+        except asyncio.CancelledError:
+            raise
+        except BaseException:
             await queue.put(_DONE)
+            raise
+        await queue.put(_DONE)
 
     # -- the training loop ------------------------------------------------------------------
 

@@ -145,3 +145,81 @@ def test_trains_against_servers_started_elsewhere(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(output.read_text())["steps"] == 27  # 30 batches, every 10th held out
     assert (ps0.returncode, ps1.returncode, hub.returncode) == (0, 0, 0)
+
+
+def test_max_steps_stops_early_without_hanging(tmp_path: Path) -> None:
+    """Stopping before the data ends cancels the prefetch workers while their queue is full."""
+    config, output = write_config(tmp_path, batches=100_000)
+    done = subprocess.run(
+        [sys.executable, "-m", "sniper", "train", "--config", str(config), "--max-steps", "8"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(output.read_text())["steps"] == 8
+
+
+def test_sigterm_to_train_stops_every_server(tmp_path: Path) -> None:
+    config, _ = write_config(tmp_path, batches=100_000)
+    train = subprocess.Popen(
+        [sys.executable, "-m", "sniper", "train", "--config", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while len(children(train.pid)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        servers = children(train.pid)
+        assert len(servers) == 3, "sniper train did not start 2 ps and a hub"
+        time.sleep(2)
+        train.send_signal(signal.SIGTERM)
+        train.communicate(timeout=120)
+    finally:
+        if train.poll() is None:
+            train.kill()
+            train.wait()
+    assert train.returncode == 128 + signal.SIGTERM
+    deadline = time.monotonic() + 10
+    while any(alive(pid) for pid in servers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [pid for pid in servers if alive(pid)], "a server outlived sniper train"
+
+
+def test_a_hub_with_a_full_queue_stops_on_sigterm() -> None:
+    """Nobody reads the hub, so its queue fills; SIGTERM must still stop it cleanly."""
+    from sniper._process import ps_command, serve_command, server_process
+
+    with server_process(ps_command("inline", 1)) as ps:
+        ps_list = f"127.0.0.1:{ps.port}"
+        setup = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import asyncio\nfrom sniper.rpc import PsClient\n"
+                "from sniper._workload import load_workload\n"
+                "async def main():\n"
+                f"    async with PsClient('127.0.0.1', {ps.port}) as c:\n"
+                "        for v in load_workload('seed_ctr').variables:\n"
+                "            await c.create_variable(v.name, 16, 100000, optimizer='sgd')\n"
+                "asyncio.run(main())\n",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert setup.returncode == 0, setup.stderr
+        hub_command = serve_command(
+            "hub", "--ps", ps_list, "--scale", "0.01", "--num-batches", "1000"
+        )
+        with server_process(hub_command) as hub:
+            time.sleep(4)  # 8 fed batches fill the queue; the producer now waits
+            start = time.monotonic()
+            hub.process.send_signal(signal.SIGTERM)
+            hub.process.wait(timeout=20)
+            assert time.monotonic() - start < 15
+        assert hub.returncode == 0
