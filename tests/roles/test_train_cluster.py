@@ -44,6 +44,25 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+def start_train(config: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "sniper", "train", "--config", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_for_servers(pid: int, count: int = 3) -> list[int]:
+    """The server processes of ``sniper train`` (2 ps and a hub), once all have started."""
+    deadline = time.monotonic() + 120
+    while len(children(pid)) < count and time.monotonic() < deadline:
+        time.sleep(0.2)
+    servers = children(pid)
+    assert len(servers) == count, f"sniper train started {len(servers)} of {count} servers"
+    return servers
+
+
 def write_config(tmp_path: Path, batches: int) -> tuple[Path, Path]:
     output = tmp_path / "report.json"
     config = tmp_path / "small.toml"
@@ -72,23 +91,17 @@ def test_small_cluster_trains_and_loss_decreases(tmp_path: Path) -> None:
 
 def test_killing_a_hub_fails_the_run_clearly_and_leaves_no_process(tmp_path: Path) -> None:
     config, _ = write_config(tmp_path, batches=100_000)
-    train = subprocess.Popen(
-        [sys.executable, "-m", "sniper", "train", "--config", str(config)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    train = start_train(config)
     try:
-        hub_pid = None
-        deadline = time.monotonic() + 120
-        while hub_pid is None and time.monotonic() < deadline:
-            for pid in children(train.pid):
-                if "--role\x00hub" in (Path("/proc") / str(pid) / "cmdline").read_text():
-                    hub_pid = pid
-            time.sleep(0.2)
-        assert hub_pid is not None, "sniper train never started a hub"
+        servers = wait_for_servers(train.pid)
+        hubs = [
+            p
+            for p in servers
+            if "--role\x00hub" in (Path("/proc") / str(p) / "cmdline").read_text()
+        ]
+        assert len(hubs) == 1, "sniper train did not start one hub"
+        hub_pid = hubs[0]
         time.sleep(3)  # let training run for a while
-        servers = children(train.pid)
         os.kill(hub_pid, signal.SIGKILL)
         _, stderr = train.communicate(timeout=120)
     finally:
@@ -163,18 +176,9 @@ def test_max_steps_stops_early_without_hanging(tmp_path: Path) -> None:
 
 def test_sigterm_to_train_stops_every_server(tmp_path: Path) -> None:
     config, _ = write_config(tmp_path, batches=100_000)
-    train = subprocess.Popen(
-        [sys.executable, "-m", "sniper", "train", "--config", str(config)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    train = start_train(config)
     try:
-        deadline = time.monotonic() + 120
-        while len(children(train.pid)) < 3 and time.monotonic() < deadline:
-            time.sleep(0.2)
-        servers = children(train.pid)
-        assert len(servers) == 3, "sniper train did not start 2 ps and a hub"
+        servers = wait_for_servers(train.pid)
         time.sleep(2)
         train.send_signal(signal.SIGTERM)
         train.communicate(timeout=120)

@@ -60,6 +60,20 @@ def assert_rows_match(table: EmbeddingTable, ref: ReferenceTable) -> None:
         np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
 
 
+def step_both(
+    table: EmbeddingTable, ref: ReferenceTable, batch: Batch, i: int, *, rtol: float, atol: float
+) -> None:
+    """One training step on the table and the reference: equal lookups, then equal rows."""
+    signs, offsets = batch
+    np.testing.assert_allclose(
+        table.lookup_pool(signs, offsets), ref.lookup_pool(signs, offsets), rtol=rtol, atol=atol
+    )
+    grads = grads_for(batch, i)
+    table.push_grad(signs, offsets, grads)
+    ref.push_grad(signs, offsets, grads)
+    assert_rows_match(table, ref)
+
+
 @SETTINGS
 @given(st.lists(batches(), min_size=1, max_size=4), st.integers(1, 4), st.integers(0, 2**64 - 1))
 def test_lookup_pool_matches_reference(steps: list[Batch], shards: int, seed: int) -> None:
@@ -85,13 +99,7 @@ def test_push_grad_matches_reference(steps: list[Batch], optimizer: Optimizer, s
     table = EmbeddingTable(DIM, capacity=1000, optimizer=optimizer, num_shards=shards)
     ref = ReferenceTable(table)
     for i, (signs, offsets) in enumerate(steps):
-        np.testing.assert_allclose(
-            table.lookup_pool(signs, offsets), ref.lookup_pool(signs, offsets), rtol=2e-5, atol=2e-6
-        )
-        grads = grads_for((signs, offsets), i)
-        table.push_grad(signs, offsets, grads)
-        ref.push_grad(signs, offsets, grads)
-        assert_rows_match(table, ref)
+        step_both(table, ref, (signs, offsets), i, rtol=2e-5, atol=2e-6)
 
 
 def test_repeated_sign_gets_summed_gradient_and_one_update() -> None:
@@ -121,13 +129,7 @@ def test_eviction_order_matches_reference_clock(
     for i, (signs, offsets) in enumerate(steps):
         if len(np.unique(signs)) > capacity // shards:
             continue  # more distinct signs than a shard holds: tested separately
-        np.testing.assert_allclose(
-            table.lookup_pool(signs, offsets), ref.lookup_pool(signs, offsets), rtol=2e-5, atol=2e-6
-        )
-        grads = grads_for((signs, offsets), i)
-        table.push_grad(signs, offsets, grads)
-        ref.push_grad(signs, offsets, grads)
-        assert_rows_match(table, ref)
+        step_both(table, ref, (signs, offsets), i, rtol=2e-5, atol=2e-6)
         assert len(table) <= capacity
 
 
@@ -167,13 +169,7 @@ def test_admission_matches_reference(steps: list[Batch], min_count: int) -> None
     )
     ref = ReferenceTable(table)
     for i, (signs, offsets) in enumerate(steps):
-        np.testing.assert_allclose(
-            table.lookup_pool(signs, offsets), ref.lookup_pool(signs, offsets), rtol=1e-5, atol=1e-6
-        )
-        grads = grads_for((signs, offsets), i)
-        table.push_grad(signs, offsets, grads)
-        ref.push_grad(signs, offsets, grads)
-        assert_rows_match(table, ref)
+        step_both(table, ref, (signs, offsets), i, rtol=1e-5, atol=1e-6)
     assert table.statistics().dropped_gradients == ref.dropped
 
 
