@@ -11,6 +11,8 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
+from sniper._malloc import reuse_freed_memory
+
 __all__ = ["main"]
 
 EXIT_FAILED = 1
@@ -399,6 +401,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _build_parser()
     args = parser.parse_args(argv)
     command: Command = args.run
+    reuse_freed_memory()
     try:
         return command(args)
     except (ValueError, LookupError, OSError) as exc:

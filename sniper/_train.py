@@ -23,15 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grpclib.client import Channel
-
 from sniper._bench._report import print_table
 from sniper._config import load_config
 from sniper._process import ps_command, serve_command, server_process
 from sniper._workload import Workload, load_workload
 from sniper.roles._serve import parse_addresses
 from sniper.roles._trainer import Trainer, TrainerConfig, TrainReport
-from sniper.rpc import PsClient, PsCluster, SniperCodec
+from sniper.rpc import Channel, PsClient, PsCluster
 from sniper.rpc._generated.sniper.v1 import HubStub
 from sniper.scheduler import SCHEDULER_NAMES
 from sniper.store import SGD, Adagrad, Adam, Ftrl, Optimizer
@@ -189,9 +187,7 @@ async def _train(
     try:
         await _create_variables(cluster, workload, config)
         hub_addresses = hubs if hubs is not None else start_hubs()
-        channels = [
-            Channel(host, port, codec=SniperCodec(256 * 2**20)) for host, port in hub_addresses
-        ]
+        channels = [Channel(host, port) for host, port in hub_addresses]
         stubs = [
             (f"{host}:{port}", HubStub(channel, timeout=600))
             for (host, port), channel in zip(hub_addresses, channels, strict=True)

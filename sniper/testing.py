@@ -10,10 +10,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from grpclib.server import Server
-
 from sniper.roles import HealthService, PsEngine, PsService, PsServiceConfig, bound_address
-from sniper.rpc import PsClient, SniperCodec
+from sniper.rpc import PsClient, Server
 from sniper.scheduler import open_scheduler
 
 __all__ = ["running_ps"]
@@ -30,7 +28,7 @@ async def running_ps(
     async with open_scheduler(scheduler, workers=workers) as sched:
         service = PsService(PsEngine(sched), config)
         health = HealthService(("sniper.v1.Ps",), lambda: not service.draining)
-        server = Server([service, health], codec=SniperCodec(max_message_bytes))
+        server = Server([service, health], max_message_bytes=max_message_bytes)
         await server.start("127.0.0.1", 0)
         _, port = bound_address(server)
         client = PsClient("127.0.0.1", port, timeout=30.0, retries=0)

@@ -21,14 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from grpclib.config import Configuration
-from grpclib.server import Server
-
 from sniper._config import load_config
 from sniper.roles._engine import PsEngine
 from sniper.roles._health import HealthService
 from sniper.roles._ps_service import PsService, PsServiceConfig
-from sniper.rpc._codec import SniperCodec
+from sniper.rpc._http2 import Server
 from sniper.scheduler import SCHEDULER_NAMES, open_scheduler
 
 __all__ = [
@@ -61,6 +58,8 @@ class ServeConfig:
     drain_timeout: float = 30.0
     http2_window_mb: float = 16.0
     """HTTP/2 flow-control windows; grpclib's 4 MiB default stalls a 5 MB lookup response."""
+    http2_frame_kb: int = 512
+    """The largest HTTP/2 frame this server accepts (HTTP/2's default is 16)."""
     # hub only
     ps: str = ""
     """Comma-separated ``host:port`` of every ps, in cluster order (hub only)."""
@@ -97,6 +96,7 @@ class ServeConfig:
             "stats_interval",
             "drain_timeout",
             "http2_window_mb",
+            "http2_frame_kb",
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
@@ -110,12 +110,12 @@ def load_serve_config(path: Path | None, overrides: dict[str, Any]) -> ServeConf
 
 
 def _grpc_server(services: list[Any], config: ServeConfig) -> Server:
-    """A grpclib server with sniper's codec (size limit) and HTTP/2 windows."""
-    window = int(config.http2_window_mb * _MB)
+    """A grpclib server with sniper's codec (size limit) and HTTP/2 windows and frames."""
     return Server(
         services,
-        codec=SniperCodec(int(config.max_message_mb * _MB)),
-        config=Configuration(http2_connection_window_size=window, http2_stream_window_size=window),
+        max_message_bytes=int(config.max_message_mb * _MB),
+        window_bytes=int(config.http2_window_mb * _MB),
+        frame_bytes=config.http2_frame_kb * 1024,
     )
 
 

@@ -14,19 +14,16 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
-from grpclib.client import Channel
-from grpclib.config import Configuration
+from grpclib.client import UnaryUnaryMethod
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 from numpy.typing import NDArray
 
 from sniper.hashing import ps_for_variable
-from sniper.rpc._codec import SniperCodec
 from sniper.rpc._generated.sniper.v1 import (
     AdmissionConfig,
     CreateVariableRequest,
     EmbeddingLookupRequest,
-    EmbeddingLookupResponse,
     FeedSampleRequest,
     InitializerConfig,
     OptimizerConfig,
@@ -41,7 +38,9 @@ from sniper.rpc._generated.sniper.v1 import (
     VariableGradient,
     VariableSigns,
 )
+from sniper.rpc._http2 import Channel
 from sniper.rpc._tensor import decode, encode
+from sniper.rpc._wire import LookupArrays, LookupItem
 
 __all__ = ["Pooled", "PsClient", "PsCluster"]
 
@@ -71,18 +70,25 @@ class PsClient:
         backoff: float = 0.05,
         max_message_mb: float = 256.0,
         http2_window_mb: float = 16.0,
+        http2_frame_kb: int = 512,
     ) -> None:
-        window = int(http2_window_mb * _MB)
         self.address = f"{host}:{port}"
         self.channel = Channel(
             host,
             port,
-            codec=SniperCodec(int(max_message_mb * _MB)),
-            config=Configuration(
-                http2_connection_window_size=window, http2_stream_window_size=window
-            ),
+            max_message_bytes=int(max_message_mb * _MB),
+            window_bytes=int(http2_window_mb * _MB),
+            frame_bytes=http2_frame_kb * 1024,
         )
         self.stub = PsStub(self.channel, timeout=timeout)
+        self.timeout = timeout
+        # The stub's method parses into betterproto objects; this one into array views.
+        self._lookup: UnaryUnaryMethod[EmbeddingLookupRequest, list[LookupItem]] = UnaryUnaryMethod(
+            self.channel,
+            "/sniper.v1.Ps/EmbeddingLookup",
+            EmbeddingLookupRequest,
+            LookupArrays,  # type: ignore[arg-type]
+        )
         self.retries = retries
         self.backoff = backoff
 
@@ -150,16 +156,13 @@ class PsClient:
     ) -> dict[str, Pooled]:
         request = EmbeddingLookupRequest(batch_id=batch_id, names=list(names), release=release)
 
-        async def call() -> EmbeddingLookupResponse:
-            return await self.stub.embedding_lookup(request)
+        async def call() -> list[LookupItem]:
+            return await self._lookup(request, timeout=self.timeout)
 
-        response = await (call() if release else self._retry(call))
+        items = await (call() if release else self._retry(call))
         return {
-            e.name: Pooled(
-                decode(e.pooled, e.name, "float32", 2),
-                e.kernel_seconds,
-            )
-            for e in response.embeddings
+            name: Pooled(decode(pooled, name, "float32", 2), seconds)
+            for name, pooled, seconds in items
         }
 
     async def push_grad(self, batch_id: int, grads: Mapping[str, NDArray[np.float32]]) -> int:

@@ -13,6 +13,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sniper.rpc._generated.sniper.v1 import Tensor
+from sniper.rpc._wire import RawTensor
 
 __all__ = ["TensorError", "decode", "encode"]
 
@@ -32,7 +33,7 @@ def encode(array: NDArray[np.generic]) -> Tensor:
     return Tensor(dtype=name, shape=list(array.shape), data=data)
 
 
-def decode(tensor: Tensor | None, field: str, dtype: str, ndim: int) -> NDArray[Any]:
+def decode(tensor: Tensor | RawTensor | None, field: str, dtype: str, ndim: int) -> NDArray[Any]:
     """The array in ``tensor``, checked to have ``dtype`` and ``ndim`` dimensions.
 
     The result is a read-only view of the message's bytes (no copy).

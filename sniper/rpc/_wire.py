@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
@@ -31,7 +31,16 @@ from sniper.rpc._generated.sniper.v1 import (
     VariableSigns,
 )
 
-__all__ = ["DECODERS", "ENCODERS", "EncodedLookupResponse", "WireError", "lookup_response"]
+__all__ = [
+    "DECODERS",
+    "ENCODERS",
+    "EncodedLookupResponse",
+    "LookupArrays",
+    "LookupItem",
+    "RawTensor",
+    "WireError",
+    "lookup_response",
+]
 
 VARINT, I64, LEN, I32 = 0, 1, 2, 5
 _DOUBLE = struct.Struct("<d")
@@ -104,7 +113,15 @@ def _shape(wire_type: int, value: Any, into: list[int]) -> None:
         into.append(_signed(dim))
 
 
-def _tensor(buf: memoryview, earlier: Tensor | None = None) -> Tensor:
+class RawTensor(NamedTuple):
+    """A parsed Tensor before (or instead of) its betterproto object: ``data`` is a view."""
+
+    dtype: str
+    shape: list[int]
+    data: memoryview
+
+
+def _tensor(buf: memoryview, earlier: RawTensor | None = None) -> RawTensor:
     """Parse a Tensor; a second occurrence merges into ``earlier`` as protobuf requires:
     scalars present again replace, repeated ``shape`` entries append."""
     dtype, data = (earlier.dtype, earlier.data) if earlier is not None else ("", memoryview(b""))
@@ -118,7 +135,7 @@ def _tensor(buf: memoryview, earlier: Tensor | None = None) -> Tensor:
         elif number == 3:
             _expect(wire_type, LEN, "Tensor.data")
             data = value
-    return Tensor(dtype=dtype, shape=shape, data=data)  # type: ignore[arg-type]
+    return RawTensor(dtype, shape, data)
 
 
 def _text(value: memoryview) -> str:
@@ -146,9 +163,15 @@ def _named_tensors(
     return out
 
 
+def _message(raw: RawTensor | None) -> Tensor:
+    """The betterproto Tensor, or None when absent (betterproto leaves unset messages None)."""
+    if raw is None:
+        return cast(Tensor, None)
+    return Tensor(dtype=raw.dtype, shape=raw.shape, data=raw.data)  # type: ignore[arg-type]
+
+
 def _part(parts: dict[str, Any], key: str) -> Tensor:
-    """A tensor field, or None when absent (betterproto also leaves unset messages None)."""
-    return cast(Tensor, parts.get(key))
+    return _message(parts.get(key))
 
 
 def _batch_message(data: Buffer, make: Callable[[memoryview], Any]) -> tuple[int, list[Any]]:
@@ -183,20 +206,39 @@ def decode_push_grad(data: Buffer) -> PushGradRequest:
     return PushGradRequest(batch_id=batch_id, grads=grads)
 
 
-def decode_lookup_response(data: Buffer) -> EmbeddingLookupResponse:
-    embeddings = []
+class LookupArrays:
+    """Reply type for the EmbeddingLookup fast path: :func:`decode_lookup_items`' list.
+
+    ``PsClient`` asks grpclib for this type instead of ``EmbeddingLookupResponse``, so a 5 MB
+    answer becomes 76 array views without building 152 betterproto objects (6 ms).
+    """
+
+
+LookupItem = tuple[str, RawTensor | None, float]
+
+
+def decode_lookup_items(data: Buffer) -> list[LookupItem]:
+    """``(name, pooled tensor or None, kernel seconds)`` of each embedding in the answer."""
+    items = []
     for number, wire_type, value in _fields(memoryview(data)):
         if number == 1:
             _expect(wire_type, LEN, "embeddings")
             parts = _named_tensors(value, {2: "pooled"}, double_field=3)
-            embeddings.append(
-                PooledEmbedding(
-                    name=parts["name"],
-                    pooled=_part(parts, "pooled"),
-                    kernel_seconds=parts.get("double", 0.0),
-                )
+            items.append((parts["name"], parts.get("pooled"), parts.get("double", 0.0)))
+    return items
+
+
+def decode_lookup_response(data: Buffer) -> EmbeddingLookupResponse:
+    return EmbeddingLookupResponse(
+        embeddings=[
+            PooledEmbedding(
+                name=name,
+                pooled=_message(pooled),
+                kernel_seconds=seconds,
             )
-    return EmbeddingLookupResponse(embeddings=embeddings)
+            for name, pooled, seconds in decode_lookup_items(data)
+        ]
+    )
 
 
 # -- writing ---------------------------------------------------------------------------------
@@ -221,23 +263,26 @@ def _text_field(number: int, text: str) -> list[Buffer]:
     return _len_field(number, [text.encode()]) if text else []
 
 
+def _tensor_fields(dtype: str, shape: Sequence[int], data: Buffer) -> list[Buffer]:
+    shape_bytes = b"".join(_put_varint(d) for d in shape)
+    parts: list[Buffer] = [*_text_field(1, dtype)]
+    if shape_bytes:
+        parts += _len_field(2, [shape_bytes])
+    if len(data):
+        parts += _len_field(3, [data])
+    return parts
+
+
 def _tensor_parts(tensor: Tensor | None) -> list[Buffer]:
     if tensor is None:
         return []
-    shape = b"".join(_put_varint(d) for d in tensor.shape)
-    parts: list[Buffer] = [*_text_field(1, tensor.dtype)]
-    if shape:
-        parts += _len_field(2, [shape])
-    if len(tensor.data):
-        parts += _len_field(3, [tensor.data])
-    return parts
+    return _tensor_fields(tensor.dtype, tensor.shape, tensor.data)
 
 
 def _pooled_parts(
     name: str, dtype: str, shape: Sequence[int], data: Buffer, seconds: float
 ) -> list[Buffer]:
-    tensor = Tensor(dtype=dtype, shape=list(shape), data=data)  # type: ignore[arg-type]
-    inner = [*_text_field(1, name), *_len_field(2, _tensor_parts(tensor))]
+    inner = [*_text_field(1, name), *_len_field(2, _tensor_fields(dtype, shape, data))]
     if seconds:
         inner += [_put_varint(3 << 3 | I64), _DOUBLE.pack(seconds)]
     return _len_field(1, inner)
@@ -312,6 +357,7 @@ DECODERS: dict[type, Callable[[Buffer], Any]] = {
     FeedSampleRequest: decode_feed_sample,
     PushGradRequest: decode_push_grad,
     EmbeddingLookupResponse: decode_lookup_response,
+    LookupArrays: decode_lookup_items,
 }
 ENCODERS: dict[type, Callable[[Any], bytes]] = {
     FeedSampleRequest: encode_feed_sample,

@@ -18,7 +18,7 @@ from sniper.rpc._generated.sniper.v1 import (
     VariableGradient,
     VariableSigns,
 )
-from sniper.rpc._wire import DECODERS, ENCODERS, WireError
+from sniper.rpc._wire import DECODERS, ENCODERS, LookupArrays, WireError
 
 names = st.text(max_size=12)
 tensors = st.builds(
@@ -128,3 +128,20 @@ def test_a_tensor_sent_in_two_pieces_is_merged_as_protobuf_does() -> None:
     signs = DECODERS[FeedSampleRequest](wire).variables[0].signs
     assert (signs.dtype, list(signs.shape)) == ("uint64", [2])
     assert np.frombuffer(signs.data, dtype=np.uint64).tolist() == [5, 6]
+
+
+@settings(max_examples=200, deadline=None)
+@given(messages.filter(lambda m: isinstance(m, EmbeddingLookupResponse)))
+def test_lookup_items_carry_what_the_betterproto_message_carries(message: Any) -> None:
+    """PsClient's fast path (LookupArrays) sees the same names, tensors and seconds."""
+    items = DECODERS[LookupArrays](normalized(message))
+    expected = DECODERS[EmbeddingLookupResponse](normalized(message)).embeddings
+    assert [name for name, _, _ in items] == [e.name for e in expected]
+    assert [seconds for _, _, seconds in items] == [e.kernel_seconds for e in expected]
+    for (_, raw, _), e in zip(items, expected, strict=True):
+        assert raw is not None and e.pooled is not None
+        assert (raw.dtype, raw.shape, bytes(raw.data)) == (
+            e.pooled.dtype,
+            e.pooled.shape,
+            bytes(e.pooled.data),
+        )

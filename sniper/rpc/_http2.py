@@ -1,0 +1,123 @@
+"""grpclib's ``Server`` and ``Channel`` with the HTTP/2 settings a 5 MB tensor message needs.
+
+A seed_ctr lookup answer is 5 MB. Over grpclib's defaults it crossed loopback in about 20 ms
+without any codec work, against 8 ms for grpcio; two things in the pure-Python HTTP/2 stack
+made most of the difference (measured with ``sniper bench rpc``; see docs/benchmarks.md):
+
+- **Frame size.** grpclib keeps HTTP/2's 16 KiB ``SETTINGS_MAX_FRAME_SIZE``, so 5 MB is 320
+  DATA frames, each parsed, flow-controlled and dispatched in Python. Each side here
+  advertises ``frame_bytes`` (512 KiB) instead: ten frames. Frames of 2 MiB and more were
+  slower again (h2 buffers a frame until it is whole).
+- **A frame's repr.** h2 logs every received frame with ``repr(frame)`` built eagerly, and
+  hyperframe's repr hex-encodes the whole body before keeping 20 characters of it: about 6 ms
+  per 5 MB received. :func:`_short_data_repr` returns the same string from the first bytes.
+
+Both are plain subclasses; a user mounting sniper's services in their own server gets the same
+numbers by using :class:`Server` instead of ``grpclib.server.Server``.
+"""
+
+from __future__ import annotations
+
+import binascii
+from collections.abc import Collection
+from typing import Any
+
+import hyperframe.frame
+from grpclib import client, server
+from grpclib.config import Configuration
+from grpclib.protocol import H2Protocol
+from h2.settings import SettingCodes
+
+from sniper.rpc._codec import SniperCodec
+
+_MB = 2**20
+FRAME_BYTES = 512 * 1024
+WINDOW_BYTES = 16 * _MB
+MAX_MESSAGE_BYTES = 256 * _MB
+_HTTP2_MAX_FRAME = 2**24 - 1
+
+
+def _short_data_repr(data: bytes | None) -> str:
+    """hyperframe's ``_raw_data_repr``, hex-encoding only the bytes it keeps."""
+    if not data:
+        return "None"
+    text = binascii.hexlify(bytes(memoryview(data)[:11])).decode("ascii")
+    if len(text) > 20:
+        text = text[:20] + "..."
+    return "<hex:" + text + ">"
+
+
+hyperframe.frame._raw_data_repr = _short_data_repr
+
+
+def _configuration(window_bytes: int) -> Configuration:
+    return Configuration(
+        http2_connection_window_size=window_bytes, http2_stream_window_size=window_bytes
+    )
+
+
+def _check_frame_bytes(frame_bytes: int) -> int:
+    if not 16384 <= frame_bytes <= _HTTP2_MAX_FRAME:
+        raise ValueError(
+            f"frame_bytes must be in [16384, {_HTTP2_MAX_FRAME}] (HTTP/2's bounds), "
+            f"got {frame_bytes}"
+        )
+    return frame_bytes
+
+
+class _Protocol(H2Protocol):
+    """grpclib's protocol, advertising a larger frame size as soon as the connection opens."""
+
+    frame_bytes = FRAME_BYTES
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)
+        self.connection._connection.update_settings({SettingCodes.MAX_FRAME_SIZE: self.frame_bytes})
+        self.connection.flush()
+
+
+def _tuned(protocol: H2Protocol, frame_bytes: int) -> _Protocol:
+    tuned = _Protocol(protocol.handler, protocol.config, protocol.h2_config)
+    tuned.frame_bytes = frame_bytes
+    return tuned
+
+
+class Server(server.Server):
+    """A ``grpclib.server.Server`` with sniper's codec, 16 MiB windows and 512 KiB frames."""
+
+    def __init__(
+        self,
+        handlers: Collection[Any],
+        *,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+        window_bytes: int = WINDOW_BYTES,
+        frame_bytes: int = FRAME_BYTES,
+    ) -> None:
+        self._frame_bytes = _check_frame_bytes(frame_bytes)
+        super().__init__(
+            handlers, codec=SniperCodec(max_message_bytes), config=_configuration(window_bytes)
+        )
+
+    def _protocol_factory(self) -> H2Protocol:
+        return _tuned(super()._protocol_factory(), self._frame_bytes)
+
+
+class Channel(client.Channel):
+    """A ``grpclib.client.Channel`` with sniper's codec, 16 MiB windows and 512 KiB frames."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+        window_bytes: int = WINDOW_BYTES,
+        frame_bytes: int = FRAME_BYTES,
+    ) -> None:
+        self._frame_bytes = _check_frame_bytes(frame_bytes)
+        super().__init__(
+            host, port, codec=SniperCodec(max_message_bytes), config=_configuration(window_bytes)
+        )
+
+    def _protocol_factory(self) -> H2Protocol:
+        return _tuned(super()._protocol_factory(), self._frame_bytes)

@@ -1,0 +1,9 @@
+"""Process-wide settings for programs that embed sniper's servers or clients.
+
+The ``sniper`` command applies them at start-up; an application that runs a ps or a trainer
+in its own process calls them once, early.
+"""
+
+from sniper._malloc import reuse_freed_memory as reuse_freed_memory
+
+__all__ = ["reuse_freed_memory"]

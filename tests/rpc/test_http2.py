@@ -1,0 +1,57 @@
+"""sniper's grpclib Server and Channel: the HTTP/2 settings they promise are on the wire."""
+
+from __future__ import annotations
+
+import os
+
+import hyperframe.frame
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sniper.roles import HealthService, bound_address
+from sniper.rpc import Channel, Server
+from sniper.rpc._generated.grpc.health.v1 import HealthCheckRequest, HealthStub
+from sniper.rpc._http2 import FRAME_BYTES, _short_data_repr
+
+@given(st.binary(max_size=64))
+def test_short_repr_is_the_string_hyperframe_would_build(data: bytes) -> None:
+    frame = hyperframe.frame.DataFrame(1, data=data)
+    hexed = data.hex()
+    expected = "<hex:" + (hexed[:20] + "..." if len(hexed) > 20 else hexed) + ">"
+    assert frame._body_repr() == (expected if data else "None")
+    assert _short_data_repr(data) == (expected if data else "None")
+
+
+def test_repr_of_a_large_frame_reads_only_its_first_bytes() -> None:
+    frame = hyperframe.frame.DataFrame(1, data=os.urandom(8 * 2**20))
+    assert len(repr(frame)) < 200
+
+
+@pytest.mark.anyio
+async def test_both_ends_advertise_the_larger_frame_size() -> None:
+    server = Server([HealthService(("sniper.v1.Ps",), lambda: True)])
+    await server.start("127.0.0.1", 0)
+    host, port = bound_address(server)
+    channel = Channel(host, port)
+    try:
+        response = await HealthStub(channel).check(HealthCheckRequest(service="sniper.v1.Ps"))
+        assert response.status == 1  # SERVING
+        protocol = channel._protocol
+        assert protocol is not None
+        h2 = protocol.connection._connection
+        # Acknowledged by the server: what this client accepts, and what the server accepts.
+        assert h2.local_settings.max_frame_size == FRAME_BYTES
+        assert h2.max_outbound_frame_size == FRAME_BYTES
+    finally:
+        channel.close()
+        server.close()
+        await server.wait_closed()
+
+
+@pytest.mark.parametrize("frame_bytes", [0, 16383, 2**24])
+def test_a_frame_size_outside_http2_bounds_is_refused(frame_bytes: int) -> None:
+    with pytest.raises(ValueError, match="frame_bytes must be in"):
+        Channel("127.0.0.1", 1, frame_bytes=frame_bytes)
+    with pytest.raises(ValueError, match="frame_bytes must be in"):
+        Server([], frame_bytes=frame_bytes)
