@@ -14,6 +14,7 @@ from sniper.rpc import Channel, Server
 from sniper.rpc._generated.grpc.health.v1 import HealthCheckRequest, HealthStub
 from sniper.rpc._http2 import FRAME_BYTES, _short_data_repr
 
+
 @given(st.binary(max_size=64))
 def test_short_repr_is_the_string_hyperframe_would_build(data: bytes) -> None:
     frame = hyperframe.frame.DataFrame(1, data=data)
