@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
 
+import grpclib.server
+
 from sniper._config import load_config
 from sniper.roles._engine import PsEngine
 from sniper.roles._health import HealthService
@@ -151,7 +153,7 @@ async def serve_ps(config: ServeConfig) -> None:
     service.log_statistics()
 
 
-def bound_address(server: Server) -> tuple[str, int]:
+def bound_address(server: grpclib.server.Server) -> tuple[str, int]:
     """The host and port a started grpclib server listens on (port 0 picks a free one)."""
     listener = cast(asyncio.Server, server._server)
     host, port = listener.sockets[0].getsockname()[:2]
