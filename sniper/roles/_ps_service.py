@@ -27,7 +27,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,10 +62,18 @@ from sniper.rpc._generated.sniper.v1 import (
     SaveResponse,
     StatsRequest,
     StatsResponse,
+    VariableGradient,
+    VariableSigns,
     VariableStats,
 )
 from sniper.rpc._tensor import decode, encode
-from sniper.rpc._wire import lookup_response
+from sniper.rpc._wire import (
+    FeedSampleView,
+    PushGradView,
+    VariableGradientView,
+    VariableSignsView,
+    lookup_response,
+)
 from sniper.store import CapacityError, EmbeddingTable, TableExport
 
 __all__ = ["PsService", "PsServiceConfig"]
@@ -205,10 +213,11 @@ class PsService(PsBase):
     # -- the training step ----------------------------------------------------------------------
 
     @_rpc("FeedSample")
-    async def feed_sample(self, request: FeedSampleRequest) -> FeedSampleResponse:
+    async def feed_sample(self, request: FeedSampleRequest | FeedSampleView) -> FeedSampleResponse:
         start = time.perf_counter()
         items = []
-        for i, var in enumerate(request.variables):
+        variables: Sequence[VariableSigns | VariableSignsView] = request.variables
+        for i, var in enumerate(variables):
             signs = decode(var.signs, f"variables[{i}].signs ({var.name!r})", "uint64", 1)
             offsets = decode(var.offsets, f"variables[{i}].offsets ({var.name!r})", "int64", 1)
             items.append((var.name, signs, offsets))
@@ -238,10 +247,11 @@ class PsService(PsBase):
         return response
 
     @_rpc("PushGrad")
-    async def push_grad(self, request: PushGradRequest) -> PushGradResponse:
+    async def push_grad(self, request: PushGradRequest | PushGradView) -> PushGradResponse:
         start = time.perf_counter()
         grads: dict[str, np.ndarray] = {}
-        for i, var in enumerate(request.grads):
+        received: Sequence[VariableGradient | VariableGradientView] = request.grads
+        for i, var in enumerate(received):
             if var.name in grads:
                 raise ValueError(f"grads[{i}] repeats variable {var.name!r}")
             grads[var.name] = decode(var.grad, f"grads[{i}].grad ({var.name!r})", "float32", 2)

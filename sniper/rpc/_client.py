@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 from grpclib.client import UnaryUnaryMethod
@@ -24,23 +24,27 @@ from sniper.rpc._generated.sniper.v1 import (
     AdmissionConfig,
     CreateVariableRequest,
     EmbeddingLookupRequest,
-    FeedSampleRequest,
+    FeedSampleResponse,
     InitializerConfig,
     OptimizerConfig,
     PsStub,
     PullRequest,
-    PushGradRequest,
+    PushGradResponse,
     PushRequest,
     RestoreRequest,
     SaveRequest,
     StatsRequest,
     StatsResponse,
-    VariableGradient,
-    VariableSigns,
 )
 from sniper.rpc._http2 import Channel
-from sniper.rpc._tensor import decode, encode
-from sniper.rpc._wire import LookupArrays, LookupItem
+from sniper.rpc._tensor import decode, encode, wire_array
+from sniper.rpc._wire import (
+    Encoded,
+    LookupArrays,
+    LookupItem,
+    feed_sample_wire,
+    push_grad_wire,
+)
 
 __all__ = ["Pooled", "PsClient", "PsCluster"]
 
@@ -55,6 +59,10 @@ class Pooled:
 
     pooled: NDArray[np.float32]
     kernel_seconds: float
+
+
+def _method(channel: Channel, name: str, request: type, reply: type) -> UnaryUnaryMethod[Any, Any]:
+    return UnaryUnaryMethod(channel, f"/sniper.v1.Ps/{name}", request, reply)
 
 
 class PsClient:
@@ -82,12 +90,16 @@ class PsClient:
         )
         self.stub = PsStub(self.channel, timeout=timeout)
         self.timeout = timeout
-        # The stub's method parses into betterproto objects; this one into array views.
-        self._lookup: UnaryUnaryMethod[EmbeddingLookupRequest, list[LookupItem]] = UnaryUnaryMethod(
-            self.channel,
-            "/sniper.v1.Ps/EmbeddingLookup",
-            EmbeddingLookupRequest,
-            LookupArrays,  # type: ignore[arg-type]
+        # The heavy calls skip betterproto objects: requests are written from the arrays, and
+        # a lookup answer is parsed into array views (see sniper.rpc._wire).
+        self._feed: UnaryUnaryMethod[Encoded, FeedSampleResponse] = _method(
+            self.channel, "FeedSample", Encoded, FeedSampleResponse
+        )
+        self._push_grad: UnaryUnaryMethod[Encoded, PushGradResponse] = _method(
+            self.channel, "PushGrad", Encoded, PushGradResponse
+        )
+        self._lookup: UnaryUnaryMethod[EmbeddingLookupRequest, list[LookupItem]] = _method(
+            self.channel, "EmbeddingLookup", EmbeddingLookupRequest, LookupArrays
         )
         self.retries = retries
         self.backoff = backoff
@@ -142,14 +154,14 @@ class PsClient:
         return response.created
 
     async def feed_sample(self, batch_id: int, variables: Mapping[str, Signs]) -> None:
-        request = FeedSampleRequest(
-            batch_id=batch_id,
-            variables=[
-                VariableSigns(name=name, signs=encode(signs), offsets=encode(offsets))
+        request = feed_sample_wire(
+            batch_id,
+            [
+                (name, wire_array(signs), wire_array(offsets))
                 for name, (signs, offsets) in variables.items()
             ],
         )
-        await self._retry(lambda: self.stub.feed_sample(request))
+        await self._retry(lambda: self._feed(request, timeout=self.timeout))
 
     async def embedding_lookup(
         self, batch_id: int, names: Sequence[str], *, release: bool = False
@@ -167,11 +179,10 @@ class PsClient:
 
     async def push_grad(self, batch_id: int, grads: Mapping[str, NDArray[np.float32]]) -> int:
         """Apply gradients; returns how many the ps dropped as non-finite. Never retried."""
-        request = PushGradRequest(
-            batch_id=batch_id,
-            grads=[VariableGradient(name=name, grad=encode(grad)) for name, grad in grads.items()],
+        request = push_grad_wire(
+            batch_id, [(name, wire_array(grad)) for name, grad in grads.items()]
         )
-        return (await self.stub.push_grad(request)).dropped_nonfinite
+        return (await self._push_grad(request, timeout=self.timeout)).dropped_nonfinite
 
     async def pull(self, name: str, signs: NDArray[np.uint64]) -> NDArray[np.float32]:
         request = PullRequest(name=name, signs=encode(signs))

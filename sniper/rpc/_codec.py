@@ -17,7 +17,7 @@ from grpclib.const import Status
 from grpclib.encoding.proto import ProtoCodec
 from grpclib.exceptions import GRPCError
 
-from sniper.rpc._wire import DECODERS, ENCODERS
+from sniper.rpc._wire import DECODERS, ENCODERS, Encoded
 
 __all__ = ["SniperCodec"]
 
@@ -31,6 +31,8 @@ class SniperCodec(ProtoCodec):
         self.max_message_bytes = max_message_bytes
 
     def encode(self, message: Any, message_type: Any) -> bytes:
+        if isinstance(message, Encoded):
+            return message.wire
         fast = ENCODERS.get(message_type)
         if fast is not None and isinstance(message, message_type):
             return fast(message)

@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 from sniper.rpc._generated.sniper.v1 import Tensor
 from sniper.rpc._wire import RawTensor
 
-__all__ = ["TensorError", "decode", "encode"]
+__all__ = ["TensorError", "decode", "encode", "wire_array"]
 
 _DTYPES = {name: np.dtype(name).newbyteorder("<") for name in ("float32", "uint64", "int64")}
 
@@ -24,13 +24,18 @@ class TensorError(ValueError):
     """A tensor field is missing or inconsistent; the message names the field."""
 
 
-def encode(array: NDArray[np.generic]) -> Tensor:
-    """Wrap ``array`` (one of the wire dtypes) as a :class:`Tensor`, little-endian."""
+def wire_array(array: NDArray[Any]) -> NDArray[Any]:
+    """``array`` as it goes on the wire: one of the wire dtypes, little-endian, contiguous."""
     name = array.dtype.name
     if name not in _DTYPES:
         raise TypeError(f"dtype {name} cannot go on the wire; use one of {', '.join(_DTYPES)}")
-    data = np.ascontiguousarray(array, dtype=_DTYPES[name]).tobytes()
-    return Tensor(dtype=name, shape=list(array.shape), data=data)
+    return np.ascontiguousarray(array, dtype=_DTYPES[name])
+
+
+def encode(array: NDArray[np.generic]) -> Tensor:
+    """Wrap ``array`` (one of the wire dtypes) as a :class:`Tensor`, little-endian."""
+    data = wire_array(array).tobytes()
+    return Tensor(dtype=array.dtype.name, shape=list(array.shape), data=data)
 
 
 def decode(tensor: Tensor | RawTensor | None, field: str, dtype: str, ndim: int) -> NDArray[Any]:

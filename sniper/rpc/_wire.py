@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
 
 import numpy as np
@@ -34,12 +35,17 @@ from sniper.rpc._generated.sniper.v1 import (
 __all__ = [
     "DECODERS",
     "ENCODERS",
+    "Encoded",
     "EncodedLookupResponse",
+    "FeedSampleView",
     "LookupArrays",
     "LookupItem",
+    "PushGradView",
     "RawTensor",
     "WireError",
+    "feed_sample_wire",
     "lookup_response",
+    "push_grad_wire",
 ]
 
 VARINT, I64, LEN, I32 = 0, 1, 2, 5
@@ -170,10 +176,6 @@ def _message(raw: RawTensor | None) -> Tensor:
     return Tensor(dtype=raw.dtype, shape=raw.shape, data=raw.data)  # type: ignore[arg-type]
 
 
-def _part(parts: dict[str, Any], key: str) -> Tensor:
-    return _message(parts.get(key))
-
-
 def _batch_message(data: Buffer, make: Callable[[memoryview], Any]) -> tuple[int, list[Any]]:
     batch_id, items = 0, []
     for number, wire_type, value in _fields(memoryview(data)):
@@ -186,24 +188,70 @@ def _batch_message(data: Buffer, make: Callable[[memoryview], Any]) -> tuple[int
     return batch_id, items
 
 
-def decode_feed_sample(data: Buffer) -> FeedSampleRequest:
-    def variable(buf: memoryview) -> VariableSigns:
-        parts = _named_tensors(buf, {2: "signs", 3: "offsets"})
-        return VariableSigns(
-            name=parts["name"], signs=_part(parts, "signs"), offsets=_part(parts, "offsets")
+# Decoded FeedSample and PushGrad requests are plain views, not betterproto messages: every
+# attribute read of a betterproto message runs a Python ``__getattribute__``, and building and
+# reading 150 of them per batch cost more CPU in a training run than the kernels did. The views
+# carry the same attribute names, so a handler reads either; ``to_message()`` converts.
+
+
+@dataclass(frozen=True, slots=True)
+class VariableSignsView:
+    name: str
+    signs: RawTensor | None
+    offsets: RawTensor | None
+
+
+@dataclass(frozen=True, slots=True)
+class FeedSampleView:
+    """A decoded ``FeedSampleRequest``; tensor data are views of the received bytes."""
+
+    batch_id: int
+    variables: list[VariableSignsView]
+
+    def to_message(self) -> FeedSampleRequest:
+        return FeedSampleRequest(
+            batch_id=self.batch_id,
+            variables=[
+                VariableSigns(name=v.name, signs=_message(v.signs), offsets=_message(v.offsets))
+                for v in self.variables
+            ],
         )
 
-    batch_id, variables = _batch_message(data, variable)
-    return FeedSampleRequest(batch_id=batch_id, variables=variables)
+
+@dataclass(frozen=True, slots=True)
+class VariableGradientView:
+    name: str
+    grad: RawTensor | None
 
 
-def decode_push_grad(data: Buffer) -> PushGradRequest:
-    def gradient(buf: memoryview) -> VariableGradient:
+@dataclass(frozen=True, slots=True)
+class PushGradView:
+    """A decoded ``PushGradRequest``; tensor data are views of the received bytes."""
+
+    batch_id: int
+    grads: list[VariableGradientView]
+
+    def to_message(self) -> PushGradRequest:
+        return PushGradRequest(
+            batch_id=self.batch_id,
+            grads=[VariableGradient(name=g.name, grad=_message(g.grad)) for g in self.grads],
+        )
+
+
+def decode_feed_sample(data: Buffer) -> FeedSampleView:
+    def variable(buf: memoryview) -> VariableSignsView:
+        parts = _named_tensors(buf, {2: "signs", 3: "offsets"})
+        return VariableSignsView(parts["name"], parts.get("signs"), parts.get("offsets"))
+
+    return FeedSampleView(*_batch_message(data, variable))
+
+
+def decode_push_grad(data: Buffer) -> PushGradView:
+    def gradient(buf: memoryview) -> VariableGradientView:
         parts = _named_tensors(buf, {2: "grad"})
-        return VariableGradient(name=parts["name"], grad=_part(parts, "grad"))
+        return VariableGradientView(parts["name"], parts.get("grad"))
 
-    batch_id, grads = _batch_message(data, gradient)
-    return PushGradRequest(batch_id=batch_id, grads=grads)
+    return PushGradView(*_batch_message(data, gradient))
 
 
 class LookupArrays:
@@ -321,7 +369,7 @@ def lookup_response(items: Sequence[tuple[str, np.ndarray, float]]) -> EncodedLo
     parts: list[Buffer] = []
     for name, pooled, seconds in items:
         array = np.ascontiguousarray(pooled, dtype="<f4")
-        parts += _pooled_parts(name, "float32", array.shape, array.data.cast("B"), seconds)
+        parts += _pooled_parts(name, "float32", array.shape, _byte_view(array), seconds)
     return EncodedLookupResponse(b"".join(parts))
 
 
@@ -350,6 +398,56 @@ def encode_push_grad(message: PushGradRequest) -> bytes:
     return _batch_bytes(
         message.batch_id,
         [[*_text_field(1, g.name), *_len_field(2, _tensor_parts(g.grad))] for g in message.grads],
+    )
+
+
+class Encoded:
+    """A request already in wire form; :class:`SniperCodec` sends ``wire`` as it is.
+
+    Clients build the heavy requests straight from arrays with :func:`feed_sample_wire` and
+    :func:`push_grad_wire` and send them through a grpclib method whose request type is this.
+    """
+
+    __slots__ = ("wire",)
+
+    def __init__(self, wire: bytes) -> None:
+        self.wire = wire
+
+
+def _byte_view(array: np.ndarray) -> Buffer:
+    """The bytes of a C-contiguous array, without a copy (memoryview cannot cast empty ones)."""
+    return array.data.cast("B") if array.size else b""
+
+
+def _array_fields(array: np.ndarray) -> list[Buffer]:
+    """A Tensor's fields for an array already checked to be a contiguous wire dtype."""
+    return _tensor_fields(array.dtype.name, array.shape, _byte_view(array))
+
+
+def feed_sample_wire(batch_id: int, items: Sequence[tuple[str, np.ndarray, np.ndarray]]) -> Encoded:
+    """A FeedSampleRequest of ``(name, signs, offsets)``; arrays as from ``wire_array``."""
+    return Encoded(
+        _batch_bytes(
+            batch_id,
+            [
+                [
+                    *_text_field(1, name),
+                    *_len_field(2, _array_fields(signs)),
+                    *_len_field(3, _array_fields(offsets)),
+                ]
+                for name, signs, offsets in items
+            ],
+        )
+    )
+
+
+def push_grad_wire(batch_id: int, items: Sequence[tuple[str, np.ndarray]]) -> Encoded:
+    """A PushGradRequest of ``(name, gradient)``; arrays as from ``wire_array``."""
+    return Encoded(
+        _batch_bytes(
+            batch_id,
+            [[*_text_field(1, name), *_len_field(2, _array_fields(grad))] for name, grad in items],
+        )
     )
 
 

@@ -14,6 +14,7 @@ from grpclib.server import Server
 
 from sniper.roles import PsEngine, PsService, bound_address
 from sniper.rpc import PsClient, SniperCodec
+from sniper.rpc._wire import PushGradView
 from sniper.rpc.v1 import PushGradRequest, PushGradResponse, StatsRequest, StatsResponse
 from sniper.scheduler import open_scheduler
 
@@ -37,7 +38,7 @@ class FlakyPs(PsService):
         self._maybe_fail("stats")
         return await super().stats(request)
 
-    async def push_grad(self, request: PushGradRequest) -> PushGradResponse:
+    async def push_grad(self, request: PushGradRequest | PushGradView) -> PushGradResponse:
         self._maybe_fail("push_grad")
         return await super().push_grad(request)
 
