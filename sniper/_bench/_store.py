@@ -3,7 +3,8 @@
 Shape: the ``seed_ctr`` workload (dim 16, zipf signs, batch 1024); the table is pre-filled with
 2M rows. Three cases: a small variable (about 4k signs per batch), the huge one (270k) and the
 whole 76-variable batch (719k signs, pooled per example and variable). sniper splits each batch
-over 2 shards run on 2 threads (the kernels release the GIL); torch gets the same thread count.
+over 2 shards run on 2 threads (the kernels release the GIL), except the small variable, which
+has one shard as on a ps; torch gets the same thread count.
 
 Peers, each run on the same batches in the same process:
 
@@ -124,12 +125,21 @@ class ShardedRunner:
         self._each_shard(batch, lambda s: self.table.push_grad_shard(batch, s, grads))
 
 
+def shards_for(signs_per_batch: int, threads: int) -> int:
+    """One shard per thread, but a single one below ``INLINE_SIGNS`` signs per batch.
+
+    A ps gives a small variable one shard (see ``sniper.roles``' task packing): splitting 4k
+    signs costs more than the parallelism it would allow, and its shards would run inline.
+    """
+    return threads if signs_per_batch >= ShardedRunner.INLINE_SIGNS else 1
+
+
 def _fresh_table(case: Case, dim: int, threads: int) -> EmbeddingTable:
     table = EmbeddingTable(
         dim,
         capacity=2 * len(case.prefill) + 1_000_000,
         optimizer=Adagrad(lr=LR),
-        num_shards=threads,
+        num_shards=shards_for(case.signs_per_batch, threads),
     )
     rng = np.random.default_rng(1)
     n = len(case.prefill)
@@ -249,7 +259,8 @@ def run(
     print(
         f"sniper bench store: workload {workload.name}, dim {dim}, "
         f"table pre-filled with {prefill_rows:,} rows, zipf {workload.zipf_exponent}, "
-        f"{threads} shards on {threads} threads (torch: {threads} threads), "
+        f"{threads} shards on {threads} threads, one for the small variable "
+        f"(torch: {threads} threads), "
         f"median of {repeats} batches (dict peer: {dict_repeats})"
     )
     cases = build_cases(workload, batches, prefill_rows, seed)

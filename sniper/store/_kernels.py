@@ -42,6 +42,7 @@ from numba import njit
 from sniper.store._prefetch import PREFETCH_DISTANCE, prefetch
 
 EMPTY = np.uint32(0xFFFFFFFF)
+MAX_TABLE_SHARDS = 65536  # shard ids of a split are uint16
 MARK = np.uint32(0x80000000)
 LOW_MASK = np.uint32(0x7FFFFFFF)
 _LOW32 = np.uint64(0xFFFFFFFF)
@@ -105,12 +106,21 @@ def mix64(x: np.uint64) -> np.uint64:
 
 
 @kernel
+def _shard_of(h: np.uint64, n: np.uint64) -> np.int64:
+    """``h % n``; a mask when ``n`` is a power of two: the same value without a 64-bit
+    division, which costs more than the rest of a split together."""
+    if n & (n - np.uint64(1)) == 0:
+        return np.int64(h & (n - np.uint64(1)))
+    return np.int64(h % n)
+
+
+@kernel
 def shard_ids(signs: np.ndarray, num_shards: int) -> np.ndarray:
     """Shard of every sign (the numba twin of :func:`sniper.hashing.shard_of`)."""
     out = np.empty(signs.shape[0], dtype=np.int64)
     n = np.uint64(num_shards)
     for i in range(signs.shape[0]):
-        out[i] = np.int64(mix64(signs[i]) % n)
+        out[i] = _shard_of(mix64(signs[i]), n)
     return out
 
 
@@ -125,11 +135,16 @@ def split_by_shard(
     a shard, so every per-shard kernel sees an ordinary ragged batch.
     """
     batch = offsets.shape[0] - 1
-    shard = shard_ids(signs, num_shards)
+    n = np.uint64(num_shards)
+    # Two bytes per sign (a table has at most MAX_TABLE_SHARDS) keep the second pass's reads
+    # small.
+    shard = np.empty(signs.shape[0], dtype=np.uint16)
     counts = np.zeros((num_shards, batch), dtype=np.int64)
     for b in range(batch):
         for j in range(offsets[b], offsets[b + 1]):
-            counts[shard[j], b] += 1
+            s = _shard_of(mix64(signs[j]), n)
+            shard[j] = s
+            counts[s, b] += 1
     shard_offsets = np.empty((num_shards, batch + 1), dtype=np.int64)
     position = 0
     for s in range(num_shards):
@@ -141,7 +156,7 @@ def split_by_shard(
     signs_out = np.empty_like(signs)
     for b in range(batch):
         for j in range(offsets[b], offsets[b + 1]):
-            s = shard[j]
+            s = np.int64(shard[j])
             signs_out[cursor[s, b]] = signs[j]
             cursor[s, b] += 1
     return signs_out, shard_offsets

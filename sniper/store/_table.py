@@ -427,8 +427,8 @@ def _check_args(
 ) -> None:
     if dim < 1:
         raise ValueError(f"dim must be at least 1, got {dim}")
-    if num_shards < 1:
-        raise ValueError(f"num_shards must be at least 1, got {num_shards}")
+    if not 1 <= num_shards <= k.MAX_TABLE_SHARDS:
+        raise ValueError(f"num_shards must be in [1, {k.MAX_TABLE_SHARDS}], got {num_shards}")
     if capacity < num_shards:
         raise ValueError(f"capacity must be at least num_shards ({num_shards}), got {capacity}")
     if capacity >= 2**30:  # keeps every slot index below the dedup MARK bit (2**31)

@@ -9,6 +9,7 @@ import threading
 import numpy as np
 import pytest
 
+from sniper.hashing import shard_of
 from sniper.store import (
     LOCK_MODES,
     SGD,
@@ -162,6 +163,8 @@ def test_bad_grads_change_nothing() -> None:
     [
         ({"dim": 0}, "dim must be at least 1, got 0"),
         ({"capacity": 1, "num_shards": 2}, r"capacity must be at least num_shards \(2\), got 1"),
+        ({"num_shards": 0}, r"num_shards must be in \[1, 65536\], got 0"),
+        ({"capacity": 70000, "num_shards": 65537}, r"num_shards must be in \[1, 65536\], got 6"),
         ({"lock": "spin"}, "lock must be one of global, table, shard, none, got 'spin'"),
         ({"eviction": "fifo"}, r"eviction must be one of \('lru',\), got 'fifo'"),
     ],
@@ -238,3 +241,17 @@ def test_split_does_not_alias_the_callers_buffers() -> None:
     offsets[1] = 5
     assert batch.signs.tolist() == [1, 2]
     assert batch.shard_offsets.tolist() == [[0, 2]]
+
+
+@pytest.mark.parametrize("shards", [2, 5, 8, 12, 64])
+def test_split_puts_each_sign_in_the_shard_hashing_names(shards: int) -> None:
+    """Power-of-two shard counts take a mask instead of a division: same shard either way."""
+    rng = np.random.default_rng(shards)
+    signs = rng.integers(0, 2**64 - 1, size=5000, dtype=np.uint64, endpoint=True)
+    offsets = np.array([0, 1200, 1200, 5000], dtype=np.int64)
+    table = EmbeddingTable(4, capacity=10_000, optimizer=SGD(0.1), num_shards=shards)
+    batch = table.split(signs, offsets)
+    for shard in range(shards):
+        lo, hi = batch.shard_offsets[shard, 0], batch.shard_offsets[shard, -1]
+        assert (shard_of(batch.signs[lo:hi], shards) == shard).all()
+    assert sorted(batch.signs.tolist()) == sorted(signs.tolist())
