@@ -1,11 +1,15 @@
 """``sniper bench rpc``: one seed_ctr EmbeddingLookup over loopback, against grpcio.
 
 The answer to a whole-batch lookup is 76 variables x 1024 examples x 16 float32 (5 MB),
-whatever the number of signs, so two sniper cases are measured against one grpcio peer:
+whatever the number of signs, so three sniper cases are measured against one grpcio peer:
 
-- ``transport``: a batch with one sign per example and variable: grpclib, betterproto and the
-  tensor codec moving 5 MB, with negligible kernel time;
-- ``seed_ctr batch``: the full 719k-sign batch: the whole EmbeddingLookup as a trainer sees it.
+- ``transport only``: sniper's grpclib server (``sniper.rpc.Server``) answering with the same
+  canned bytes as the peer, read by ``PsClient``: HTTP/2, framing and the tensor codec, no
+  table work. This is the number the grpclib tuning moves;
+- ``ps, 1 sign/example``: a real ``sniper serve`` ps looking up 76 variables of 1024 signs:
+  transport plus the per-variable work of a lookup;
+- ``ps, seed_ctr batch``: the full 719k-sign batch: the whole EmbeddingLookup as a trainer
+  sees it.
 
 The peer is a grpcio server in its own process answering the same request with the same
 serialized response bytes, read by a grpcio client that parses them with protobuf and views
@@ -85,6 +89,17 @@ def _grpcio_seconds(port: int, pb2: ModuleType, variables: int, repeats: int) ->
         return _time_calls(lambda: lookup(request, timeout=60), repeats)
 
 
+async def _lookup_seconds(port: int, names: list[str], window_mb: float, repeats: int) -> float:
+    async with PsClient("127.0.0.1", port, http2_window_mb=window_mb) as client:
+        times = []
+        for attempt in range(repeats + 1):
+            start = time.perf_counter()
+            await client.embedding_lookup(1, names)
+            if attempt:
+                times.append(time.perf_counter() - start)
+        return float(np.median(times))
+
+
 async def _sniper_seconds(
     port: int, workload: Workload, window_mb: float, repeats: int, full_batch: bool
 ) -> float:
@@ -106,18 +121,25 @@ async def _sniper_seconds(
             offsets = np.arange(workload.batch_size + 1, dtype=np.int64)
             batch = {name: (one, offsets) for name in names}
         await client.feed_sample(1, batch)
-        times = []
-        for attempt in range(repeats + 1):
-            start = time.perf_counter()
-            await client.embedding_lookup(1, names)
-            if attempt:
-                times.append(time.perf_counter() - start)
-        return float(np.median(times))
+    return await _lookup_seconds(port, names, window_mb, repeats)
+
+
+def _canned_command(transport: str, workload: Workload) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "sniper._bench._canned_peer",
+        transport,
+        str(len(workload.variables)),
+        str(workload.batch_size),
+        str(workload.embedding_dim),
+    ]
 
 
 def run(workload: Workload, *, repeats: int, window_mb: float, workers: int) -> None:
-    """Measure both sniper cases and the grpcio peer; print MB/s and ratios."""
+    """Measure the sniper cases and the grpcio peer; print MB/s and ratios."""
     variables = len(workload.variables)
+    names = [v.name for v in workload.variables]
     payload = variables * workload.batch_size * workload.embedding_dim * 4
     print(
         f"sniper bench rpc: EmbeddingLookup of {variables} variables x "
@@ -128,22 +150,18 @@ def run(workload: Workload, *, repeats: int, window_mb: float, workers: int) -> 
         "work_stealing", workers, "--stats-interval", "3600", "--http2-window-mb", str(window_mb)
     )
     results: dict[str, float] = {}
-    for name, full in (("transport (1 sign/example)", False), ("seed_ctr batch", True)):
+    with server_process(_canned_command("sniper", workload)) as server:
+        results["sniper transport only (canned answer)"] = asyncio.run(
+            _lookup_seconds(server.port, names, window_mb, repeats)
+        )
+    for name, full in (("ps, 1 sign/example", False), ("ps, seed_ctr batch", True)):
         with server_process(sniper_cmd) as server:
             results[name] = asyncio.run(
                 _sniper_seconds(server.port, workload, window_mb, repeats, full)
             )
     with tempfile.TemporaryDirectory() as tmp:
         pb2 = _grpcio_modules(Path(tmp))
-        peer_cmd = [
-            sys.executable,
-            "-m",
-            "sniper._bench._grpcio_peer",
-            str(variables),
-            str(workload.batch_size),
-            str(workload.embedding_dim),
-        ]
-        with server_process(peer_cmd) as peer:
+        with server_process(_canned_command("grpcio", workload)) as peer:
             grpcio_s = _grpcio_seconds(peer.port, pb2, variables, repeats)
     comparisons = [
         Comparison(f"{name} vs grpcio (same bytes)", payload, seconds, grpcio_s, 0.8)
