@@ -255,3 +255,17 @@ def test_split_puts_each_sign_in_the_shard_hashing_names(shards: int) -> None:
         lo, hi = batch.shard_offsets[shard, 0], batch.shard_offsets[shard, -1]
         assert (shard_of(batch.signs[lo:hi], shards) == shard).all()
     assert sorted(batch.signs.tolist()) == sorted(signs.tolist())
+
+
+@pytest.mark.parametrize("dim", [1, 7, 16])
+def test_normal_initial_values_have_the_asked_distribution(dim: int) -> None:
+    """Mean, std, the normal's 1- and 2-sigma mass, and no correlation between dimensions."""
+    table = EmbeddingTable(dim, capacity=10, optimizer=SGD(0.1), initializer=normal(2.0, mean=1.0))
+    signs = np.arange(40_000, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    z = (table.get(signs) - 1.0) / 2.0
+    assert abs(z.mean()) < 0.01
+    assert abs(z.std() - 1.0) < 0.01
+    assert abs((np.abs(z) < 1).mean() - 0.6827) < 0.01
+    assert abs((np.abs(z) < 2).mean() - 0.9545) < 0.005
+    if dim > 1:
+        assert abs(np.corrcoef(z[:, 0], z[:, 1])[0, 1]) < 0.03
