@@ -294,6 +294,12 @@ def _build_parser() -> argparse.ArgumentParser:
         help="HTTP/2 flow-control windows (default 16; grpclib's own is 4)",
     )
     serve.add_argument(
+        "--http2-frame-kb",
+        type=int,
+        default=None,
+        help="largest HTTP/2 frame this server accepts (default 512; HTTP/2's own is 16)",
+    )
+    serve.add_argument(
         "--exit-on-stdin-eof",
         action="store_true",
         default=None,

@@ -22,15 +22,12 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from sniper.scheduler import Scheduler, TaskHandle, TaskKey
+from sniper.scheduler import Scheduler, TaskHandle, TaskKey, wait_all
 from sniper.store import EmbeddingTable, ShardedBatch
-
-T = TypeVar("T")
 
 __all__ = [
     "LookupResult",
@@ -260,7 +257,7 @@ class PsEngine:
         """:meth:`push_grad`, awaited without blocking the event loop."""
         handles = self._submit_pushes(batch_id, grads)
         try:
-            await _wait_all(handles)
+            await wait_all(handles)
         finally:
             self.release(batch_id, grads)
 
@@ -275,27 +272,7 @@ class PendingLookup:
         return _collect([handle.result() for handle in self.handles])
 
     async def wait(self) -> dict[str, LookupResult]:
-        return _collect(await _wait_all(self.handles))
-
-
-async def _wait_all(handles: list[TaskHandle[T]]) -> list[T]:
-    """Await every handle; if the caller is cancelled, cancel the tasks that have not started,
-    and on a task's failure raise its error only after the others have finished."""
-    results: list[T] = []
-    errors: list[Exception] = []
-    try:
-        for handle in handles:
-            try:
-                results.append(await handle.wait())
-            except Exception as exc:
-                errors.append(exc)
-    except BaseException:
-        for handle in handles:
-            handle.cancel()
-        raise
-    if errors:
-        raise errors[0]
-    return results
+        return _collect(await wait_all(self.handles))
 
 
 @dataclass(frozen=True)

@@ -98,10 +98,14 @@ class ServeConfig:
             "stats_interval",
             "drain_timeout",
             "http2_window_mb",
-            "http2_frame_kb",
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if not 16 <= self.http2_frame_kb < 16384:
+            raise ValueError(
+                "http2_frame_kb must be in [16, 16383] (HTTP/2's bounds), "
+                f"got {self.http2_frame_kb}"
+            )
         if self.nonfinite not in ("reject", "drop"):
             raise ValueError(f"nonfinite must be 'reject' or 'drop', got {self.nonfinite!r}")
 

@@ -37,6 +37,10 @@ kernel pass); each handle still gets its own result. Every other backend calls `
 task, so merging is an optimization that never changes results. Details in
 ``Scheduler.submit``.
 
+**Groups.** ``await wait_all(handles)`` returns every result in order and wakes the event loop
+once for the whole group instead of once per task; a failure is raised only after every task
+has finished.
+
 Example::
 
     async with open_scheduler("per_variable", workers=4) as scheduler:
@@ -50,6 +54,7 @@ from ._exceptions import SchedulerBusy as SchedulerBusy
 from ._exceptions import SchedulerClosed as SchedulerClosed
 from ._exceptions import SchedulerError as SchedulerError
 from ._exceptions import TaskCancelled as TaskCancelled
+from ._group import wait_all as wait_all
 from ._key import KeyLike as KeyLike
 from ._key import TaskKey as TaskKey
 from ._registry import SCHEDULER_NAMES as SCHEDULER_NAMES
@@ -71,4 +76,5 @@ __all__ = [
     "TaskHandle",
     "TaskKey",
     "open_scheduler",
+    "wait_all",
 ]

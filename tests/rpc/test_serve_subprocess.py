@@ -205,6 +205,11 @@ def _known_keys() -> str:
         ),
         (["--max-message-mb", "0"], None, "max_message_mb must be positive, got 0.0"),
         (
+            ["--http2-frame-kb", "8"],
+            None,
+            "http2_frame_kb must be in [16, 16383] (HTTP/2's bounds), got 8",
+        ),
+        (
             [],
             "bogus = 1\n",
             "config {path}: unknown key 'bogus'; known keys: {known}",
