@@ -144,7 +144,8 @@ def _variables_spec(workload: Workload, config: TrainConfig) -> list[tuple[str, 
 
 def _data_shape(workload: Workload, config: TrainConfig) -> tuple[dict[str, int], dict[str, int]]:
     """Signs per batch and vocabulary per variable: the generator's own figures for synthetic
-    data (it keeps at least one sign per example), the workload's for files."""
+    data (it keeps at least one sign per example) and for Parquet converted from it (recorded
+    in the file), the workload's for other files."""
     if config.data == "synthetic":
         from sniper.data import SyntheticCtr
 
@@ -156,6 +157,12 @@ def _data_shape(workload: Workload, config: TrainConfig) -> tuple[dict[str, int]
             batch_size=config.batch_size,
         )
         return dict(data.signs_per_batch), dict(data.vocabulary)
+    if config.data.startswith("parquet:"):
+        from sniper.data import ParquetReader
+
+        recorded = ParquetReader(config.data.removeprefix("parquet:")).shape
+        if recorded is not None:
+            return recorded
     return (
         {v.name: v.signs_per_batch for v in workload.variables},
         {v.name: v.vocabulary for v in workload.variables},

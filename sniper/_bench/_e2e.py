@@ -7,9 +7,13 @@ start-up; the per-op latencies come from its JSON report.
 Peer: what a user would pick instead. The same model (an ``EmbeddingBag(mode="sum",
 sparse=True)`` per variable, then the same MLP) is trained in one process with
 ``torch.optim.Adagrad`` on the embeddings and Adam on the dense layers, on the same synthetic
-batches. Signs map to rows by the hashing trick (``sign % rows``, rows = the variable's
-vocabulary, at most 2**20). Its batches are generated before the clock starts, which favours
-the peer; sniper's hub generates its batches while training runs.
+batches, holding out the same batches as sniper's trainer. Signs map to rows by the hashing
+trick (``sign % rows``, rows = the variable's vocabulary, at most 2**20).
+
+Data: both train on the same synthetic batches, made before either clock starts. The peer gets
+them as tensors already mapped to rows; sniper's hub reads them from a Parquet file written
+from the same generator (``sniper data convert synthetic`` does the same), as a production hub
+reads its input, so the hub decodes files during the run while the peer's input costs nothing.
 """
 
 from __future__ import annotations
@@ -27,18 +31,22 @@ import numpy as np
 from sniper._bench._report import print_table
 from sniper._bench._torch_peer import import_torch
 from sniper._workload import Workload
-from sniper.data import SyntheticCtr
+from sniper.data import SyntheticCtr, write_parquet
+from sniper.roles._trainer import TrainerConfig
 
 MAX_ROWS = 2**20
 HIDDEN = 64
+EVAL_EVERY = TrainerConfig().eval_every
 
 
 def _sniper(workload: Workload, scale: float, batches: int, seed: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "data.parquet"
+        write_parquet(SyntheticCtr(workload, num_batches=batches, scale=scale, seed=seed), data)
         config = Path(tmp) / "e2e.toml"
         output = Path(tmp) / "report.json"
         config.write_text(
-            f'workload = "{workload.name}"\nscale = {scale}\n'
+            f'workload = "{workload.name}"\ndata = "parquet:{data}"\n'
             f"num_batches = {batches}\nseed = {seed}\nstats_interval = 3600\n"
             f'output = "{output}"\n'
         )
@@ -88,18 +96,29 @@ def _torch(
             for n, (signs, offsets) in ((n, batch.sparse[n]) for n in names)
         ]
         prepared.append((inputs, torch.from_numpy(batch.dense), torch.from_numpy(batch.labels)))
-    start = time.perf_counter()
-    for inputs, dense, labels in prepared:
+
+    def forward(inputs: Any, dense: Any) -> Any:
         pooled = [bag(ids, offs) for bag, (ids, offs) in zip(bags, inputs, strict=True)]
-        logits = mlp(torch.cat([*pooled, dense], dim=1))[:, 0]
-        loss = loss_fn(logits, labels)
+        return mlp(torch.cat([*pooled, dense], dim=1))[:, 0]
+
+    # The same protocol as sniper's trainer: every EVAL_EVERY-th batch is held out (forward
+    # only), and examples/s counts the trained examples over the whole run.
+    trained = 0
+    start = time.perf_counter()
+    for index, (inputs, dense, labels) in enumerate(prepared):
+        if index % EVAL_EVERY == EVAL_EVERY - 1:
+            with torch.no_grad():
+                forward(inputs, dense)
+            continue
+        loss = loss_fn(forward(inputs, dense), labels)
         sparse_opt.zero_grad()
         dense_opt.zero_grad()
         loss.backward()
         sparse_opt.step()
         dense_opt.step()
+        trained += 1
     seconds = time.perf_counter() - start
-    return len(prepared) * workload.batch_size / seconds, len(prepared)
+    return trained * workload.batch_size / seconds, trained
 
 
 def run(workload: Workload, *, scale: float, batches: int, seed: int, threads: int) -> None:
@@ -140,4 +159,7 @@ def run(workload: Workload, *, scale: float, batches: int, seed: int, threads: i
             for op, s in report["ops"].items()
         ],
     )
-    print(f"\nsniper held-out AUC {report['eval_auc']:.4f} (oracle {report['oracle_auc']:.4f})")
+    oracle = SyntheticCtr(workload, num_batches=batches, scale=scale, seed=seed).oracle_auc(
+        min(batches, 100)
+    )
+    print(f"\nsniper held-out AUC {report['eval_auc']:.4f} (oracle {oracle:.4f})")

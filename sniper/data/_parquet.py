@@ -41,6 +41,7 @@ _KEY_VARIABLES = b"sniper.variables"
 _KEY_DENSE = b"sniper.dense_features"
 _KEY_BATCH = b"sniper.batch_size"
 _KEY_SOURCE = b"sniper.source"
+_KEY_SHAPE = b"sniper.shape"
 
 
 class ParquetFormatError(ValueError):
@@ -82,6 +83,9 @@ def write_parquet(
         _KEY_BATCH: str(reader.batch_size).encode(),
         _KEY_SOURCE: repr(reader).encode(),
     }
+    shape = _reader_shape(reader)
+    if shape is not None:
+        metadata[_KEY_SHAPE] = json.dumps(shape).encode()
     schema = parquet_schema(tuple(reader.variables), reader.dense_features, metadata)
     rows = 0
     try:
@@ -93,6 +97,15 @@ def write_parquet(
     finally:
         partial.unlink(missing_ok=True)
     return rows
+
+
+def _reader_shape(reader: Reader) -> dict[str, dict[str, int]] | None:
+    """Signs per batch and vocabulary per variable, for readers that know them (synthetic)."""
+    signs = getattr(reader, "signs_per_batch", None)
+    vocabulary = getattr(reader, "vocabulary", None)
+    if not isinstance(signs, dict) or not isinstance(vocabulary, dict):
+        return None
+    return {"signs_per_batch": signs, "vocabulary": vocabulary}
 
 
 def _record_batch(batch: Batch, schema: Any) -> Any:
@@ -173,6 +186,24 @@ class ParquetReader:
         """Batches per epoch, counting a shorter last one (at most ``max_batches``)."""
         batches = -(-self.num_rows // self._batch_size)
         return batches if self._max_batches is None else min(batches, self._max_batches)
+
+    @property
+    def shape(self) -> tuple[dict[str, int], dict[str, int]] | None:
+        """(signs per batch, vocabulary) of each variable, when the writer recorded them.
+
+        ``sniper train`` sizes tables from them, so a converted synthetic dataset gets the same
+        tables as the generator it came from.
+        """
+        value = (self._file.schema_arrow.metadata or {}).get(_KEY_SHAPE)
+        if value is None:
+            return None
+        try:
+            raw = json.loads(value)
+            signs = {str(k): int(v) for k, v in raw["signs_per_batch"].items()}
+            vocabulary = {str(k): int(v) for k, v in raw["vocabulary"].items()}
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"{self.path}: unreadable sniper.shape metadata: {exc}") from None
+        return signs, vocabulary
 
     @property
     def source(self) -> str | None:

@@ -52,6 +52,7 @@ def test_synthetic_batches_round_trip(synthetic_file: Path) -> None:
     assert reader.batch_size == SMALL_BATCH
     assert reader.num_batches == generator.num_batches
     assert reader.source == repr(generator)
+    assert reader.shape == (generator.signs_per_batch, generator.vocabulary)
     for got, want in zip(reader.batches(epoch=3), generator.batches(), strict=True):
         assert_batches_equal(got, want)
 
@@ -153,6 +154,16 @@ def test_convert_criteo_round_trips(tmp_path: Path) -> None:
     for got, expected in zip(ParquetReader(out).batches(), want, strict=True):
         assert_batches_equal(got, expected)
     assert convert("criteo", str(source), out, batch_size=4, num_batches=2) == 8
+    assert ParquetReader(out).shape is None  # a TSV does not know its vocabularies
+
+
+def test_unreadable_shape_metadata_is_named(synthetic_file: Path, tmp_path: Path) -> None:
+    table = pq.read_table(synthetic_file)
+    metadata = dict(table.schema.metadata) | {b"sniper.shape": b'{"signs_per_batch": 3}'}
+    broken = tmp_path / "broken.parquet"
+    pq.write_table(table.replace_schema_metadata(metadata), broken)
+    with pytest.raises(ValueError, match=r"unreadable sniper\.shape metadata"):
+        _ = ParquetReader(broken).shape
 
 
 def test_a_failed_conversion_leaves_no_file(tmp_path: Path) -> None:
