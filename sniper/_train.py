@@ -71,6 +71,8 @@ class TrainConfig:
     eval_every: int = 10
     stats_interval: float = 10.0
     max_steps: int = 0
+    blas_threads: int = 1
+    """Threads for the trainer's dense-model BLAS (0: one per core); see TrainerConfig."""
     output: str = "train_report.json"
 
     def __post_init__(self) -> None:
@@ -119,6 +121,7 @@ class TrainConfig:
             stats_interval=self.stats_interval,
             max_steps=self.max_steps,
             seed=self.seed,
+            blas_threads=self.blas_threads,
         )
 
 
