@@ -29,6 +29,9 @@ bench: $(STAMP)
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install --quiet torch==2.13.0
 	$(BIN)/sniper bench compile
 	$(BIN)/sniper bench store
+	$(BIN)/sniper bench scheduler
+	$(BIN)/sniper bench rpc
+	$(BIN)/sniper bench e2e
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

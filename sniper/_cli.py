@@ -390,8 +390,10 @@ def _build_parser() -> argparse.ArgumentParser:
     rpc.set_defaults(run=_cmd_bench_rpc)
     e2e = benches.add_parser("e2e", help="local cluster training vs torch in one process")
     _add_workload(e2e)
-    e2e.add_argument("--scale", type=float, default=0.02)
-    e2e.add_argument("--batches", type=_positive_int, default=300)
+    e2e.add_argument(
+        "--scale", type=float, default=1.0, help="1.0 is the workload's own shape (default)"
+    )
+    e2e.add_argument("--batches", type=_positive_int, default=100)
     e2e.add_argument("--threads", type=_positive_int, default=2)
     e2e.add_argument("--seed", type=int, default=0)
     e2e.set_defaults(run=_cmd_bench_e2e)
