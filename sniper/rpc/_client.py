@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import numpy as np
 from grpclib.client import UnaryUnaryMethod
 from grpclib.const import Status
-from grpclib.exceptions import GRPCError
+from grpclib.exceptions import GRPCError, StreamTerminatedError
 from numpy.typing import NDArray
 
 from sniper.hashing import ps_for_variable
@@ -118,7 +118,7 @@ class PsClient:
         for attempt in range(self.retries + 1):
             try:
                 return await call()
-            except (GRPCError, ConnectionError, OSError) as exc:
+            except (GRPCError, StreamTerminatedError, ConnectionError, OSError) as exc:
                 retryable = not isinstance(exc, GRPCError) or exc.status == Status.UNAVAILABLE
                 if not retryable or attempt == self.retries:
                     raise

@@ -72,7 +72,12 @@ class _Protocol(H2Protocol):
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
-        self.connection._connection.update_settings({SettingCodes.MAX_FRAME_SIZE: self.frame_bytes})
+        h2 = self.connection._connection
+        h2.update_settings({SettingCodes.MAX_FRAME_SIZE: self.frame_bytes})
+        # Accept large frames from now on, not from the peer's ACK: h2 reads its inbound limit
+        # once per received chunk, so a chunk holding the ACK and then a large DATA frame would
+        # be refused as overlong and the connection dropped. Accepting early is harmless.
+        h2.max_inbound_frame_size = self.frame_bytes
         self.connection.flush()
 
 

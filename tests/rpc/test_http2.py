@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 
 import hyperframe.frame
+import numpy as np
 import pytest
+from grpclib.const import Status
+from grpclib.exceptions import GRPCError
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -13,6 +16,7 @@ from sniper.roles import HealthService, bound_address
 from sniper.rpc import Channel, Server
 from sniper.rpc._generated.grpc.health.v1 import HealthCheckRequest, HealthStub
 from sniper.rpc._http2 import FRAME_BYTES, _short_data_repr
+from sniper.testing import running_ps
 
 
 @given(st.binary(max_size=64))
@@ -56,3 +60,17 @@ def test_a_frame_size_outside_http2_bounds_is_refused(frame_bytes: int) -> None:
         Channel("127.0.0.1", 1, frame_bytes=frame_bytes)
     with pytest.raises(ValueError, match="frame_bytes must be in"):
         Server([], frame_bytes=frame_bytes)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("signs", [12_000, 20_000, 30_000])
+async def test_a_large_first_message_on_a_new_connection_gets_through(signs: int) -> None:
+    """96-240 KB as the very first call: one DATA frame above HTTP/2's default, read in the same
+    chunk as the SETTINGS ACK. h2 would refuse it as overlong, dropping the connection, if the
+    larger size applied only from the ACK. The ps answers it (NOT_FOUND: no such variable)."""
+    for _ in range(3):  # fresh connections: the race is on each one's first call
+        async with running_ps() as (_, client):
+            offsets = np.array([0, signs], dtype=np.int64)
+            with pytest.raises(GRPCError) as raised:
+                await client.feed_sample(1, {"v": (np.arange(signs, dtype=np.uint64), offsets)})
+            assert raised.value.status == Status.NOT_FOUND
