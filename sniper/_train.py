@@ -111,6 +111,7 @@ class TrainConfig:
             ) from None
         if not Path(self.output).resolve().parent.is_dir():
             raise ValueError(f"output {self.output!r}: its directory does not exist")
+        self.trainer()  # the trainer's own checks (blas_threads...), before any process starts
 
     def trainer(self) -> TrainerConfig:
         return TrainerConfig(
@@ -161,15 +162,34 @@ def _data_shape(workload: Workload, config: TrainConfig) -> tuple[dict[str, int]
         )
         return dict(data.signs_per_batch), dict(data.vocabulary)
     if config.data.startswith("parquet:"):
-        from sniper.data import ParquetReader
-
-        recorded = ParquetReader(config.data.removeprefix("parquet:")).shape
+        recorded = _recorded_shape(workload, config)
         if recorded is not None:
             return recorded
     return (
         {v.name: v.signs_per_batch for v in workload.variables},
         {v.name: v.vocabulary for v in workload.variables},
     )
+
+
+def _recorded_shape(
+    workload: Workload, config: TrainConfig
+) -> tuple[dict[str, int], dict[str, int]] | None:
+    """The shape a Parquet file recorded, its signs rescaled to this run's batch size."""
+    from sniper.data import ParquetReader
+
+    reader = ParquetReader(config.data.removeprefix("parquet:"))
+    recorded = reader.shape
+    if recorded is None:
+        return None
+    signs, vocabulary = recorded
+    missing = sorted({v.name for v in workload.variables} - (signs.keys() & vocabulary.keys()))
+    if missing:
+        raise ValueError(
+            f"{reader.path} records no shape for {', '.join(missing[:3])}: it was written for "
+            f"another workload than {workload.name!r}"
+        )
+    factor = config.batch_size / reader.batch_size
+    return {name: max(1, round(count * factor)) for name, count in signs.items()}, vocabulary
 
 
 async def _create_variables(cluster: PsCluster, workload: Workload, config: TrainConfig) -> None:

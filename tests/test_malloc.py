@@ -25,3 +25,8 @@ def test_out_of_range_thresholds_are_refused(value: int) -> None:
         reuse_freed_memory(mmap_threshold=value)
     with pytest.raises(ValueError, match="trim_threshold must be in"):
         reuse_freed_memory(trim_threshold=value)
+
+
+def test_an_mmap_threshold_glibc_would_refuse_is_refused_first() -> None:
+    with pytest.raises(ValueError, match="mmap_threshold must be in"):
+        reuse_freed_memory(mmap_threshold=33 * 2**20)

@@ -67,7 +67,9 @@ class TrainerConfig:
     """Threads for the dense model's BLAS (0: the library's default, one per core). The MLP is
     small, and OpenBLAS's idle threads spin: with its default of one thread per core, half of
     the trainer's CPU in a local 2-core cluster went to spinning, taken from the ps and hub
-    processes (measured: trainer 9.6 s of CPU for 100 batches, 4.4 s with one thread)."""
+    processes (measured: trainer 9.6 s of CPU for 100 batches, 4.4 s with one thread). The
+    limit is process-wide while :meth:`Trainer.run` runs (BLAS has no other scope), so two
+    trainers in one process should use the same value."""
 
     def __post_init__(self) -> None:
         if self.blas_threads < 0:

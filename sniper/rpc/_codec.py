@@ -110,7 +110,7 @@ def _check_shapes(message: Any, path: str) -> None:
             for key, item in value.items():
                 _require(_is_kind(key, key_type), f"{where} key")
                 _require(_is_kind(item, value_type), f"{where}[{key!r}]")
-        elif field_meta.proto_type == "enum":
+        elif field_meta.proto_type == "enum" and default is not list:
             _require(_is_kind(value, int), where)
         elif default is list:
             _require(isinstance(value, list), where)

@@ -6,9 +6,14 @@ them with pure-Python byte slicing: 11 ms to serialize and 14 ms to parse the 5 
 lookup answer, where grpcio moves the whole call in 17 ms. Here the protobuf wire format is
 read through ``memoryview`` slices (tensor data is never copied) and written with one join.
 
-The result types are the generated betterproto classes, so handlers and clients do not know
-which path decoded a message, and the bytes on the wire are standard protobuf that any client
-reads. Malformed input raises :class:`WireError` (mapped to INVALID_ARGUMENT by the codec):
+The bytes on the wire are standard protobuf that any client reads. What the decoders return:
+an EmbeddingLookupResponse is the generated betterproto class; FeedSample and PushGrad
+requests are plain views with the same attribute names (``FeedSampleView``, ``PushGradView``:
+``.to_message()`` gives the betterproto message), because building and reading betterproto
+objects cost more CPU in a training run than the kernels. A handler mounted behind
+``SniperCodec`` that calls ``bytes(request)`` must convert first.
+
+Malformed input raises :class:`WireError` (mapped to INVALID_ARGUMENT by the codec):
 truncation, a wrong wire type for a known field, or a varint longer than 10 bytes. Unknown
 fields are skipped, as proto3 requires.
 """

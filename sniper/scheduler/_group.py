@@ -42,10 +42,11 @@ class _Countdown(OneShot):
 async def wait_all(handles: Sequence[TaskHandle[T]]) -> list[T]:
     """The results of every handle, in order, under asyncio or trio.
 
-    Every task is finished (or cancelled before it started) before this returns or raises, so
-    none is still running when the caller hears of a failure; the first failure, in handle
-    order, is raised. If the caller is cancelled, tasks that have not started are cancelled and
-    the cancellation propagates.
+    Every task is finished (or cancelled before it started) before this returns or raises a
+    task's failure, so none is still running when the caller hears of it; the first failure,
+    in handle order, is raised. If the caller itself is cancelled, tasks that have not started
+    are cancelled and the cancellation propagates at once: tasks already running finish on
+    their own.
     """
     countdown = _Countdown(len(handles))
     for handle in handles:
