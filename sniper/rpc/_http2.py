@@ -12,8 +12,10 @@ made most of the difference (measured with ``sniper bench rpc``; see docs/benchm
   hyperframe's repr hex-encodes the whole body before keeping 20 characters of it: about 6 ms
   per 5 MB received. :func:`_short_data_repr` returns the same string from the first bytes.
 
-Both are plain subclasses; a user mounting sniper's services in their own server gets the same
-numbers by using :class:`Server` instead of ``grpclib.server.Server``.
+The frame size comes with :class:`Server` and :class:`Channel`, plain subclasses: a user
+mounting sniper's services in their own server gets the same numbers by using :class:`Server`
+instead of ``grpclib.server.Server``. The repr fix is process-wide: importing ``sniper.rpc``
+replaces hyperframe's private ``_raw_data_repr`` with a function of the same output.
 """
 
 from __future__ import annotations
