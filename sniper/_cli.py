@@ -8,6 +8,7 @@ workload or scheduler) print one line ``sniper: error: ...`` and exit with statu
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Callable, Sequence
 
@@ -125,61 +126,20 @@ def _cmd_data_convert(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_bench_store(args: argparse.Namespace) -> int:
-    from sniper._bench import _store
-    from sniper._workload import load_workload
+def _workload_bench(module: str, *options: str) -> Command:
+    """A ``sniper bench`` command: ``sniper._bench.<module>.run(workload, **options)``.
 
-    _store.run(
-        load_workload(args.workload),
-        batches=args.batches,
-        repeats=args.repeats,
-        dict_repeats=args.dict_repeats,
-        threads=args.threads,
-        prefill_rows=args.prefill_rows,
-        seed=args.seed,
-    )
-    return 0
+    The bench module is imported only when its command runs: some import torch or grpcio.
+    """
 
+    def command(args: argparse.Namespace) -> int:
+        from sniper._workload import load_workload
 
-def _cmd_bench_scheduler(args: argparse.Namespace) -> int:
-    from sniper._bench import _scheduler
-    from sniper._workload import load_workload
+        bench = importlib.import_module(f"sniper._bench.{module}")
+        bench.run(load_workload(args.workload), **{name: getattr(args, name) for name in options})
+        return 0
 
-    _scheduler.run(
-        load_workload(args.workload),
-        workers=args.workers,
-        steps=args.steps,
-        batches=args.batches,
-        seed=args.seed,
-    )
-    return 0
-
-
-def _cmd_bench_rpc(args: argparse.Namespace) -> int:
-    from sniper._bench import _rpc
-    from sniper._workload import load_workload
-
-    _rpc.run(
-        load_workload(args.workload),
-        repeats=args.repeats,
-        window_mb=args.window_mb,
-        workers=args.workers,
-    )
-    return 0
-
-
-def _cmd_bench_e2e(args: argparse.Namespace) -> int:
-    from sniper._bench import _e2e
-    from sniper._workload import load_workload
-
-    _e2e.run(
-        load_workload(args.workload),
-        scale=args.scale,
-        batches=args.batches,
-        seed=args.seed,
-        threads=args.threads,
-    )
-    return 0
+    return command
 
 
 def _cmd_bench_compile(args: argparse.Namespace) -> int:
@@ -367,7 +327,11 @@ def _build_parser() -> argparse.ArgumentParser:
     store.add_argument("--threads", type=_positive_int, default=2)
     store.add_argument("--prefill-rows", type=_positive_int, default=2_000_000)
     store.add_argument("--seed", type=int, default=0)
-    store.set_defaults(run=_cmd_bench_store)
+    store.set_defaults(
+        run=_workload_bench(
+            "_store", "batches", "repeats", "dict_repeats", "threads", "prefill_rows", "seed"
+        )
+    )
     scheduler = benches.add_parser(
         "scheduler", help="seed_ctr lookup step through every scheduler backend"
     )
@@ -376,7 +340,7 @@ def _build_parser() -> argparse.ArgumentParser:
     scheduler.add_argument("--steps", type=_positive_int, default=20)
     scheduler.add_argument("--batches", type=_positive_int, default=4)
     scheduler.add_argument("--seed", type=int, default=0)
-    scheduler.set_defaults(run=_cmd_bench_scheduler)
+    scheduler.set_defaults(run=_workload_bench("_scheduler", "workers", "steps", "batches", "seed"))
     rpc = benches.add_parser("rpc", help="seed_ctr EmbeddingLookup over loopback vs grpcio")
     _add_workload(rpc)
     rpc.add_argument("--repeats", type=_positive_int, default=20)
@@ -387,7 +351,7 @@ def _build_parser() -> argparse.ArgumentParser:
         help="HTTP/2 windows of the sniper server and client (default 16)",
     )
     rpc.add_argument("--workers", type=_positive_int, default=2)
-    rpc.set_defaults(run=_cmd_bench_rpc)
+    rpc.set_defaults(run=_workload_bench("_rpc", "repeats", "window_mb", "workers"))
     e2e = benches.add_parser("e2e", help="local cluster training vs torch in one process")
     _add_workload(e2e)
     e2e.add_argument(
@@ -396,7 +360,7 @@ def _build_parser() -> argparse.ArgumentParser:
     e2e.add_argument("--batches", type=_positive_int, default=100)
     e2e.add_argument("--threads", type=_positive_int, default=2)
     e2e.add_argument("--seed", type=int, default=0)
-    e2e.set_defaults(run=_cmd_bench_e2e)
+    e2e.set_defaults(run=_workload_bench("_e2e", "scale", "batches", "seed", "threads"))
     compile_cmd = benches.add_parser(
         "compile", help="import time and numba kernel compile time, cold and cached"
     )

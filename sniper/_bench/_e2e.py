@@ -39,14 +39,15 @@ HIDDEN = 64
 EVAL_EVERY = TrainerConfig().eval_every
 
 
-def _sniper(workload: Workload, scale: float, batches: int, seed: int) -> dict[str, Any]:
+def _sniper(workload: Workload, data: SyntheticCtr, seed: int) -> dict[str, Any]:
+    batches = data.num_batches
     with tempfile.TemporaryDirectory() as tmp:
-        data = Path(tmp) / "data.parquet"
-        write_parquet(SyntheticCtr(workload, num_batches=batches, scale=scale, seed=seed), data)
+        path = Path(tmp) / "data.parquet"
+        write_parquet(data, path)
         config = Path(tmp) / "e2e.toml"
         output = Path(tmp) / "report.json"
         config.write_text(
-            f'workload = "{workload.name}"\ndata = "parquet:{data}"\n'
+            f'workload = "{workload.name}"\ndata = "parquet:{path}"\n'
             f"num_batches = {batches}\nseed = {seed}\nstats_interval = 3600\n"
             f'output = "{output}"\n'
         )
@@ -63,12 +64,9 @@ def _sniper(workload: Workload, scale: float, batches: int, seed: int) -> dict[s
         return report
 
 
-def _torch(
-    workload: Workload, scale: float, batches: int, seed: int, threads: int
-) -> tuple[float, int]:
+def _torch(workload: Workload, data: SyntheticCtr, threads: int) -> tuple[float, int]:
     torch = import_torch()
     torch.set_num_threads(threads)
-    data = SyntheticCtr(workload, num_batches=batches, scale=scale, seed=seed)
     names = [v.name for v in workload.variables]
     rows = {n: min(MAX_ROWS, max(1024, data.vocabulary[n])) for n in names}
     bags = torch.nn.ModuleList(
@@ -128,8 +126,9 @@ def run(workload: Workload, *, scale: float, batches: int, seed: int, threads: i
         f"{workload.batch_size}), sniper = 2 ps + 1 hub + trainer processes on loopback, "
         f"peer = torch in one process with {threads} threads"
     )
-    report = _sniper(workload, scale, batches, seed)
-    torch_rate, torch_batches = _torch(workload, scale, batches, seed, threads)
+    data = SyntheticCtr(workload, num_batches=batches, scale=scale, seed=seed)
+    report = _sniper(workload, data, seed)
+    torch_rate, torch_batches = _torch(workload, data, threads)
     sniper_rate = report["examples_per_second"]
     print()
     print_table(
@@ -159,7 +158,5 @@ def run(workload: Workload, *, scale: float, batches: int, seed: int, threads: i
             for op, s in report["ops"].items()
         ],
     )
-    oracle = SyntheticCtr(workload, num_batches=batches, scale=scale, seed=seed).oracle_auc(
-        min(batches, 100)
-    )
+    oracle = data.oracle_auc(min(batches, 100))
     print(f"\nsniper held-out AUC {report['eval_auc']:.4f} (oracle {oracle:.4f})")

@@ -54,12 +54,7 @@ class LocalQueue(Generic[T]):
 
     def drain(self) -> list[T]:
         """Any thread: take every item, oldest first (used to cancel pending work)."""
-        drained: list[T] = []
-        while True:
-            try:
-                drained.append(self._items.popleft())
-            except IndexError:
-                return drained
+        return _drain(self._items)
 
     def __len__(self) -> int:
         return len(self._items)
@@ -86,10 +81,17 @@ class InjectQueue(Generic[T]):
 
     def drain(self) -> list[T]:
         """Any thread: take every item, oldest first."""
-        drained: list[T] = []
-        while (item := self.pop()) is not None:
-            drained.append(item)
-        return drained
+        return _drain(self._items)
 
     def __len__(self) -> int:
         return len(self._items)
+
+
+def _drain(items: deque[T]) -> list[T]:
+    """Take every item from the front, oldest first; safe while other threads pop too."""
+    drained: list[T] = []
+    while True:
+        try:
+            drained.append(items.popleft())
+        except IndexError:
+            return drained
