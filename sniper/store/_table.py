@@ -272,18 +272,14 @@ class EmbeddingTable(EmbeddingStore):
     def push_grad_shard(self, batch: ShardedBatch, shard: int, grads: NDArray[np.float32]) -> None:
         signs, offsets = self._shard_view(batch, shard)
         grads = _check_grads(grads, batch.batch_size, self._dim)
-        compact = np.empty(signs.shape[0], dtype=np.int64)
-        unique_rows = np.empty(signs.shape[0], dtype=np.int64)
-        saved = np.empty(signs.shape[0], dtype=np.uint32)
         with self._op_lock(shard):
             rows = self._rows_for_push(batch, shard, signs)
             with self._index_lock(shard):
-                n_unique = k.dedup_rows(
-                    rows, self._slot_of_row, compact, unique_rows, saved, self._counters, shard
+                unique_rows, summed, n = k.sum_by_row(
+                    rows, offsets, grads, self._slot_of_row, self._counters, shard
                 )
-            summed = k.sum_gradients(grads, offsets, compact, n_unique)
             self.optimizer.apply(
-                self._weights, self._state, self._steps, unique_rows[:n_unique], summed
+                self._weights, self._state, self._steps, unique_rows[:n], summed[:n]
             )
 
     def lookup_pool(self, signs: ArrayLike, offsets: ArrayLike) -> NDArray[np.float32]:
