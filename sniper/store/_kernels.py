@@ -3,10 +3,11 @@
 # mypy: disable-error-code="no-any-return,return-value,assignment"
 """Numba kernels of the embedding store.
 
-Every kernel is ``@njit(nogil=True, cache=True)``: it releases the GIL, so scheduler threads run
-kernels of different shards in parallel, and its machine code is cached next to this file, so
-only the very first process pays compilation. Kernels are compiled lazily on first call, never
-at import, so ``import sniper.store`` stays cheap.
+Every kernel is ``@njit(nogil=True, cache=True, error_model="numpy")`` (see :func:`kernel`): it
+releases the GIL, so scheduler threads run kernels of different shards in parallel, and its
+machine code is cached next to this file, so only the very first process pays compilation.
+Kernels are compiled lazily on first call, never at import, so ``import sniper.store`` stays
+cheap.
 
 Memory layout (one table, ``C`` rows split into shard ranges, ``D`` = dim):
 
@@ -25,8 +26,9 @@ Memory layout (one table, ``C`` rows split into shard ranges, ``D`` = dim):
   (under the index lock, when no eviction can run) it briefly holds ``MARK | compact id``
   instead, and is restored before the lock is released: deduplication costs no memory per row.
 - ``flags[C]`` uint8: ``PIN`` for rows touched by the call in progress, so that one batch never
-  evicts a row it has already mapped. Only calls that may evict (the shard is nearly full)
-  touch it.
+  evicts a row it has already mapped. Only calls that may evict touch it: calls on a shard
+  with fewer free rows than the call has signs, which once a shard has filled is every call.
+  Those store a pin byte per sign (no load, so no dependent miss) and clear it at the end.
 - ``meta[num_shards, META_FIELDS]`` int64 and ``counters[num_shards, COUNTERS]`` int64.
 
 The probe position is ``fastrange(mix(sign) >> 32, nslots)``, the shard is
@@ -48,6 +50,8 @@ from sniper.store._prefetch import PREFETCH_DISTANCE, prefetch
 # map_rows keeps the hashes of the signs between a probe and its prefetch; a power of two.
 _RING = 2 * PREFETCH_DISTANCE
 _RING_MASK = _RING - 1
+if _RING & _RING_MASK:
+    raise RuntimeError(f"PREFETCH_DISTANCE must be a power of two, got {PREFETCH_DISTANCE}")
 
 EMPTY = np.uint32(0xFFFFFFFF)
 MAX_TABLE_SHARDS = 65536  # shard ids of a split are uint16
@@ -106,7 +110,7 @@ def kernel(function: _F) -> _F:
     raising. Python's model puts a zero check before every division, and that branch stops
     LLVM from vectorizing the optimizers' per-coordinate loops (measured: Adagrad on cached
     rows of dim 16 took 42 ns a row with it, 6 ns without). No kernel divides by zero on
-    valid input.
+    valid input: the optimizers refuse settings whose float32 denominators could be 0.
     """
     return cast(_F, njit(nogil=True, cache=True, error_model="numpy")(function))
 

@@ -26,8 +26,18 @@ def _require(condition: bool, message: str) -> None:
         raise ValueError(message)
 
 
+_F32 = np.finfo(np.float32)
+_F32_TINY, _F32_MAX = float(_F32.tiny), float(_F32.max)
+
+
 def _positive(name: str, value: float) -> None:
-    _require(math.isfinite(value) and value > 0, f"{name} must be a positive number, got {value}")
+    """The kernels compute in float32, where 1e-50 is 0 and 1e40 is inf: either would put a
+    division by zero or an inf into every row it updates, so such values are refused here."""
+    _require(
+        math.isfinite(value) and _F32_TINY <= value <= _F32_MAX,
+        f"{name} must be a positive number within float32's range "
+        f"[{_F32_TINY:.3g}, {_F32_MAX:.3g}], got {value}",
+    )
 
 
 def _non_negative(name: str, value: float) -> None:
@@ -158,6 +168,11 @@ class Ftrl(Optimizer):
         _non_negative("l1", self.l1)
         _non_negative("l2", self.l2)
         _non_negative("initial_accumulator_value", self.initial_accumulator_value)
+        _require(
+            self.beta > 0 or self.l2 > 0 or self.initial_accumulator_value >= _F32_TINY,
+            "Ftrl needs beta > 0, l2 > 0 or initial_accumulator_value > 0: with all three 0, "
+            "a row whose gradients are all 0 divides by zero",
+        )
 
     def state_init(self) -> NDArray[np.float32]:
         return np.array([0.0, self.initial_accumulator_value], dtype=np.float32)

@@ -427,7 +427,9 @@ def _check_args(
         raise ValueError(f"num_shards must be in [1, {k.MAX_TABLE_SHARDS}], got {num_shards}")
     if capacity < num_shards:
         raise ValueError(f"capacity must be at least num_shards ({num_shards}), got {capacity}")
-    if capacity >= 2**30:  # keeps every slot index below the dedup MARK bit (2**31)
+    # A row id must fit the index word's low 30 bits (ROW_BITS; bit 30 is CLOCK's REF), and
+    # slot indices stay below the dedup MARK bit (2**31).
+    if capacity >= 2**30:
         raise ValueError(f"capacity must be below 2**30 per table, got {capacity}")
     if eviction not in EVICTION_POLICIES:
         raise ValueError(f"eviction must be one of {EVICTION_POLICIES}, got {eviction!r}")

@@ -178,8 +178,15 @@ def test_bad_table_arguments(kwargs: dict[str, object], message: str) -> None:
 @pytest.mark.parametrize(
     ("factory", "message"),
     [
-        (lambda: SGD(lr=0), "lr must be a positive number, got 0"),
-        (lambda: Adagrad(lr=0.1, eps=-1), "eps must be a positive number, got -1"),
+        (lambda: SGD(lr=0), "lr must be a positive number within float32's range .*, got 0"),
+        (lambda: Adagrad(lr=0.1, eps=-1), "eps must be a positive number .*, got -1"),
+        (lambda: Adagrad(lr=0.1, eps=1e-50), "eps must be a positive number .*, got 1e-50"),
+        (lambda: Adam(eps=1e-50), "eps must be a positive number .*, got 1e-50"),
+        (lambda: SGD(lr=1e40), r"lr must be a positive number .*, got 1e\+40"),
+        (
+            lambda: Ftrl(beta=0.0, l2=0.0, initial_accumulator_value=0.0),
+            "Ftrl needs beta > 0, l2 > 0 or initial_accumulator_value > 0",
+        ),
         (lambda: Adam(beta1=1.0), r"beta1 must be in \[0, 1\), got 1.0"),
         (lambda: Ftrl(l1=-0.5), "l1 must be >= 0, got -0.5"),
         (lambda: uniform(1, 1), r"uniform initializer needs low < high, got \[1.0, 1.0\)"),
