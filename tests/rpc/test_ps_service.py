@@ -27,8 +27,9 @@ def reference() -> EmbeddingTable:
     )
 
 
-async def create(client: PsClient, name: str = "emb") -> None:
-    assert await client.create_variable(
+async def create(client: PsClient, name: str = "emb", *, created: bool = True) -> None:
+    """Create the tests' standard variable; ``created=False`` expects it to exist already."""
+    result = await client.create_variable(
         name,
         4,
         100,
@@ -38,6 +39,7 @@ async def create(client: PsClient, name: str = "emb") -> None:
         initializer=("uniform", -1, 1),
         seed=3,
     )
+    assert result is created
 
 
 async def expect(status: Status, message: str, call: object) -> None:
@@ -198,16 +200,7 @@ async def test_bad_variable_configs(
 async def test_create_is_idempotent_and_conflicts_are_refused() -> None:
     async with running_ps() as (_service, client):
         await create(client)
-        assert not await client.create_variable(
-            "emb",
-            4,
-            100,
-            optimizer="adagrad",
-            optimizer_params={"lr": 0.5},
-            shards=2,
-            initializer=("uniform", -1, 1),
-            seed=3,
-        )
+        await create(client, created=False)
         await expect(
             Status.ALREADY_EXISTS,
             "variable 'emb' exists with another configuration",
