@@ -153,7 +153,7 @@ def _add_workload(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workload",
         default="seed_ctr",
-        help="built-in workload name or a workload JSON file (default: seed_ctr)",
+        help="built-in workload (seed_ctr, criteo) or a workload JSON file (default: seed_ctr)",
     )
 
 
@@ -215,6 +215,14 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--config", default=None, help="TOML file (experiments/configs/*.toml)")
     train.add_argument("--ps", default=None, help="use these ps (host:port,...) instead")
     train.add_argument("--hub", default=None, help="use these hubs (host:port,...) instead")
+    train.add_argument(
+        "--data", default=None, help="synthetic, criteo:PATH or parquet:PATH (file, dir, glob)"
+    )
+    train.add_argument(
+        "--eval-data", default=None, help="held-out criteo:PATH or parquet:PATH, scored at the end"
+    )
+    train.add_argument("--epochs", type=_positive_int, default=None)
+    train.add_argument("--batch-size", type=_positive_int, default=None)
     train.add_argument("--output", default=None, help="JSON report path")
     train.add_argument("--max-steps", type=int, default=None)
     train.add_argument("--num-ps", type=_positive_int, default=None)

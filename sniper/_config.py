@@ -11,10 +11,11 @@ import dataclasses
 import math
 import tomllib
 import typing
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
-__all__ = ["load_config"]
+__all__ = ["from_mapping", "load_config"]
 
 T = TypeVar("T")
 
@@ -69,6 +70,15 @@ def load_config(cls: type[T], path: Path | None, overrides: dict[str, Any]) -> T
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise ValueError(f"{where}: {exc}") from None
     values.update({k: v for k, v in overrides.items() if v is not None})
+    return from_mapping(cls, values, where)
+
+
+def from_mapping(cls: type[T], values: Mapping[str, Any], where: str, prefix: str = "") -> T:
+    """Build ``cls`` from ``values`` (a TOML table): unknown keys and wrong types are errors.
+
+    Errors name the key, after ``prefix`` (``variables.C3.`` gives ``variables.C3.dim must be
+    an integer``); an unknown key's error starts with ``where``.
+    """
     hints = typing.get_type_hints(cls)
     known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     unknown = sorted(set(values) - known)
@@ -77,5 +87,5 @@ def load_config(cls: type[T], path: Path | None, overrides: dict[str, Any]) -> T
             f"{where}: unknown key {unknown[0]!r}; known keys: {', '.join(sorted(known))}"
         )
     # Value errors name their key already, whether it came from the file or a flag.
-    checked = {key: _check(key, value, hints[key]) for key, value in values.items()}
+    checked = {key: _check(prefix + key, value, hints[key]) for key, value in values.items()}
     return cls(**checked)

@@ -4,10 +4,12 @@ With no arguments it trains the embedded default. ``--config`` takes a TOML file
 keys as :class:`TrainConfig` (see ``experiments/configs/``); ``--ps`` and ``--hub`` use servers
 started elsewhere instead of starting them.
 
-Order of a local run: start the ps processes; create every variable on its owner
-(``ps_for_variable``); start the hub processes, which begin feeding; run the trainer; print the
-report and write it as JSON; stop every process. The stop happens on every exit path (end of
-data, an error, Ctrl-C), so no server outlives the command.
+Order of a local run: read the data's shape (variables, dense features, the first batch) and
+resolve the ``[variables]`` model spec against it, so that a config that does not fit the data
+fails before any process starts; start the ps processes; create every variable on its owner
+(``ps_for_variable``); start the hub processes, which begin feeding; run the trainer (scoring
+``eval_data`` as it goes); print the report and write it as JSON; stop every process. The stop
+happens on every exit path (end of data, an error, Ctrl-C), so no server outlives the command.
 """
 
 from __future__ import annotations
@@ -27,21 +29,17 @@ from sniper._bench._report import print_table
 from sniper._config import load_config
 from sniper._process import ps_command, serve_command, server_process
 from sniper._workload import Workload, load_workload
+from sniper.cluster._data import check_same_schema, probe_data
+from sniper.cluster._spec import DataShape, ModelSpec, TableSpec
+from sniper.data import Reader
+from sniper.roles._evaluate import DataEvaluator
 from sniper.roles._serve import parse_addresses
 from sniper.roles._trainer import Trainer, TrainerConfig, TrainReport
 from sniper.rpc import Channel, PsClient, PsCluster
 from sniper.rpc._generated.sniper.v1 import HubStub
 from sniper.scheduler import SCHEDULER_NAMES
-from sniper.store import SGD, Adagrad, Adam, Ftrl, Optimizer
 
-__all__ = ["TrainConfig", "load_train_config", "run_train"]
-
-_EMBEDDING_OPTIMIZERS: dict[str, type[Optimizer]] = {
-    "sgd": SGD,
-    "adagrad": Adagrad,
-    "adam": Adam,
-    "ftrl": Ftrl,
-}
+__all__ = ["TrainConfig", "TrainPlan", "load_train_config", "plan_training", "run_train"]
 
 log = logging.getLogger("sniper.train")
 
@@ -51,9 +49,16 @@ class TrainConfig:
     """One training run. Every field is a TOML key; the defaults are ``make demo``'s run."""
 
     workload: str = "seed_ctr"
+    """The shape of synthetic data (a built-in name or a workload JSON file)."""
     data: str = "synthetic"
+    """``synthetic``, ``criteo:PATH`` or ``parquet:PATH`` (a file, a directory or a glob)."""
+    eval_data: str = ""
+    """Held-out ``criteo:PATH`` or ``parquet:PATH`` scored at the end of training ("": none)."""
+    eval_every_steps: int = 0
+    """Also score ``eval_data`` every this many training steps (0: only at the end)."""
     scale: float = 0.02
     num_batches: int = 700
+    """Batches per epoch of synthetic data; files are read whole (``max_steps`` stops early)."""
     batch_size: int = 1024
     epochs: int = 1
     seed: int = 0
@@ -61,10 +66,10 @@ class TrainConfig:
     num_hubs: int = 1
     scheduler: str = "work_stealing"
     workers: int = 1
-    embedding_optimizer: str = "adagrad"
-    embedding_params: dict[str, float] = dataclasses.field(default_factory=lambda: {"lr": 0.05})
-    """Parameters of the embedding optimizer (``lr`` for sgd/adagrad/adam, ``alpha``... for
-    ftrl); see ``sniper.store``'s optimizers."""
+    variables: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    """The model spec: ``[variables.default]`` and ``[variables.NAME]`` tables of
+    :class:`~sniper.cluster.TableSpec` keys (dim, capacity, shards, optimizer, params,
+    initializer, init, min_count, eviction). The variables themselves come from the data."""
     hidden: tuple[int, ...] = (64,)
     lr: float = 0.002
     prefetch: int = 4
@@ -87,28 +92,14 @@ class TrainConfig:
             )
         if not self.stats_interval > 0:
             raise ValueError(f"stats_interval must be positive, got {self.stats_interval}")
-        kind = self.data.split(":", 1)[0]
-        if kind not in ("synthetic", "criteo", "parquet") or (kind != "synthetic") != (
-            ":" in self.data
-        ):
-            raise ValueError(
-                f"data must be synthetic, parquet:PATH or criteo:PATH, got {self.data!r}"
-            )
+        _check_data("data", self.data, synthetic=True)
+        if self.eval_data:
+            _check_data("eval_data", self.eval_data, synthetic=False)
+        elif self.eval_every_steps:
+            raise ValueError("eval_every_steps needs eval_data (criteo:PATH or parquet:PATH)")
         if any(width < 1 for width in self.hidden):
             raise ValueError(f"hidden layer sizes must be at least 1, got {list(self.hidden)}")
-        self.trainer()  # prefetch, eval_every, lr, max_steps: raises naming the key
-        optimizer = _EMBEDDING_OPTIMIZERS.get(self.embedding_optimizer)
-        if optimizer is None:
-            raise ValueError(
-                f"embedding_optimizer must be one of "
-                f"{', '.join(_EMBEDDING_OPTIMIZERS)}, got {self.embedding_optimizer!r}"
-            )
-        try:
-            optimizer(**self.embedding_params)
-        except TypeError as exc:
-            raise ValueError(
-                f"embedding_params do not fit {self.embedding_optimizer}: {exc}"
-            ) from None
+        self.model_spec()  # every [variables] key, named when wrong
         if not Path(self.output).resolve().parent.is_dir():
             raise ValueError(f"output {self.output!r}: its directory does not exist")
         self.trainer()  # the trainer's own checks (blas_threads...), before any process starts
@@ -121,9 +112,24 @@ class TrainConfig:
             eval_every=self.eval_every,
             stats_interval=self.stats_interval,
             max_steps=self.max_steps,
+            eval_every_steps=self.eval_every_steps,
             seed=self.seed,
             blas_threads=self.blas_threads,
         )
+
+    def model_spec(self, default_dim: int = 16) -> ModelSpec:
+        """``[variables]`` parsed; ``default_dim`` is the width it does not set."""
+        return ModelSpec.parse(self.variables, default_dim=default_dim)
+
+
+def _check_data(key: str, value: str, *, synthetic: bool) -> None:
+    kind, colon, path = value.partition(":")
+    if kind == "synthetic" and not colon and synthetic:
+        return
+    if kind in ("criteo", "parquet") and colon and path:
+        return
+    forms = "synthetic, criteo:PATH or parquet:PATH" if synthetic else "criteo:PATH or parquet:PATH"
+    raise ValueError(f"{key} must be {forms}, got {value!r}")
 
 
 def load_train_config(path: Path | None, overrides: dict[str, Any]) -> TrainConfig:
@@ -131,83 +137,58 @@ def load_train_config(path: Path | None, overrides: dict[str, Any]) -> TrainConf
     return load_config(TrainConfig, path, overrides)
 
 
-def _variables_spec(workload: Workload, config: TrainConfig) -> list[tuple[str, int, int]]:
-    """(name, capacity, shards) of each variable for this run's data."""
-    from sniper._local import SHARD_SIGNS
+@dataclass(frozen=True)
+class TrainPlan:
+    """What a run will build, resolved before any process starts."""
 
-    signs, vocabulary = _data_shape(workload, config)
-    return [
-        (
-            v.name,
-            min(max(1024, vocabulary[v.name]), 4_000_000),
-            max(1, min(16, signs[v.name] // SHARD_SIGNS)),
-        )
-        for v in workload.variables
-    ]
+    data: DataShape
+    tables: dict[str, TableSpec]
+    """Every variable of the data with its sized table, in the data's order."""
+    eval_reader: Reader | None
 
 
-def _data_shape(workload: Workload, config: TrainConfig) -> tuple[dict[str, int], dict[str, int]]:
-    """Signs per batch and vocabulary per variable: the generator's own figures for synthetic
-    data (it keeps at least one sign per example) and for Parquet converted from it (recorded
-    in the file), the workload's for other files."""
-    if config.data == "synthetic":
-        from sniper.data import SyntheticCtr
-
-        data = SyntheticCtr(
-            workload,
-            num_batches=1,
-            scale=config.scale,
-            seed=config.seed,
-            batch_size=config.batch_size,
-        )
-        return dict(data.signs_per_batch), dict(data.vocabulary)
-    if config.data.startswith("parquet:"):
-        recorded = _recorded_shape(workload, config)
-        if recorded is not None:
-            return recorded
-    return (
-        {v.name: v.signs_per_batch for v in workload.variables},
-        {v.name: v.vocabulary for v in workload.variables},
+def plan_training(config: TrainConfig, workload: Workload) -> TrainPlan:
+    """Read the data's shape and resolve the model spec against it; errors name the key."""
+    shape, _ = probe_data(
+        config.data,
+        workload=workload,
+        scale=config.scale,
+        batch_size=config.batch_size,
+        seed=config.seed,
     )
-
-
-def _recorded_shape(
-    workload: Workload, config: TrainConfig
-) -> tuple[dict[str, int], dict[str, int]] | None:
-    """The shape a Parquet file recorded, its signs rescaled to this run's batch size."""
-    from sniper.data import ParquetReader
-
-    reader = ParquetReader(config.data.removeprefix("parquet:"))
-    recorded = reader.shape
-    if recorded is None:
-        return None
-    signs, vocabulary = recorded
-    missing = sorted({v.name for v in workload.variables} - (signs.keys() & vocabulary.keys()))
-    if missing:
-        raise ValueError(
-            f"{reader.path} records no shape for {', '.join(missing[:3])}: it was written for "
-            f"another workload than {workload.name!r}"
+    tables = config.model_spec(workload.embedding_dim).resolve(shape)
+    eval_reader = None
+    if config.eval_data:
+        eval_shape, eval_reader = probe_data(
+            config.eval_data,
+            workload=workload,
+            scale=config.scale,
+            batch_size=config.batch_size,
+            seed=config.seed,
         )
-    factor = config.batch_size / reader.batch_size
-    return {name: max(1, round(count * factor)) for name, count in signs.items()}, vocabulary
+        check_same_schema(eval_shape, shape)
+    return TrainPlan(shape, tables, eval_reader)
 
 
-async def _create_variables(cluster: PsCluster, workload: Workload, config: TrainConfig) -> None:
-    for name, capacity, shards in _variables_spec(workload, config):
+async def _create_variables(cluster: PsCluster, plan: TrainPlan, seed: int) -> None:
+    for name, table in plan.tables.items():
         await cluster.owner(name).create_variable(
             name,
-            workload.embedding_dim,
-            capacity,
-            optimizer=config.embedding_optimizer,
-            optimizer_params=config.embedding_params,
-            shards=shards,
-            seed=config.seed,
+            table.dim,
+            table.capacity,
+            optimizer=table.optimizer,
+            optimizer_params=table.params,
+            initializer=table.initializer_args(),
+            shards=table.shards,
+            admission_min_count=table.min_count,
+            eviction=table.eviction,
+            seed=seed,
         )
 
 
 async def _train(
     config: TrainConfig,
-    workload: Workload,
+    plan: TrainPlan,
     ps: list[tuple[str, int]],
     hubs: list[tuple[str, int]] | None,
     start_hubs: Any,
@@ -215,20 +196,25 @@ async def _train(
     cluster = PsCluster([PsClient(host, port) for host, port in ps])
     channels: list[Channel] = []
     try:
-        await _create_variables(cluster, workload, config)
+        await _create_variables(cluster, plan, config.seed)
         hub_addresses = hubs if hubs is not None else start_hubs()
         channels = [Channel(host, port) for host, port in hub_addresses]
         stubs = [
             (f"{host}:{port}", HubStub(channel, timeout=600))
             for (host, port), channel in zip(hub_addresses, channels, strict=True)
         ]
+        evaluator = (
+            DataEvaluator(plan.eval_reader, cluster, list(plan.tables))
+            if plan.eval_reader is not None
+            else None
+        )
         trainer = Trainer(
             stubs,
             cluster,
-            [v.name for v in workload.variables],
-            workload.embedding_dim,
-            workload.dense_features,
+            {name: table.dim for name, table in plan.tables.items()},
+            plan.data.dense_features,
             config.trainer(),
+            evaluator,
         )
         report = await trainer.run()
         trainer.log_op_statistics()
@@ -254,7 +240,7 @@ def _oracle_auc(config: TrainConfig, workload: Workload) -> float | None:
     return float(data.oracle_auc(min(config.num_batches, 100)))
 
 
-def print_report(report: TrainReport, oracle_auc: float | None) -> None:
+def print_report(report: TrainReport, oracle_auc: float | None, eval_data: str = "") -> None:
     print(
         f"\ntrained {report.steps} batches ({report.examples:,} examples) in "
         f"{report.seconds:.1f} s: {report.examples_per_second:,.0f} examples/s"
@@ -270,6 +256,14 @@ def print_report(report: TrainReport, oracle_auc: float | None) -> None:
     ]
     if report.eval_batches == 0:
         lines = lines[:1]  # nothing was held out (eval_every = 0)
+    if report.eval_data_auc is not None and report.eval_data_logloss is not None:
+        lines.append(
+            [
+                f"eval data, {report.eval_data_examples:,} examples ({eval_data})",
+                f"{report.eval_data_auc:.4f}",
+                f"{report.eval_data_logloss:.4f}",
+            ]
+        )
     if oracle_auc is not None:
         lines.append(["planted model (oracle)", f"{oracle_auc:.4f}", "-"])
     print_table(["", "AUC", "logloss"], lines)
@@ -299,6 +293,7 @@ def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = Non
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     workload = load_workload(config.workload)
+    plan = plan_training(config, workload)  # before any process: a bad config starts nothing
     # SIGTERM unwinds like Ctrl-C, so the ExitStack below stops every server it started.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     with ExitStack() as stack:
@@ -331,7 +326,7 @@ def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = Non
                     "--scale",
                     str(config.scale),
                     "--num-batches",
-                    str(config.num_batches),
+                    str(config.num_batches),  # synthetic only; files are read whole
                     "--batch-size",
                     str(config.batch_size),
                     "--epochs",
@@ -352,10 +347,10 @@ def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = Non
             return [("127.0.0.1", s.port) for s in started]
 
         hub_addresses = parse_addresses(hubs, "--hub") if hubs else None
-        report = asyncio.run(_train(config, workload, ps_addresses, hub_addresses, start_hubs))
+        report = asyncio.run(_train(config, plan, ps_addresses, hub_addresses, start_hubs))
     # With hubs started elsewhere their data settings are theirs, so there is no oracle to quote.
     oracle = _oracle_auc(config, workload) if not hubs else None
-    print_report(report, oracle)
+    print_report(report, oracle, config.eval_data)
     result = report.to_dict() | {"oracle_auc": oracle, "config": dataclasses.asdict(config)}
     Path(config.output).write_text(json.dumps(result, indent=1, default=str))
     print(f"\nreport written to {config.output}")

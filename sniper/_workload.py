@@ -1,8 +1,10 @@
 """Workload shapes: how many variables, how many signs each gets per batch, key skew.
 
-Benchmarks and experiments take their shape from a JSON file such as ``seed_ctr`` (the CTR job
-of the seed logs: 76 variables, batch 1024, one variable with 270k signs per batch). The file is
-data, validated at the edge into frozen dataclasses; an error names the field that is wrong.
+Benchmarks and experiments take their shape from a JSON file. Two are built in: ``seed_ctr`` (the
+CTR job of the seed logs: 76 variables, batch 1024, one variable with 270k signs per batch) and
+``criteo`` (the Criteo Kaggle data: 26 variables of one sign per example, 13 dense features,
+the released columns' cardinalities), the shape most users have. The file is data,
+validated at the edge into frozen dataclasses; an error names the field that is wrong.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 __all__ = ["BUILTIN_WORKLOADS", "VariableSpec", "Workload", "WorkloadError", "load_workload"]
 
-BUILTIN_WORKLOADS = ("seed_ctr",)
+BUILTIN_WORKLOADS = ("seed_ctr", "criteo")
 
 
 class WorkloadError(ValueError):

@@ -36,8 +36,8 @@ def test_placement_reports_every_ps() -> None:
     [
         (
             ("placement", "--workload", "/nonexistent.json"),
-            "sniper: error: workload '/nonexistent.json' is neither a built-in (seed_ctr) nor a "
-            "readable JSON file\n",
+            "sniper: error: workload '/nonexistent.json' is neither a built-in (seed_ctr, "
+            "criteo) nor a readable JSON file\n",
         ),
         (
             ("demo", "--scheduler", "fifo"),

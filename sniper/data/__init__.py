@@ -7,7 +7,8 @@ predictions with :func:`roc_auc`, :class:`StreamingAuc` and :func:`log_loss`.
 Readers: :class:`SyntheticCtr` (a workload's shape with a planted, learnable model),
 :class:`CriteoTsv` (the Criteo TSV format) and :class:`ParquetReader` (sniper's Parquet schema,
 read zero-copy; :func:`write_parquet` and :func:`convert` write it). :func:`open_reader` picks
-one by name (``synthetic``, ``criteo:PATH``, ``parquet:PATH``).
+one by name (``synthetic``, ``criteo:PATH``, ``parquet:PATH``); a path may name a directory or
+a glob of files, read in order as one :class:`FileSet` that several hubs split.
 """
 
 from sniper.data._batch import Batch as Batch
@@ -20,6 +21,7 @@ from sniper.data._criteo import CRITEO_VARIABLES as CRITEO_VARIABLES
 from sniper.data._criteo import CriteoFormatError as CriteoFormatError
 from sniper.data._criteo import CriteoTsv as CriteoTsv
 from sniper.data._criteo import criteo_sign as criteo_sign
+from sniper.data._files import FileSet as FileSet
 from sniper.data._metrics import StreamingAuc as StreamingAuc
 from sniper.data._metrics import log_loss as log_loss
 from sniper.data._metrics import roc_auc as roc_auc
@@ -41,6 +43,7 @@ __all__ = [
     "ConvertKind",
     "CriteoFormatError",
     "CriteoTsv",
+    "FileSet",
     "ParquetFormatError",
     "ParquetReader",
     "Ragged",

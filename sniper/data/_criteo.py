@@ -11,6 +11,9 @@ may be empty (missing). A line becomes one example:
   distinct (column, value) pairs of the released data never collide, and the finalizer spreads
   the values evenly over ps shards. :func:`criteo_sign` computes one, for ports and tests.
 
+A file whose name ends in ``.gz`` is decompressed while it is read. Criteo files have no header
+line; a first line that is not an example is reported as such.
+
 Parsing is pyarrow's multithreaded CSV reader, streamed in blocks; hex parsing and hashing are
 vectorized over the Arrow buffers. Only the batches of the caller's shard are converted, but
 every shard still reads the whole file. Validation is vectorized too; when something is wrong,
@@ -20,6 +23,7 @@ line (slow, but only on the way to an error).
 
 from __future__ import annotations
 
+import gzip
 import itertools
 import re
 from collections.abc import Iterator
@@ -136,7 +140,13 @@ class CriteoTsv:
         pending_rows = 0
         lines_done = 0
         try:
-            for block in self._open():
+            blocks = self._open()
+        except pa.ArrowInvalid as exc:
+            if "Empty CSV file" in str(exc):
+                return  # an empty .gz: no examples either
+            raise _locate_error(self.path, 1, reason=str(exc)) from None
+        try:
+            for block in blocks:
                 pending.append(block)
                 pending_rows += block.num_rows
                 if pending_rows < self._batch_size:
@@ -237,11 +247,14 @@ def _parse_hex(column: Any) -> tuple[NDArray[np.uint64], NDArray[np.bool_], int 
 
 def _locate_error(path: Path, first_line: int, reason: str | None = None) -> CriteoFormatError:
     """Scan ``path`` from line ``first_line`` for the first malformed line and describe it."""
-    with path.open("rb") as lines:
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rb") as lines:
         numbered = enumerate(itertools.islice(lines, first_line - 1, None), start=first_line)
         for number, line in numbered:
             problem = _line_problem(line.rstrip(b"\r\n").split(b"\t"))
             if problem is not None:
+                if number == 1 and line.startswith(b"label"):
+                    problem += " (Criteo files have no header line: remove it)"
                 return CriteoFormatError(f"{path}:{number}: {problem}")
     # pyarrow refused something that the line checker accepts; pass its reason on.
     return CriteoFormatError(f"{path}: unreadable after line {first_line - 1}: {reason}")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from sniper._workload import Workload, load_workload
 from sniper.data._criteo import CriteoTsv
+from sniper.data._files import FileSet, expand_paths
 from sniper.data._parquet import ParquetReader
 from sniper.data._reader import Reader
 from sniper.data._synthetic import SyntheticCtr
@@ -31,10 +32,14 @@ def open_reader(
     - ``synthetic``: :class:`SyntheticCtr` of ``workload`` (a built-in name, a JSON file or a
       :class:`~sniper._workload.Workload`) with ``scale`` and ``seed``; ``num_batches`` batches
       per epoch (required); ``batch_size`` defaults to the workload's.
-    - ``criteo:PATH``: :class:`CriteoTsv`; ``batch_size`` defaults to 1024.
-    - ``parquet:PATH``: :class:`ParquetReader`; ``batch_size`` defaults to the file's.
+    - ``criteo:PATH``: :class:`CriteoTsv` (a ``.gz`` is decompressed); ``batch_size``
+      defaults to 1024.
+    - ``parquet:PATH``: :class:`ParquetReader`; ``batch_size`` defaults to the first file's.
 
-    For the files, ``num_batches`` (optional) stops each epoch early, and ``workload``,
+    ``PATH`` is a file, a directory (its non-hidden files; for Parquet, its ``*.parquet``
+    files) or a glob; several files are read in sorted order as one :class:`FileSet`, which
+    also decides how hubs split them. For the files, ``num_batches`` (optional) stops each
+    file early, and ``workload``,
     ``scale`` and ``seed`` do not apply: they are accepted and ignored, so one configuration
     can name any kind of data. An unknown kind raises ``LookupError`` listing the valid ones.
     """
@@ -53,8 +58,19 @@ def open_reader(
         if not path:
             raise ValueError(f"{kind} data needs a file: {kind}:PATH")
         if kind == "criteo":
-            return CriteoTsv(
-                path, batch_size=batch_size or DEFAULT_BATCH_SIZE, max_batches=num_batches
-            )
-        return ParquetReader(path, batch_size=batch_size, max_batches=num_batches)
+            files = expand_paths(path, "Criteo TSV")
+        else:
+            files = expand_paths(path, "Parquet", ".parquet")
+        readers: list[Reader] = []
+        for file in files:
+            if kind == "criteo":
+                size = batch_size or DEFAULT_BATCH_SIZE
+                readers.append(CriteoTsv(file, batch_size=size, max_batches=num_batches))
+            else:
+                parquet = ParquetReader(file, batch_size=batch_size, max_batches=num_batches)
+                batch_size = parquet.batch_size  # every file in batches of the first's size
+                readers.append(parquet)
+        if len(readers) == 1:
+            return readers[0]
+        return FileSet(readers, split_by_file=kind == "criteo")
     raise LookupError(f"unknown data {data!r}; valid forms: {', '.join(DATA_KINDS)}")

@@ -7,9 +7,13 @@ whose signs every ps holds goes into a bounded queue; ReadSample takes from it. 
 trainer stops reading, the queue fills and the producer waits: that is the backpressure. When
 the input is exhausted, ReadSample answers ``end_of_data``.
 
-Batch ids are ``hub_index << 48 | epoch << 32 | index``, so several hubs never hand out the
-same id, and a batch has the same index (so the same held-out status) in every epoch. Reading
-and generating batches is numpy work, done on a worker thread so the event loop keeps serving.
+Batch ids are ``sniper.roles._batch_id``'s: several hubs never hand out the same id, and a
+batch has the same index (so the same held-out status) in every epoch. Reading and generating
+batches is numpy work, done on a worker thread so the event loop keeps serving.
+
+A hub whose data cannot be read (a malformed line) or fed stops producing: health turns
+NOT_SERVING (see :attr:`HubService.healthy`), and once the batches fed before the failure are
+read, ReadSample answers UNAVAILABLE with the reason, which the trainer prints as its one line.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from grpclib.exceptions import GRPCError
 from numpy.typing import NDArray
 
 from sniper._metrics import Histogram
+from sniper.roles._batch_id import MAX_HUBS, pack_batch_id
 from sniper.rpc._client import PsCluster
 from sniper.rpc._generated.sniper.v1 import HubBase, ReadSampleRequest, ReadSampleResponse
 from sniper.rpc._tensor import encode
@@ -70,6 +75,8 @@ class HubConfig:
     the variables when the hub starts."""
 
     def __post_init__(self) -> None:
+        if not 1 <= self.num_hubs <= MAX_HUBS:
+            raise ValueError(f"num_hubs must be in [1, {MAX_HUBS}], got {self.num_hubs}")
         if not 0 <= self.hub_index < self.num_hubs:
             raise ValueError(
                 f"hub_index must be in [0, num_hubs={self.num_hubs}), got {self.hub_index}"
@@ -80,6 +87,10 @@ class HubConfig:
 
 
 _END = object()
+
+
+class DataError(Exception):
+    """The hub's reader failed: the data's fault (a malformed line), not the cluster's."""
 
 
 class HubService(HubBase):
@@ -106,22 +117,33 @@ class HubService(HubBase):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._producer
 
+    @property
+    def healthy(self) -> bool:
+        """False once reading or feeding has failed: the hub will hand out no more batches."""
+        return self.error is None
+
     def _stream(self) -> Iterator[tuple[int, Any]]:
-        """(batch id, batch) in order: ``hub << 48 | epoch << 32 | index in the epoch``, so a
-        batch keeps its index (and so whether it is held out) in every epoch."""
+        """(batch id, batch) in order; a batch keeps its index in every epoch."""
         for epoch in range(self.config.epochs):
             batches = self.reader.batches(
                 epoch=epoch, shard=self.config.hub_index, num_shards=self.config.num_hubs
             )
             for index, batch in enumerate(batches):
-                yield self.config.hub_index << 48 | epoch << 32 | index, batch
+                yield pack_batch_id(self.config.hub_index, epoch, index), batch
+
+    @staticmethod
+    def _next(stream: Iterator[tuple[int, Any]]) -> tuple[int, Any] | None:
+        try:
+            return next(stream, None)
+        except Exception as exc:  # whatever the reader raises, it is about the data
+            raise DataError(f"{type(exc).__name__}: {exc}" if str(exc) else repr(exc)) from exc
 
     async def _produce(self) -> None:
         in_flight: set[asyncio.Task[None]] = set()
         stream = self._stream()
         try:
             while True:
-                item = await asyncio.to_thread(next, stream, None)
+                item = await asyncio.to_thread(self._next, stream)
                 if item is None:
                     break
                 batch_id, batch = item
@@ -134,6 +156,9 @@ class HubService(HubBase):
                 in_flight.add(asyncio.create_task(self._feed(batch_id, batch)))
             for task in in_flight:
                 await task
+        except DataError as exc:
+            log.error("hub %d stopped reading its data: %s", self.config.hub_index, exc)
+            self.error = exc
         except Exception as exc:
             log.exception("hub %d stopped feeding", self.config.hub_index)
             self.error = exc
@@ -173,6 +198,11 @@ class HubService(HubBase):
         )
 
     def _end(self) -> ReadSampleResponse:
+        if isinstance(self.error, DataError):
+            raise GRPCError(
+                Status.UNAVAILABLE,
+                f"hub {self.config.hub_index} stopped reading its data: {self.error}",
+            )
         if self.error is not None:
             raise GRPCError(
                 Status.UNAVAILABLE,

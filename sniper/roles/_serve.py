@@ -70,6 +70,7 @@ class ServeConfig:
     workload: str = "seed_ctr"
     scale: float = 0.05
     num_batches: int = 200
+    """Batches per epoch of synthetic data; files are read whole."""
     batch_size: int = 1024
     epochs: int = 1
     hub_index: int = 0
@@ -224,7 +225,8 @@ async def serve_hub(config: ServeConfig) -> None:
         config.data,
         workload=config.workload,
         scale=config.scale,
-        num_batches=config.num_batches,
+        # Files are read whole: num_batches is the synthetic generator's length only.
+        num_batches=config.num_batches if config.data == "synthetic" else None,
         batch_size=config.batch_size,
         seed=config.seed,
     )
@@ -239,7 +241,7 @@ async def serve_hub(config: ServeConfig) -> None:
         cluster,
         HubConfig(hub_index=config.hub_index, num_hubs=config.num_hubs, epochs=config.epochs),
     )
-    health = HealthService(("sniper.v1.Hub",), lambda: True)
+    health = HealthService(("sniper.v1.Hub",), lambda: hub.healthy)
     server = _grpc_server([hub, health], config)
     await server.start(config.host, config.port)
     hub.start()

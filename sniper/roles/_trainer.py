@@ -9,7 +9,12 @@ after up to ``prefetch`` newer lookups: the usual asynchronous-PS staleness.
 Training. Every ``eval_every``-th batch of each hub is held out: looked up with ``release``
 (no PushGrad), scored, and counted in the evaluation AUC and logloss only (progressive
 validation). The others go forward, backward and Adam on the dense model. The gradient with
-respect to each variable's pooled embedding goes back with PushGrad.
+respect to each variable's pooled embedding goes back with PushGrad. Each variable has its own
+width (``dims``), so the model's input is their concatenation, then the dense features.
+
+Evaluation data. With an :class:`~sniper.roles._evaluate.DataEvaluator` (``eval_data`` of
+``sniper train``), the whole held-out input is scored every ``eval_every_steps`` training steps
+and once more at the end; its AUC and logloss go in the report beside the in-stream figures.
 
 Failure. A hub or ps that stops answering ends training with :class:`TrainingError`, which
 names the server and the call that failed. Nothing is retried silently past the client's own
@@ -22,7 +27,7 @@ import asyncio
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -33,6 +38,8 @@ from threadpoolctl import threadpool_limits
 
 from sniper._metrics import Histogram
 from sniper.data import StreamingAuc, log_loss
+from sniper.roles._batch_id import batch_index
+from sniper.roles._evaluate import DataEvaluator, EvalResult
 from sniper.roles._model import DenseModel, sigmoid
 from sniper.rpc._client import Pooled, PsCluster
 from sniper.rpc._generated.sniper.v1 import HubStub, ReadSampleRequest
@@ -61,6 +68,8 @@ class TrainerConfig:
     stats_interval: float = 10.0
     max_steps: int = 0
     """Stop after this many training batches (0: at the end of the data)."""
+    eval_every_steps: int = 0
+    """Score the evaluation data every this many training steps (0: only at the end)."""
     seed: int = 0
     progress: bool = True
     blas_threads: int = 1
@@ -83,8 +92,9 @@ class TrainerConfig:
         for name in ("lr", "stats_interval"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.max_steps < 0:
-            raise ValueError(f"max_steps must be 0 (no limit) or more, got {self.max_steps}")
+        for name in ("max_steps", "eval_every_steps"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be 0 or more, got {getattr(self, name)}")
 
 
 @dataclass(frozen=True)
@@ -114,6 +124,12 @@ class TrainReport:
     eval_logloss: float = 0.0
     eval_auc_whole_run: float = 0.0
     """Held-out AUC over every held-out batch, early untrained ones included."""
+    eval_data_auc: float | None = None
+    """AUC on the evaluation data (``eval_data``) at the end of training; None without it."""
+    eval_data_logloss: float | None = None
+    eval_data_examples: int = 0
+    eval_data_history: list[EvalResult] = field(default_factory=list)
+    """Every scoring of the evaluation data, in order (every ``eval_every_steps`` steps)."""
     losses: list[float] = field(default_factory=list)
     """Mean training logloss of each 10-batch window, in order (to see it decrease)."""
     ops: dict[str, OpStats] = field(default_factory=dict)
@@ -127,7 +143,7 @@ class _Ready:
     batch_id: int
     labels: NDArray[np.float32]
     dense: NDArray[np.float32]
-    pooled: dict[str, Pooled]
+    pooled: Mapping[str, Pooled]
     held_out: bool
 
 
@@ -135,26 +151,34 @@ _DONE = object()
 
 
 class Trainer:
-    """Runs the pipeline over ``hubs`` and the ps ``cluster`` until the data ends."""
+    """Runs the pipeline over ``hubs`` and the ps ``cluster`` until the data ends.
+
+    ``dims`` gives every variable's embedding width, in the order of the model's input.
+    """
 
     def __init__(
         self,
         hubs: Sequence[tuple[str, HubStub]],
         cluster: PsCluster,
-        variables: Sequence[str],
-        dim: int,
+        dims: Mapping[str, int],
         dense_features: int,
         config: TrainerConfig,
+        evaluator: DataEvaluator | None = None,
     ) -> None:
         if not hubs:
             raise ValueError("the trainer needs at least one hub")
         self.hubs = list(hubs)
         self.cluster = cluster
-        self.variables = list(variables)
-        self.dim = dim
+        self.variables = list(dims)
+        self.dims = dict(dims)
         self.config = config
+        self.evaluator = evaluator
+        bounds = np.cumsum([0, *self.dims.values()])
+        self._columns = {
+            name: (int(bounds[i]), int(bounds[i + 1])) for i, name in enumerate(self.variables)
+        }
         self.model = DenseModel(
-            len(self.variables) * dim + dense_features, config.hidden, config.lr, config.seed
+            int(bounds[-1]) + dense_features, config.hidden, config.lr, config.seed
         )
         self.histograms = {op: Histogram() for op in OPS}
         self._next_hub = 0
@@ -189,7 +213,7 @@ class Trainer:
             if response.end_of_data:
                 self._ended.add(index)
                 continue
-            counter = response.batch_id & (2**32 - 1)  # the batch's index in its epoch
+            counter = batch_index(response.batch_id)
             held_out = (
                 self.config.eval_every > 0
                 and counter % self.config.eval_every == self.config.eval_every - 1
@@ -231,8 +255,19 @@ class Trainer:
     # -- the training loop ------------------------------------------------------------------
 
     def _inputs(self, ready: _Ready) -> NDArray[np.float32]:
-        parts = [ready.pooled[name].pooled for name in self.variables]
-        return np.concatenate([*parts, ready.dense], axis=1).astype(np.float32, copy=False)
+        return self.model_input(ready.pooled, ready.dense)
+
+    def model_input(
+        self, pooled: Mapping[str, Pooled], dense: NDArray[np.float32]
+    ) -> NDArray[np.float32]:
+        """``[pooled embedding of each variable ‖ dense features]``, one row per example."""
+        parts = [pooled[name].pooled for name in self.variables]
+        return np.concatenate([*parts, dense], axis=1).astype(np.float32, copy=False)
+
+    def predict(self, pooled: Mapping[str, Pooled], dense: NDArray[np.float32]) -> NDArray[Any]:
+        """Click probabilities of a batch (no training)."""
+        logits, _ = self.model.forward(self.model_input(pooled, dense))
+        return sigmoid(logits)
 
     async def _train_on(
         self, ready: _Ready, report: TrainReport, train_auc: StreamingAuc, window: list[float]
@@ -248,8 +283,8 @@ class Trainer:
             activations, ((probs - labels) / len(labels)).astype(np.float32)
         )
         grads = {
-            name: np.ascontiguousarray(d_input[:, i * self.dim : (i + 1) * self.dim])
-            for i, name in enumerate(self.variables)
+            name: np.ascontiguousarray(d_input[:, start:stop])
+            for name, (start, stop) in self._columns.items()
         }
         self.histograms["Dense"].record(time.perf_counter() - start)
         try:
@@ -267,10 +302,31 @@ class Trainer:
             window.clear()
 
     def _evaluate(self, ready: _Ready, report: TrainReport) -> None:
-        logits, _ = self.model.forward(self._inputs(ready))
-        probs = sigmoid(logits)
-        self._held_out.append((ready.labels, probs))
+        self._held_out.append((ready.labels, self.predict(ready.pooled, ready.dense)))
         report.eval_batches += 1
+
+    async def _score_eval_data(self, report: TrainReport) -> None:
+        """Score the evaluation data with the model as it is now; record it in the report."""
+        if self.evaluator is None:
+            return
+        try:
+            result = await self.evaluator.score(self.predict, report.steps)
+        except RPC_ERRORS as exc:
+            raise TrainingError(
+                f"evaluation at step {report.steps} failed: {_describe(exc)}"
+            ) from exc
+        report.eval_data_history.append(result)
+        report.eval_data_auc = result.auc
+        report.eval_data_logloss = result.logloss
+        report.eval_data_examples = result.examples
+        log.info(
+            "eval data at step %d: AUC %.4f  logloss %.4f  (%d examples, %.1f s)",
+            result.step,
+            result.auc,
+            result.logloss,
+            result.examples,
+            result.seconds,
+        )
 
     async def run(self) -> TrainReport:
         """Train until every hub signals the end of its data (or ``max_steps``)."""
@@ -298,6 +354,9 @@ class Trainer:
                     self._evaluate(item, report)
                 else:
                     await self._train_on(item, report, train_auc, window)
+                    every = self.config.eval_every_steps
+                    if every and report.steps % every == 0:
+                        await self._score_eval_data(report)
                 now = time.perf_counter()
                 if now - last_log >= self.config.stats_interval:
                     self.log_op_statistics()
@@ -310,7 +369,12 @@ class Trainer:
                 worker.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
         _raise_worker_error(workers)
-        self._finish(report, time.perf_counter() - started, train_auc)
+        # Training throughput leaves out the time spent scoring the evaluation data.
+        seconds = time.perf_counter() - started - sum(r.seconds for r in report.eval_data_history)
+        last = report.eval_data_history[-1].step if report.eval_data_history else None
+        if last != report.steps:
+            await self._score_eval_data(report)
+        self._finish(report, seconds, train_auc)
         return report
 
     def _finish(self, report: TrainReport, seconds: float, train_auc: StreamingAuc) -> None:

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from sniper.rpc._generated.sniper.v1 import CreateVariableRequest
 from sniper.store import (
-    SGD,
-    Adagrad,
-    Adam,
     Admission,
     EmbeddingTable,
-    Ftrl,
     Initializer,
     Optimizer,
     constant,
+    make_optimizer,
     normal,
     uniform,
 )
@@ -41,29 +36,13 @@ def estimate_bytes(dim: int, capacity: int, optimizer: Optimizer) -> int:
     return capacity * per_row
 
 
-_OPTIMIZERS: dict[str, type[Optimizer]] = {
-    "sgd": SGD,
-    "adagrad": Adagrad,
-    "adam": Adam,
-    "ftrl": Ftrl,
-}
-
-
 def _optimizer(request: CreateVariableRequest) -> Optimizer:
     config = request.optimizer
     name = config.name if config is not None else ""
-    if name not in _OPTIMIZERS:
-        raise ValueError(f"optimizer.name must be one of {', '.join(_OPTIMIZERS)}, got {name!r}")
-    cls = _OPTIMIZERS[name]
-    known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     params = dict(config.params) if config is not None else {}
-    unknown = sorted(set(params) - known)
-    if unknown:
-        raise ValueError(
-            f"optimizer.params has {', '.join(map(repr, unknown))}, which {name} "
-            f"does not take; it takes {', '.join(sorted(known))}"
-        )
-    return cls(**params)
+    return make_optimizer(
+        name, params, name_field="optimizer.name", params_field="optimizer.params"
+    )
 
 
 def _initializer(request: CreateVariableRequest) -> Initializer:

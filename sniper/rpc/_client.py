@@ -137,6 +137,7 @@ class PsClient:
         initializer: tuple[str, float, float] | None = None,
         shards: int = 1,
         admission_min_count: int = 0,
+        eviction: str = "lru",
         seed: int = 0,
     ) -> bool:
         """Create a variable; False if it already existed with this configuration."""
@@ -148,6 +149,7 @@ class PsClient:
             initializer=InitializerConfig(*initializer) if initializer else InitializerConfig(),
             shards=shards,
             admission=AdmissionConfig(min_count=admission_min_count),
+            eviction=eviction,
             seed=seed,
         )
         response = await self._retry(lambda: self.stub.create_variable(request))

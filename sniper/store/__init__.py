@@ -15,11 +15,14 @@ from sniper.store._initializers import constant as constant
 from sniper.store._initializers import normal as normal
 from sniper.store._initializers import uniform as uniform
 from sniper.store._initializers import zeros as zeros
+from sniper.store._optimizers import OPTIMIZERS as OPTIMIZERS
 from sniper.store._optimizers import SGD as SGD
 from sniper.store._optimizers import Adagrad as Adagrad
 from sniper.store._optimizers import Adam as Adam
 from sniper.store._optimizers import Ftrl as Ftrl
 from sniper.store._optimizers import Optimizer as Optimizer
+from sniper.store._optimizers import make_optimizer as make_optimizer
+from sniper.store._table import EVICTION_POLICIES as EVICTION_POLICIES
 from sniper.store._table import LOCK_MODES as LOCK_MODES
 from sniper.store._table import Admission as Admission
 from sniper.store._table import CapacityError as CapacityError
@@ -27,7 +30,9 @@ from sniper.store._table import EmbeddingTable as EmbeddingTable
 from sniper.store._table import LockMode as LockMode
 
 __all__ = [
+    "EVICTION_POLICIES",
     "LOCK_MODES",
+    "OPTIMIZERS",
     "SGD",
     "Adagrad",
     "Adam",
@@ -43,6 +48,7 @@ __all__ = [
     "TableExport",
     "TableStatistics",
     "constant",
+    "make_optimizer",
     "normal",
     "uniform",
     "zeros",

@@ -9,8 +9,10 @@ before ``apply`` runs, so every row is updated exactly once per push.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,7 +20,7 @@ from numpy.typing import NDArray
 
 from sniper.store import _kernels
 
-__all__ = ["SGD", "Adagrad", "Adam", "Ftrl", "Optimizer"]
+__all__ = ["OPTIMIZERS", "SGD", "Adagrad", "Adam", "Ftrl", "Optimizer", "make_optimizer"]
 
 
 def _require(condition: bool, message: str) -> None:
@@ -186,3 +188,43 @@ class Ftrl(Optimizer):
         grads: NDArray[np.float32],
     ) -> None:
         _kernels.ftrl_update(weights, state, rows, grads, self.alpha, self.beta, self.l1, self.l2)
+
+
+OPTIMIZERS: dict[str, type[Optimizer]] = {
+    "sgd": SGD,
+    "adagrad": Adagrad,
+    "adam": Adam,
+    "ftrl": Ftrl,
+}
+"""Every optimizer by the name configs and CreateVariable use."""
+
+
+def make_optimizer(
+    name: str,
+    params: Mapping[str, float],
+    *,
+    name_field: str = "optimizer",
+    params_field: str = "params",
+    value_prefix: str = "",
+) -> Optimizer:
+    """The optimizer ``name`` with ``params``; ``ValueError`` names a wrong name or parameter.
+
+    The one place a name becomes an optimizer, for the ps (CreateVariable) and for configs
+    checked before any process starts; ``name_field`` and ``params_field`` are what the caller's
+    input calls them, and ``value_prefix`` starts the optimizer's own complaints about a value
+    (``lr must be positive``), so that the error points into the caller's input.
+    """
+    if name not in OPTIMIZERS:
+        raise ValueError(f"{name_field} must be one of {', '.join(OPTIMIZERS)}, got {name!r}")
+    cls = OPTIMIZERS[name]
+    known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise ValueError(
+            f"{params_field} has {', '.join(map(repr, unknown))}, which {name} does not "
+            f"take; it takes {', '.join(sorted(known))}"
+        )
+    try:
+        return cls(**params)
+    except ValueError as exc:
+        raise ValueError(f"{value_prefix}{exc}") from None

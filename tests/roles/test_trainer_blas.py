@@ -30,7 +30,7 @@ async def test_blas_threads_are_capped_during_the_run(
         return TrainReport()
 
     monkeypatch.setattr(Trainer, "_run", fake_run)
-    trainer = Trainer([("hub", None)], None, ["a"], 4, 2, TrainerConfig(blas_threads=limit))  # type: ignore[list-item,arg-type]
+    trainer = Trainer([("hub", None)], None, {"a": 4}, 2, TrainerConfig(blas_threads=limit))  # type: ignore[list-item,arg-type]
     await trainer.run()
     assert seen == [[1] * len(before) if limit else before]
     assert _blas_threads() == before

@@ -1,0 +1,67 @@
+"""What the launcher learns of the data before it starts a process: its :class:`DataShape`.
+
+Variables and the dense feature count come from the data itself: the synthetic workload's
+generator, a Parquet file's schema, Criteo's fixed columns. Signs per batch (which decide the
+shard count) are the generator's own figures for synthetic data and measured on the first batch
+of a file; the vocabulary (which decides the capacity) is known for synthetic data and for
+Parquet written from it (recorded in the file). Reading one batch also catches an empty input
+or a malformed first line before any process starts.
+"""
+
+from __future__ import annotations
+
+from sniper._workload import Workload
+from sniper.cluster._spec import DataShape
+from sniper.data import ParquetReader, Reader, SyntheticCtr, open_reader
+
+__all__ = ["check_same_schema", "probe_data"]
+
+
+def probe_data(
+    data: str, *, workload: Workload, scale: float, batch_size: int, seed: int
+) -> tuple[DataShape, Reader]:
+    """The shape of ``data`` (a ``data`` config value) and a reader of it."""
+    if data == "synthetic":
+        generator = SyntheticCtr(
+            workload, num_batches=1, scale=scale, seed=seed, batch_size=batch_size
+        )
+        shape = DataShape(
+            data,
+            generator.variables,
+            generator.dense_features,
+            dict(generator.signs_per_batch),
+            dict(generator.vocabulary),
+        )
+        return shape, generator
+    reader = open_reader(data, batch_size=batch_size)
+    first = next(iter(reader.batches()), None)
+    if first is None:
+        raise ValueError(f"data {data!r} holds no examples")
+    factor = batch_size / first.batch_size  # a short file's only batch stands for a full one
+    signs = {name: round(len(first.sparse[name][0]) * factor) for name in reader.variables}
+    return DataShape(
+        data, reader.variables, reader.dense_features, signs, _recorded(reader)
+    ), reader
+
+
+def _recorded(reader: Reader) -> dict[str, int] | None:
+    """The vocabulary a Parquet file written from synthetic data recorded, if any."""
+    first = getattr(reader, "readers", (reader,))[0]
+    if not isinstance(first, ParquetReader) or first.shape is None:
+        return None
+    return first.shape[1]
+
+
+def check_same_schema(evaluation: DataShape, training: DataShape) -> None:
+    """Evaluation data must hold the training data's variables and dense features."""
+    if evaluation.variables != training.variables:
+        raise ValueError(
+            f"eval_data ({evaluation.source}) holds variables "
+            f"{', '.join(evaluation.variables[:6])}..., but data ({training.source}) holds "
+            f"{', '.join(training.variables[:6])}...: they must be the same, in the same order"
+        )
+    if evaluation.dense_features != training.dense_features:
+        raise ValueError(
+            f"eval_data ({evaluation.source}) has {evaluation.dense_features} dense features, "
+            f"but data ({training.source}) has {training.dense_features}"
+        )

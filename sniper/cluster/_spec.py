@@ -1,0 +1,225 @@
+"""The model spec: how each variable's embedding table is built, from ``[variables]`` in TOML.
+
+A training config names its tables in a ``[variables]`` table: ``[variables.default]`` for
+every variable, ``[variables.NAME]`` for one. Each is a :class:`TableSpec`. The variables
+themselves come from the data (a Parquet file's schema, Criteo's ``C1..C26``, the synthetic
+workload); the spec only says how to build them, so naming a variable the data lacks is an
+error, raised before any process starts.
+
+A variable's entry overrides the default's keys one by one, with one exception: an entry that
+names another ``optimizer`` (or ``initializer``) than the default's does not inherit the
+default's ``params`` (or ``init``), which belong to the other one. The same holds between
+``[variables.default]`` and the built-in default, Adagrad with ``lr = 0.05``.
+
+Sizing (the one policy for tables ``sniper train`` creates): ``capacity = 0`` sizes a table
+from the data's vocabulary when the data knows it (synthetic data, and Parquet converted from
+it), clamped to [1024, 4M], else :data:`FILE_CAPACITY` rows with LRU eviction past it;
+``shards = 0`` gives one shard per :data:`SHARD_SIGNS` signs per batch, at most 16.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sniper._config import from_mapping
+from sniper.roles._variables import MAX_DIM
+from sniper.store import EVICTION_POLICIES, Optimizer, constant, make_optimizer, normal, uniform
+
+__all__ = [
+    "DEFAULT",
+    "FILE_CAPACITY",
+    "INITIALIZERS",
+    "SHARD_SIGNS",
+    "DataShape",
+    "ModelSpec",
+    "TableSpec",
+]
+
+DEFAULT = "default"
+"""The ``[variables]`` key whose entry applies to every variable."""
+SHARD_SIGNS = 32_768
+"""Signs per batch per shard when ``shards = 0``: ~0.3 ms of kernel time, far above dispatch."""
+MAX_AUTO_SHARDS = 16
+MIN_AUTO_CAPACITY, MAX_AUTO_CAPACITY = 1024, 4_000_000
+FILE_CAPACITY = 1 << 20
+"""Rows of a table when the data does not say how many distinct signs a variable has."""
+MAX_SHARDS = 65_536
+INITIALIZERS: dict[str, dict[str, float]] = {
+    "normal": {"mean": 0.0, "std": 0.01},
+    "uniform": {"low": -0.01, "high": 0.01},
+    "constant": {"value": 0.0},
+}
+"""Each initializer's ``init`` parameters and their defaults."""
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One variable's table; every field is a key of ``[variables.NAME]``."""
+
+    dim: int = 16
+    capacity: int = 0
+    """Rows the table holds (LRU eviction past it); 0 sizes it from the data."""
+    shards: int = 0
+    """Shards the ps splits the table into; 0: one per 32k signs per batch."""
+    optimizer: str = "adagrad"
+    params: dict[str, float] = field(default_factory=lambda: {"lr": 0.05})
+    """The optimizer's parameters (``lr`` for sgd/adagrad/adam, ``alpha``... for ftrl)."""
+    initializer: str = "normal"
+    init: dict[str, float] = field(default_factory=dict)
+    """The initializer's parameters: normal ``mean``, ``std``; uniform ``low``, ``high``;
+    constant ``value`` (defaults in :data:`INITIALIZERS`)."""
+    min_count: int = 0
+    """Admission: a sign gets a row once seen this many times (0 or 1: at once)."""
+    eviction: str = "lru"
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.dim <= MAX_DIM:
+            raise ValueError(f"dim must be in [1, {MAX_DIM}], got {self.dim}")
+        if not 0 <= self.shards <= MAX_SHARDS:
+            raise ValueError(
+                f"shards must be in [0, {MAX_SHARDS}] (0: automatic), got {self.shards}"
+            )
+        if self.capacity < 0 or 0 < self.capacity < self.shards or self.capacity >= 2**30:
+            raise ValueError(
+                f"capacity must be 0 (automatic) or in [shards, 2**30), got {self.capacity}"
+            )
+        if self.min_count < 0:
+            raise ValueError(f"min_count must be 0 or more, got {self.min_count}")
+        if self.eviction not in EVICTION_POLICIES:
+            raise ValueError(
+                f"eviction must be one of {', '.join(EVICTION_POLICIES)}, got {self.eviction!r}"
+            )
+        self.make_optimizer()
+        self.initializer_args()
+
+    def make_optimizer(self) -> Optimizer:
+        """The optimizer this spec names; ``ValueError`` names the key that is wrong."""
+        return make_optimizer(self.optimizer, self.params, value_prefix="params: ")
+
+    def initializer_args(self) -> tuple[str, float, float]:
+        """``(kind, a, b)`` as CreateVariable's ``InitializerConfig`` takes them."""
+        defaults = INITIALIZERS.get(self.initializer)
+        if defaults is None:
+            raise ValueError(
+                f"initializer must be one of {', '.join(INITIALIZERS)}, got {self.initializer!r}"
+            )
+        unknown = sorted(set(self.init) - set(defaults))
+        if unknown:
+            raise ValueError(
+                f"init has {', '.join(map(repr, unknown))}, which {self.initializer} does not "
+                f"take; it takes {', '.join(defaults)}"
+            )
+        try:
+            return _initializer_args(self.initializer, defaults | self.init)
+        except ValueError as exc:
+            raise ValueError(f"init: {exc}") from None
+
+
+def _initializer_args(kind: str, values: dict[str, float]) -> tuple[str, float, float]:
+    """Check the parameters by building the initializer; return CreateVariable's form."""
+    if kind == "normal":
+        normal(values["std"], mean=values["mean"])
+        return ("normal", values["mean"], values["std"])
+    if kind == "uniform":
+        uniform(values["low"], values["high"])
+        return ("uniform", values["low"], values["high"])
+    constant(values["value"])
+    return ("constant", values["value"], 0.0)
+
+
+@dataclass(frozen=True)
+class DataShape:
+    """What the launcher learns of the data before it creates any table."""
+
+    source: str
+    """The data as the config names it (``criteo:day.tsv``), for error messages."""
+    variables: tuple[str, ...]
+    dense_features: int
+    signs_per_batch: dict[str, int]
+    """Signs of each variable in one batch (measured on the first batch for files)."""
+    vocabulary: dict[str, int] | None = None
+    """Distinct signs of each variable, when the data knows it."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """``[variables]``: a default :class:`TableSpec` and the variables that override it."""
+
+    default: TableSpec = field(default_factory=TableSpec)
+    overrides: Mapping[str, TableSpec] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any], *, default_dim: int = 16) -> ModelSpec:
+        """The spec of a ``[variables]`` TOML table; errors name ``variables.NAME.KEY``.
+
+        ``default_dim`` is the width when ``[variables.default]`` does not say (the synthetic
+        workload's own).
+        """
+        entries: dict[str, Mapping[str, Any]] = {}
+        for name, entry in raw.items():
+            if not isinstance(entry, Mapping):
+                raise ValueError(
+                    f"variables.{name} must be a table of keys such as dim and optimizer, "
+                    f"got {entry!r}"
+                )
+            entries[name] = entry
+        builtin = {"dim": default_dim, "optimizer": "adagrad", "params": {"lr": 0.05}}
+        base = _merge(builtin, entries.pop(DEFAULT, {}))
+        default = _table(DEFAULT, base)
+        overrides = {name: _table(name, _merge(base, entry)) for name, entry in entries.items()}
+        return cls(default, overrides)
+
+    def resolve(self, data: DataShape) -> dict[str, TableSpec]:
+        """Every variable of ``data`` with its table, sized; an override the data lacks raises."""
+        missing = sorted(set(self.overrides) - set(data.variables))
+        if missing:
+            raise ValueError(
+                f"variables.{missing[0]}: the data ({data.source}) has no variable "
+                f"{missing[0]!r}; its variables are {_names(data.variables)}"
+            )
+        return {
+            name: _sized(self.overrides.get(name, self.default), name, data)
+            for name in data.variables
+        }
+
+
+def _merge(base: Mapping[str, Any], entry: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base) | dict(entry)
+    for kind, params in (("optimizer", "params"), ("initializer", "init")):
+        if kind in entry and entry[kind] != base.get(kind) and params not in entry:
+            merged[params] = {}
+    return merged
+
+
+def _table(name: str, values: Mapping[str, Any]) -> TableSpec:
+    prefix = f"variables.{name}."
+    try:
+        return from_mapping(TableSpec, values, f"variables.{name}", prefix)
+    except ValueError as exc:
+        message = str(exc)
+        raise ValueError(
+            message if message.startswith("variables.") else prefix + message
+        ) from None
+
+
+def _sized(spec: TableSpec, name: str, data: DataShape) -> TableSpec:
+    shards = spec.shards or max(
+        1, min(MAX_AUTO_SHARDS, data.signs_per_batch.get(name, 0) // SHARD_SIGNS)
+    )
+    capacity = spec.capacity
+    if not capacity:
+        known = data.vocabulary.get(name) if data.vocabulary else None
+        capacity = min(max(MIN_AUTO_CAPACITY, known), MAX_AUTO_CAPACITY) if known else FILE_CAPACITY
+    if capacity < shards:
+        raise ValueError(
+            f"variables.{name}.capacity ({capacity}) must be at least its shards ({shards})"
+        )
+    return dataclasses.replace(spec, capacity=capacity, shards=shards)
+
+
+def _names(names: tuple[str, ...]) -> str:
+    shown = ", ".join(names[:8])
+    return shown + (f" ... ({len(names)} in all)" if len(names) > 8 else "")

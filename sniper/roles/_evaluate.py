@@ -1,0 +1,85 @@
+"""Scoring a model on held-out data that no hub feeds: ``eval_data`` of ``sniper train``.
+
+The ps pools embeddings only for batches that were fed to it, so the evaluator plays a hub
+for its own input: it reads each batch (on a worker thread), feeds its signs under an id of
+hub :data:`~sniper.roles._batch_id.EVAL_HUB` (never one of the training hubs'), and looks it up
+with ``release`` so that no gradient is expected and the ps frees the batch at once. The
+model's predictions are scored with streaming AUC and logloss over the whole input.
+
+As for the in-stream held-out batches, a lookup of a sign the table has not seen gives it a
+fresh row (subject to the variable's admission), as it would at serving time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio.to_thread
+import numpy as np
+from numpy.typing import NDArray
+
+from sniper.data import Batch, Reader, StreamingAuc, log_loss
+from sniper.roles._batch_id import EVAL_HUB, pack_batch_id
+from sniper.rpc._client import Pooled, PsCluster
+
+__all__ = ["DataEvaluator", "EvalResult", "Predict"]
+
+Predict = Callable[[Mapping[str, Pooled], NDArray[np.float32]], NDArray[Any]]
+"""The model: pooled embeddings and dense features of a batch to click probabilities."""
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """One scoring of the evaluation data."""
+
+    step: int
+    """Training steps done when it was scored."""
+    auc: float
+    logloss: float
+    examples: int
+    seconds: float
+
+
+class DataEvaluator:
+    """Scores a model on every batch of ``reader`` (see the module doc)."""
+
+    def __init__(self, reader: Reader, cluster: PsCluster, variables: list[str]) -> None:
+        self.reader = reader
+        self.cluster = cluster
+        self.variables = variables
+        self._rounds = 0
+
+    async def score(self, predict: Predict, step: int) -> EvalResult:
+        """AUC and logloss of ``predict`` over the whole input; ``step`` labels the result."""
+        start = time.perf_counter()
+        epoch = self._rounds  # a fresh id space per scoring: no id is fed twice
+        self._rounds += 1
+        auc = StreamingAuc()
+        loss_sum, examples = 0.0, 0
+        batches = self.reader.batches()
+        index = 0
+        while (batch := await anyio.to_thread.run_sync(_next, batches)) is not None:
+            batch_id = pack_batch_id(EVAL_HUB, epoch, index)
+            index += 1
+            await self.cluster.feed_sample(batch_id, batch.sparse)
+            pooled = await self.cluster.embedding_lookup(batch_id, self.variables, release=True)
+            probs = predict(pooled, batch.dense)
+            auc.update(batch.labels, probs)
+            loss_sum += log_loss(batch.labels, probs) * batch.batch_size
+            examples += batch.batch_size
+        if not examples:
+            raise ValueError(f"the evaluation data {self.reader!r} holds no examples")
+        return EvalResult(
+            step=step,
+            auc=float(auc.value()),
+            logloss=loss_sum / examples,
+            examples=examples,
+            seconds=time.perf_counter() - start,
+        )
+
+
+def _next(batches: Iterator[Batch]) -> Batch | None:
+    return next(batches, None)
