@@ -12,7 +12,7 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 
-from sniper._malloc import reuse_freed_memory
+from sniper.runtime._malloc import reuse_freed_memory
 
 __all__ = ["main"]
 
@@ -44,23 +44,23 @@ def _cmd_hash(args: argparse.Namespace) -> int:
 
 
 def _cmd_placement(args: argparse.Namespace) -> int:
-    from sniper._placement import print_placement
-    from sniper._workload import load_workload
+    from sniper.cluster._placement import print_placement
+    from sniper.data._workload import load_workload
 
     print_placement(load_workload(args.workload), args.num_ps)
     return 0
 
 
-def _cmd_demo(args: argparse.Namespace) -> int:
-    from sniper._demo import DemoConfig, run
-    from sniper._workload import load_workload
-    from sniper.scheduler import SCHEDULER_NAMES
+def _cmd_bench_ps(args: argparse.Namespace) -> int:
+    from sniper._bench._ps import PsBenchConfig, run
+    from sniper.data._workload import load_workload
+    from sniper.scheduler import scheduler_names
 
-    if args.scheduler not in SCHEDULER_NAMES:
+    if args.scheduler not in scheduler_names():
         raise LookupError(
-            f"unknown scheduler {args.scheduler!r}; valid names: {', '.join(SCHEDULER_NAMES)}"
+            f"unknown scheduler {args.scheduler!r}; valid names: {', '.join(scheduler_names())}"
         )
-    config = DemoConfig(
+    config = PsBenchConfig(
         scheduler=args.scheduler,
         workers=args.workers,
         steps=args.steps,
@@ -97,7 +97,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 def _cmd_train(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from sniper._train import TrainConfig, load_train_config, run_train
+    from sniper.cluster._train import TrainConfig, load_train_config, run_train
     from sniper.roles._trainer import TrainingError
 
     config = load_train_config(
@@ -133,13 +133,19 @@ def _workload_bench(module: str, *options: str) -> Command:
     """
 
     def command(args: argparse.Namespace) -> int:
-        from sniper._workload import load_workload
+        from sniper.data._workload import load_workload
 
         bench = importlib.import_module(f"sniper._bench.{module}")
         bench.run(load_workload(args.workload), **{name: getattr(args, name) for name in options})
         return 0
 
     return command
+
+
+def _cmd_conformance(args: argparse.Namespace) -> int:
+    from sniper._contracts._hash import conformance_main
+
+    return conformance_main(args.argv)
 
 
 def _cmd_bench_compile(args: argparse.Namespace) -> int:
@@ -180,34 +186,6 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_workload(placement)
     placement.add_argument("--num-ps", type=_positive_int, default=4)
     placement.set_defaults(run=_cmd_placement)
-
-    demo = commands.add_parser(
-        "demo", help="run the ps side of training steps on a workload, in this process"
-    )
-    _add_workload(demo)
-    demo.add_argument(
-        "--scheduler",
-        default="work_stealing",
-        help="inline, per_variable, thread_pool or work_stealing",
-    )
-    demo.add_argument(
-        "--workers",
-        type=_positive_int,
-        default=1,
-        help="worker threads per ps (default 1: the ps share the cores)",
-    )
-    demo.add_argument(
-        "--transport",
-        choices=["grpc", "inprocess"],
-        default="grpc",
-        help="real ps processes over gRPC (default), or one in-process engine",
-    )
-    demo.add_argument("--steps", type=_positive_int, default=30)
-    demo.add_argument(
-        "--num-ps", type=_positive_int, default=2, help="number of ps processes (default 2)"
-    )
-    demo.add_argument("--seed", type=int, default=0)
-    demo.set_defaults(run=_cmd_demo)
 
     train = commands.add_parser(
         "train", help="train end to end on a local cluster (embedded default without --config)"
@@ -287,6 +265,17 @@ def _build_parser() -> argparse.ArgumentParser:
     hub.add_argument("--num-hubs", type=_positive_int, default=None)
     hub.add_argument("--seed", type=int, default=None)
     serve.set_defaults(run=_cmd_serve)
+
+    conformance = commands.add_parser(
+        "conformance",
+        help="check a port of sniper's hashes in another language (conformance hash -- CMD)",
+        # conformance_main parses its own arguments, --help included: every argument, even
+        # -h and --, reaches it untouched ('+' is a prefix no argument of it starts with).
+        add_help=False,
+        prefix_chars="+",
+    )
+    conformance.add_argument("argv", nargs=argparse.REMAINDER)
+    conformance.set_defaults(run=_cmd_conformance)
 
     data = commands.add_parser("data", help="prepare training data")
     actions = data.add_subparsers(dest="data_command", required=True, metavar="ACTION")
@@ -369,6 +358,34 @@ def _build_parser() -> argparse.ArgumentParser:
     e2e.add_argument("--threads", type=_positive_int, default=2)
     e2e.add_argument("--seed", type=int, default=0)
     e2e.set_defaults(run=_workload_bench("_e2e", "scale", "batches", "seed", "threads"))
+    ps_bench = benches.add_parser(
+        "ps", help="the ps side of training steps (FeedSample, lookup, push) on a workload"
+    )
+    _add_workload(ps_bench)
+    ps_bench.add_argument(
+        "--scheduler",
+        default="work_stealing",
+        help="inline, per_variable, thread_pool or work_stealing",
+    )
+    ps_bench.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=1,
+        help="worker threads per ps (default 1: the ps share the cores)",
+    )
+    ps_bench.add_argument(
+        "--transport",
+        choices=["grpc", "inprocess"],
+        default="grpc",
+        help="real ps processes over gRPC (default), or one in-process engine",
+    )
+    ps_bench.add_argument("--steps", type=_positive_int, default=30)
+    ps_bench.add_argument(
+        "--num-ps", type=_positive_int, default=2, help="number of ps processes (default 2)"
+    )
+    ps_bench.add_argument("--seed", type=int, default=0)
+    ps_bench.set_defaults(run=_cmd_bench_ps)
+
     compile_cmd = benches.add_parser(
         "compile", help="import time and numba kernel compile time, cold and cached"
     )

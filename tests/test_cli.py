@@ -40,7 +40,7 @@ def test_placement_reports_every_ps() -> None:
             "criteo) nor a readable JSON file\n",
         ),
         (
-            ("demo", "--scheduler", "fifo"),
+            ("bench", "ps", "--scheduler", "fifo"),
             "sniper: error: unknown scheduler 'fifo'; valid names: inline, per_variable, "
             "thread_pool, work_stealing\n",
         ),
@@ -58,7 +58,7 @@ def test_bad_flag_value_exits_2() -> None:
 
 
 def test_demo_runs_real_ps_processes_and_stops_them() -> None:
-    done = sniper("demo", "--steps", "2", "--scheduler", "per_variable")
+    done = sniper("bench", "ps", "--steps", "2", "--scheduler", "per_variable")
     assert done.returncode == 0, done.stderr
     assert "started 2 ps on 127.0.0.1 ports" in done.stdout
     assert "EmbeddingLookup  2" in done.stdout
@@ -66,7 +66,7 @@ def test_demo_runs_real_ps_processes_and_stops_them() -> None:
 
 
 def test_demo_in_process() -> None:
-    done = sniper("demo", "--steps", "2", "--transport", "inprocess", "--workers", "2")
+    done = sniper("bench", "ps", "--steps", "2", "--transport", "inprocess", "--workers", "2")
     assert done.returncode == 0, done.stderr
     assert "on this process (no gRPC)" in done.stdout
     assert "scheduler work_stealing:" in done.stdout

@@ -18,7 +18,6 @@ import grpc
 import numpy as np
 from grpclib.const import Cardinality, Handler
 
-from sniper._malloc import reuse_freed_memory
 from sniper.roles import bound_address
 from sniper.rpc import Server
 from sniper.rpc._generated.sniper.v1 import (
@@ -28,6 +27,7 @@ from sniper.rpc._generated.sniper.v1 import (
 )
 from sniper.rpc._tensor import encode
 from sniper.rpc._wire import EncodedLookupResponse
+from sniper.runtime._malloc import reuse_freed_memory
 
 MAX_MESSAGE = 256 * 2**20
 

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 
-from sniper._bench._report import print_table
+from sniper._table import print_table
 
 _PROBE = r"""
 import json, time

@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from sniper._bench._report import print_table
 from sniper._bench._torch_peer import import_torch
-from sniper._workload import Workload
+from sniper._table import print_table
 from sniper.data import SyntheticCtr, write_parquet
+from sniper.data._workload import Workload
 from sniper.roles._trainer import TrainerConfig
 
 MAX_ROWS = 2**20

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sniper._table import print_table
+
 __all__ = [
     "Comparison",
     "PeerMissing",
@@ -50,15 +52,6 @@ class Comparison:
     @property
     def ratio(self) -> float:
         return self.peer_s / self.sniper_s
-
-
-def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    """Print a left-aligned table with a rule under the header."""
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    print("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)))
-    print("  ".join("-" * w for w in widths))
-    for row in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
 
 
 def print_comparisons(title: str, peer: str, unit: str, items: Sequence[Comparison]) -> None:

@@ -31,10 +31,10 @@ from typing import Any
 
 import numpy as np
 
+from sniper._bench._local import make_batches
 from sniper._bench._report import Comparison, print_comparisons
-from sniper._local import make_batches
-from sniper._process import ps_command, server_process
-from sniper._workload import Workload
+from sniper.cluster._process import ps_command, server_process
+from sniper.data._workload import Workload
 from sniper.rpc import PsClient
 from sniper.rpc._codegen import RPC_DIR
 

@@ -3,7 +3,7 @@
 One step is what a ps does for EmbeddingLookup of a whole batch: all 76 variables of
 ``seed_ctr`` (719k signs, one variable with 270k) pooled on the real store kernels through
 :class:`sniper.roles.PsEngine`. Variables with many signs per batch get several shards
-(``sniper._local.SHARD_SIGNS`` signs each), so their work becomes several tasks. Every backend
+(``_local.SHARD_SIGNS`` signs each), so their work becomes several tasks. Every backend
 runs the same batches on the same tables; ``inline`` is the baseline. The seeds' pathology,
 every table behind one process-wide lock (``lock="global"``), runs on ``work_stealing`` in the
 same table.
@@ -19,9 +19,10 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from sniper._bench._report import parallel_capacity, print_table
-from sniper._local import Batch, make_batches, make_tables, shards_for
-from sniper._workload import Workload
+from sniper._bench._local import Batch, make_batches, make_tables, shards_for
+from sniper._bench._report import parallel_capacity
+from sniper._table import print_table
+from sniper.data._workload import Workload
 from sniper.roles import PsEngine
 from sniper.scheduler import SCHEDULER_NAMES, open_scheduler
 from sniper.store import SGD, EmbeddingTable

@@ -28,8 +28,8 @@ from numpy.typing import NDArray
 from sniper._bench._dict_store import DictAdagradTable
 from sniper._bench._report import Comparison, PeerMissing, median_seconds, print_comparisons
 from sniper._bench._torch_peer import TorchBag
-from sniper._workload import Workload
-from sniper._zipf import ZipfSampler, signs_of_ranks
+from sniper.data._workload import Workload
+from sniper.data._zipf import ZipfSampler, signs_of_ranks
 from sniper.store import Adagrad, EmbeddingTable, ShardedBatch, TableExport
 
 _T = TypeVar("_T")

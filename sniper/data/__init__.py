@@ -4,7 +4,9 @@ A hub reads :class:`Batch` es from a :class:`Reader` and sends each variable's s
 that owns it; a trainer takes labels and dense features from the same batches and scores its
 predictions with :func:`roc_auc`, :class:`StreamingAuc` and :func:`log_loss`.
 
-Readers: :class:`SyntheticCtr` (a workload's shape with a planted, learnable model),
+A :class:`Workload` is a job's shape (``seed_ctr``, ``criteo``, or a JSON file, through
+:func:`load_workload`). Readers: :class:`SyntheticCtr` (a workload's shape with a planted,
+learnable model),
 :class:`CriteoTsv` (the Criteo TSV format) and :class:`ParquetReader` (sniper's Parquet schema,
 read zero-copy; :func:`write_parquet` and :func:`convert` write it). :func:`open_reader` picks
 one by name (``synthetic``, ``criteo:PATH``, ``parquet:PATH``); a path may name a directory or
@@ -33,8 +35,14 @@ from sniper.data._parquet import parquet_schema as parquet_schema
 from sniper.data._parquet import write_parquet as write_parquet
 from sniper.data._reader import Reader as Reader
 from sniper.data._synthetic import SyntheticCtr as SyntheticCtr
+from sniper.data._workload import BUILTIN_WORKLOADS as BUILTIN_WORKLOADS
+from sniper.data._workload import VariableSpec as VariableSpec
+from sniper.data._workload import Workload as Workload
+from sniper.data._workload import WorkloadError as WorkloadError
+from sniper.data._workload import load_workload as load_workload
 
 __all__ = [
+    "BUILTIN_WORKLOADS",
     "CONVERT_KINDS",
     "CRITEO_DENSE",
     "CRITEO_VARIABLES",
@@ -50,8 +58,12 @@ __all__ = [
     "Reader",
     "StreamingAuc",
     "SyntheticCtr",
+    "VariableSpec",
+    "Workload",
+    "WorkloadError",
     "convert",
     "criteo_sign",
+    "load_workload",
     "log_loss",
     "open_reader",
     "parquet_schema",

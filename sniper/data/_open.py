@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sniper._workload import Workload, load_workload
 from sniper.data._criteo import CriteoTsv
 from sniper.data._files import FileSet, expand_paths
 from sniper.data._parquet import ParquetReader
 from sniper.data._reader import Reader
 from sniper.data._synthetic import SyntheticCtr
+from sniper.data._workload import Workload, load_workload
 
 __all__ = ["DATA_KINDS", "open_reader"]
 
@@ -30,7 +30,7 @@ def open_reader(
     """The reader that ``data`` names: ``synthetic``, ``criteo:PATH`` or ``parquet:PATH``.
 
     - ``synthetic``: :class:`SyntheticCtr` of ``workload`` (a built-in name, a JSON file or a
-      :class:`~sniper._workload.Workload`) with ``scale`` and ``seed``; ``num_batches`` batches
+      :class:`~sniper.data._workload.Workload`) with ``scale`` and ``seed``; ``num_batches`` batches
       per epoch (required); ``batch_size`` defaults to the workload's.
     - ``criteo:PATH``: :class:`CriteoTsv` (a ``.gz`` is decompressed); ``batch_size``
       defaults to 1024.

@@ -1,6 +1,6 @@
 """Zipf ranks for every variable of a batch in one vectorized pass, and the inverse sign hash.
 
-``sniper._zipf.ZipfSampler`` inverts the exact CDF of one variable with ``searchsorted``. That is
+``_zipf.ZipfSampler`` inverts the exact CDF of one variable with ``searchsorted``. That is
 exact, but at ``seed_ctr`` scale a variable has 5M ranks (a 40 MB CDF), a binary search costs
 ~40 ns a draw in branch misses, and a loop over 76 variables pays numpy's per-call overhead 76
 times, which dominates small batches. Here:
@@ -176,7 +176,7 @@ def unmix_u64(values: NDArray[np.uint64]) -> NDArray[np.uint64]:
     """The inverse of ``sniper._hashing.mix_u64``: ``unmix_u64(mix_u64(x)) == x``.
 
     The splitmix64 finalizer is a bijection (xor-shifts and multiplications by odd constants),
-    so a sign made by ``sniper._zipf.signs_of_ranks`` gives back its field and rank. That is what
+    so a sign made by ``_zipf.signs_of_ranks`` gives back its field and rank. That is what
     lets the synthetic generator's planted model score any batch, even one read back from a file.
     """
     z = _unshift(values, 31)

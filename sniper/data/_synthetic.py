@@ -1,7 +1,7 @@
 """Synthetic CTR batches in a workload's shape, with labels a model can learn.
 
 Shape. Each variable draws zipf-distributed signs (``P(rank r) ~ (r + 1) ** -exponent`` over its
-vocabulary, turned into signs by ``sniper._zipf.signs_of_ranks``). ``scale`` multiplies every
+vocabulary, turned into signs by ``sniper.data._zipf.signs_of_ranks``). ``scale`` multiplies every
 variable's signs per batch and vocabulary, but a variable keeps at least one sign per example
 on average: at small scales most variables become one-hot fields, as real CTR fields mostly are,
 instead of leaving most examples without a sign. A ``seed_ctr`` batch holds 719k signs at scale
@@ -54,13 +54,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sniper._hashing import mix_u64
-from sniper._workload import Workload
-from sniper._zipf import signs_of_ranks
 from sniper.data._batch import Batch, Ragged
 from sniper.data._checks import check_int
 from sniper.data._metrics import roc_auc
 from sniper.data._reader import check_stream
 from sniper.data._sampling import ZipfColumns, unmix_u64
+from sniper.data._workload import Workload
+from sniper.data._zipf import signs_of_ranks
 
 __all__ = ["DENSE_STD", "SIGNAL_RANKS", "SPARSE_STD", "SyntheticCtr"]
 
@@ -103,7 +103,7 @@ class _SparseModel:
         self.zipf = ZipfColumns(vocabularies, counts, workload.zipf_exponent)
         self.size = size
         # The key of rank 0 of each field, recovered from the sign contract itself, so the
-        # keys below are exactly those of sniper._zipf.signs_of_ranks: key = field_key | rank.
+        # keys below are exactly those of sniper.data._zipf.signs_of_ranks: key = field_key | rank.
         rank_zero = np.zeros(1, dtype=np.int64)
         self.field_keys = np.array(
             [unmix_u64(signs_of_ranks(rank_zero, v.field))[0] for v in self.specs],

@@ -28,7 +28,7 @@ from sniper.roles._engine import PsEngine
 from sniper.roles._health import HealthService
 from sniper.roles._ps_service import PsService, PsServiceConfig
 from sniper.rpc._http2 import Server
-from sniper.scheduler import SCHEDULER_NAMES, open_scheduler
+from sniper.scheduler import open_scheduler, scheduler_names
 
 __all__ = [
     "ServeConfig",
@@ -85,9 +85,9 @@ class ServeConfig:
             raise ValueError(f"role must be 'ps' or 'hub', got {self.role!r}")
         if self.role == "hub" and not self.ps:
             raise ValueError("ps must list the ps addresses (host:port,...) for a hub")
-        if self.scheduler not in SCHEDULER_NAMES:
+        if self.scheduler not in scheduler_names():
             raise ValueError(
-                f"scheduler must be one of {', '.join(SCHEDULER_NAMES)}, got {self.scheduler!r}"
+                f"scheduler must be one of {', '.join(scheduler_names())}, got {self.scheduler!r}"
             )
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in [0, 65535], got {self.port}")

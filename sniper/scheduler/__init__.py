@@ -15,6 +15,10 @@ are interchangeable so they can be compared on the same workload:
 ``work_stealing``
     Per-worker deques plus an inject queue; idle workers steal half of a busy one's deque.
 
+Other distributions add backends under their own names through the ``sniper.schedulers``
+entry-point group; :func:`scheduler_names` lists every name that opens (see
+:mod:`sniper.scheduler._registry`).
+
 The contract every backend keeps (exactly-once, ordering, thread-safety, cancellation, errors,
 shutdown) is in the :class:`Scheduler` docstring.
 
@@ -59,6 +63,7 @@ from ._key import KeyLike as KeyLike
 from ._key import TaskKey as TaskKey
 from ._registry import SCHEDULER_NAMES as SCHEDULER_NAMES
 from ._registry import open_scheduler as open_scheduler
+from ._registry import scheduler_names as scheduler_names
 from ._stats import SchedulerStatistics as SchedulerStatistics
 from ._task import MergeFn as MergeFn
 from ._task import TaskHandle as TaskHandle
@@ -76,5 +81,6 @@ __all__ = [
     "TaskHandle",
     "TaskKey",
     "open_scheduler",
+    "scheduler_names",
     "wait_all",
 ]

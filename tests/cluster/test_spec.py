@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from sniper._config import load_config
-from sniper._train import TrainConfig
 from sniper.cluster import DataShape, ModelSpec, TableSpec
 from sniper.cluster._spec import FILE_CAPACITY
+from sniper.cluster._train import TrainConfig
 from tests.data._helpers import criteo_line
 
 CRITEO = DataShape(

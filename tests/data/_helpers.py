@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from sniper._workload import load_workload
 from sniper.data import Batch, SyntheticCtr
+from sniper.data._workload import load_workload
 
 SMALL_SCALE = 0.02
 SMALL_BATCH = 256

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from sniper._workload import load_workload
 from sniper.data import (
     DATA_KINDS,
     CriteoTsv,
@@ -16,6 +15,7 @@ from sniper.data import (
     open_reader,
     write_parquet,
 )
+from sniper.data._workload import load_workload
 from tests.data._helpers import assert_batches_equal, criteo_line, small_generator
 
 

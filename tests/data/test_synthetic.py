@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from numpy.typing import NDArray
 
 from sniper._hashing import mix_u64
-from sniper._workload import load_workload
-from sniper._zipf import signs_of_ranks
 from sniper.data import Batch, Reader, SyntheticCtr, roc_auc
 from sniper.data._sampling import ZipfColumns, unmix_u64
+from sniper.data._workload import load_workload
+from sniper.data._zipf import signs_of_ranks
 from tests.data._helpers import SMALL_BATCH, SMALL_SCALE, assert_batches_equal, small_generator
 
 WORKLOAD = load_workload("seed_ctr")

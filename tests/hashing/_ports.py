@@ -7,8 +7,9 @@ client may be written in places variables and signs the same way.
 - C is compiled with ``cc -O2 -shared -fPIC`` into a shared library and called through ctypes.
 - Rust is compiled with ``rustc -O`` into a binary, and JavaScript runs under ``node``; each is
   one long-lived subprocess per test session, fed batches of requests over a line protocol (see
-  the header of ``hash.rs``). Strings travel as hex of their UTF-8 bytes, so NUL and newlines
-  in names cannot break the framing.
+  :mod:`sniper._contracts._hash`, which also checks such a command as a whole:
+  ``check_hash_command(ports.command("rust"))``). Strings travel as hex of their UTF-8 bytes,
+  so NUL and newlines in names cannot break the framing.
 
 A missing toolchain is a test failure, never a skip: :meth:`Ports.get` calls ``pytest.fail``
 with the tool's name and how to install it, from inside the test that needed it.
@@ -32,9 +33,12 @@ import shutil
 import subprocess
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Final
+from typing import Final
 
 import pytest
+
+from sniper._contracts._hash import HashCommand, HashCommandError
+from sniper._hashing import MASK64
 
 __all__ = [
     "LANGUAGES",
@@ -46,7 +50,7 @@ __all__ = [
 ]
 
 PORTS_DIR: Final = Path(__file__).resolve().parent / "ports"
-U64_MAX: Final = (1 << 64) - 1
+U64_MAX: Final = MASK64
 LANGUAGES: Final = ("c", "rust", "js")
 
 _INSTALL_HINTS: Final = {
@@ -67,7 +71,6 @@ _INSTALL_HINTS: Final = {
 _C_FLAGS: Final = ("-O2", "-shared", "-fPIC", "-std=c99", "-Wall", "-Wextra")
 _DECIMAL = re.compile(r"[0-9]+")
 _COMPILE_TIMEOUT_S: Final = 300
-_CLOSE_TIMEOUT_S: Final = 10
 
 
 class PortError(RuntimeError):
@@ -139,23 +142,17 @@ class CPort(HashPort):
 
 
 class ProcessPort(HashPort):
-    """A port running as a subprocess that answers batches of line requests."""
+    """A port running as a subprocess, driven through sniper's client of the line protocol.
+
+    :class:`sniper._contracts._hash.HashCommand` is the one implementation of the protocol's
+    client side: ``sniper conformance hash`` and these tests speak it through the same code.
+    """
 
     def __init__(self, language: str, argv: Sequence[str], log_path: Path) -> None:
         self.language = language
-        self._log_path = log_path
-        self._log: IO[bytes] = log_path.open("wb")
-        try:
-            self._proc = subprocess.Popen(
-                list(argv),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=self._log,
-                encoding="ascii",
-            )
-        except BaseException:
-            self._log.close()
-            raise
+        self.argv = tuple(argv)
+        """The command that runs the port; ``check_hash_command`` takes it too."""
+        self._command = HashCommand(argv, stderr_path=log_path)
 
     def bytes_to_u64(self, items: Sequence[bytes]) -> list[int]:
         return self._ask([f"b {item.hex()}" for item in items])
@@ -169,26 +166,11 @@ class ProcessPort(HashPort):
         return self._ask([f"h {sign} {num_shards}" for sign, num_shards in queries])
 
     def _ask(self, requests: Sequence[str]) -> list[int]:
-        """Send one batch and read its answers.
-
-        The port reads the whole batch (up to the empty line) before it writes anything, so
-        writing all requests first and reading afterwards cannot deadlock on full pipes.
-        """
-        if not requests:
-            return []
-        stdin, stdout = self._proc.stdin, self._proc.stdout
-        assert stdin is not None and stdout is not None
+        """Send one batch and parse its answers, which must all be decimal."""
         try:
-            stdin.write("".join(f"{request}\n" for request in requests) + "\n")
-            stdin.flush()
-        except BrokenPipeError as exc:
-            raise PortError(self._died()) from exc
-        lines = []
-        for _ in requests:
-            line = stdout.readline()
-            if not line.endswith("\n"):
-                raise PortError(self._died())
-            lines.append(line[:-1])
+            lines = self._command.ask(requests)
+        except HashCommandError as exc:
+            raise PortError(f"{self.language} port: {exc}") from exc
         answers = []
         for request, line in zip(requests, lines, strict=True):
             if not _DECIMAL.fullmatch(line):
@@ -196,29 +178,8 @@ class ProcessPort(HashPort):
             answers.append(int(line))
         return answers
 
-    def _died(self) -> str:
-        try:
-            code = self._proc.wait(timeout=_CLOSE_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            code = None
-        self._log.flush()
-        log = self._log_path.read_text(errors="replace")[-4000:]
-        return f"{self.language} port stopped answering (exit status {code}); its stderr:\n{log}"
-
     def close(self) -> None:
-        try:
-            if self._proc.stdin is not None:
-                with contextlib.suppress(BrokenPipeError):
-                    self._proc.stdin.close()
-            try:
-                self._proc.wait(timeout=_CLOSE_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-            if self._proc.stdout is not None:
-                self._proc.stdout.close()
-        finally:
-            self._log.close()
+        self._command.close()
 
 
 def _require_tool(tool: str, language: str) -> str:
@@ -303,6 +264,16 @@ class Ports:
         if language in self._unavailable:
             pytest.fail(self._unavailable[language], pytrace=False)
         return self._ports[language]
+
+    def command(self, language: str) -> list[str]:
+        """The command line of ``language``'s port, building it first if needed.
+
+        Only the ports that run as a process have one: the C port is a shared library.
+        """
+        port = self.get(language)
+        if not isinstance(port, ProcessPort):
+            raise KeyError(f"the {language} port is a library, not a command; try rust or js")
+        return list(port.argv)
 
     def all(self) -> list[HashPort]:
         """Return every port, failing the calling test if any cannot be built."""

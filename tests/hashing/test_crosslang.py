@@ -8,13 +8,21 @@ check that each equals Python, and hence that C == Rust == JavaScript == Python.
 
 from __future__ import annotations
 
-import string
 from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from sniper._contracts._hash import (
+    EDGE_NAMES,
+    EDGE_SHARD_COUNTS,
+    EDGE_SIGNS,
+    LARGE_SHARD_COUNTS,
+    NAME_CHARS,
+    TRICKY_CHARS,
+    check_hash_command,
+)
 from sniper._hashing import ps_for_variable, shard_of_sign, string_to_u64
 from tests.hashing._ports import LANGUAGES, U64_MAX, HashPort, Ports, shared_ports
 
@@ -24,46 +32,6 @@ PORT_SETTINGS = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 
-# Characters that break naive ports: NUL, newline (the line protocol), a BOM that decoders like
-# to swallow, the last code point of each UTF-8 length, the first astral one and the last one.
-TRICKY_CHARS = [
-    "\x00",
-    "\n",
-    "\r",
-    "\x7f",
-    "\x80",
-    "\u07ff",
-    "\u0800",
-    "\ufeff",
-    "\uffff",
-    "\U00010000",
-    "\U0001f600",
-    "\U0010ffff",
-]
-EDGE_SIGNS = [
-    0,
-    1,
-    2,
-    (1 << 31) - 1,
-    1 << 32,
-    (1 << 53) + 1,
-    (1 << 63) - 1,
-    1 << 63,
-    (1 << 63) + 1,
-    (1 << 64) - 2,
-    U64_MAX,
-    0x9E3779B97F4A7C15,
-    (7 << 48) | 12345,
-]
-LARGE_SHARD_COUNTS = [
-    (1 << 31) - 1,
-    1 << 32,
-    (1 << 32) + 1,
-    (1 << 53) + 1,
-    (1 << 63) - 1,
-    1 << 63,  # the most shards sniper allows: shard ids are int64
-]
-NAME_CHARS = string.ascii_letters + string.digits + "_/.:-"
 
 texts = st.text()
 astral_texts = st.text(st.characters(min_codepoint=0x10000), min_size=1)
@@ -180,27 +148,13 @@ def test_shard_of_sign_agrees(ports: Ports, language: str, queries: list[tuple[i
     assert ports.get(language).shard_of_sign(queries) == expected
 
 
-EDGE_NAMES = [
-    "",
-    "\x00",
-    "\x00\x00",
-    "a\x00b",
-    "\n",
-    "line\nbreak",
-    "\ufeff",
-    "\ufeffembedding_0",
-    "\U0001f600",
-    "\U0010ffff",
-    "emb_\U0001f600_0",
-    "\u65e5\u672c\u8a9e",
-    "abcdefghijkl",  # 12 bytes: no name this short reaches 2**64 unwrapped
-    "abcdefghijklm",  # 13 bytes: the shortest that wraps
-    "embedding_0",
-    "embedding_75",
-    "embedding_100",
-    "tower/deep/embedding_weights:0",
-    "z" * 1000,
-]
+@pytest.mark.parametrize("language", ["rust", "js"])
+def test_port_conforms_as_a_command(ports: Ports, language: str) -> None:
+    """The whole ``sniper conformance hash`` check: edge cases and 2000 random examples."""
+    report = check_hash_command(ports.command(language))
+    assert report.ok, report.summary()
+    assert report.agreed == report.checked > 6000
+    assert set(report.by_function) == {"string_to_u64", "bytes_to_u64", "shard_of_sign"}
 
 
 def test_edge_case_names_agree_across_all_ports(ports: Ports) -> None:
@@ -217,8 +171,7 @@ def test_edge_case_names_agree_across_all_ports(ports: Ports) -> None:
 
 def test_edge_case_signs_agree_across_all_ports(ports: Ports) -> None:
     """Edge signs against small, power-of-two, prime and near-2**64 shard counts."""
-    counts = [1, 2, 3, 7, 16, 64, 1000, 1 << 16, *LARGE_SHARD_COUNTS]
-    queries = [(sign, n) for sign in EDGE_SIGNS for n in counts]
+    queries = [(sign, n) for sign in EDGE_SIGNS for n in EDGE_SHARD_COUNTS]
     expected = [shard_of_sign(sign, n) for sign, n in queries]
     for port in ports.all():
         assert port.shard_of_sign(queries) == expected, port

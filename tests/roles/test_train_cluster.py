@@ -117,7 +117,7 @@ def test_killing_a_hub_fails_the_run_clearly_and_leaves_no_process(tmp_path: Pat
 def test_trains_against_servers_started_elsewhere(tmp_path: Path) -> None:
     """--ps and --hub: the trainer creates the variables on servers it did not start; the hub,
     started first, waits (retrying NOT_FOUND) until they exist."""
-    from sniper._process import server_process, sniper_command
+    from sniper.cluster._process import server_process, sniper_command
 
     output = tmp_path / "external.json"
     ps_command = sniper_command("serve", "--role", "ps", "--port", "0", "--workers", "1")
@@ -195,7 +195,7 @@ def test_sigterm_to_train_stops_every_server(tmp_path: Path) -> None:
 
 def test_a_hub_with_a_full_queue_stops_on_sigterm() -> None:
     """Nobody reads the hub, so its queue fills; SIGTERM must still stop it cleanly."""
-    from sniper._process import ps_command, serve_command, server_process
+    from sniper.cluster._process import ps_command, serve_command, server_process
 
     with server_process(ps_command("inline", 1)) as ps:
         ps_list = f"127.0.0.1:{ps.port}"
@@ -204,7 +204,7 @@ def test_a_hub_with_a_full_queue_stops_on_sigterm() -> None:
                 sys.executable,
                 "-c",
                 "import asyncio\nfrom sniper.rpc import PsClient\n"
-                "from sniper._workload import load_workload\n"
+                "from sniper.data._workload import load_workload\n"
                 "async def main():\n"
                 f"    async with PsClient('127.0.0.1', {ps.port}) as c:\n"
                 "        for v in load_workload('seed_ctr').variables:\n"

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from sniper._train import TrainConfig, plan_training
-from sniper._workload import load_workload
 from sniper.cluster._spec import FILE_CAPACITY
+from sniper.cluster._train import TrainConfig, plan_training
 from sniper.data import CriteoTsv, SyntheticCtr, write_parquet
+from sniper.data._workload import load_workload
 
 WORKLOAD = load_workload("seed_ctr")
 

@@ -1,105 +1,70 @@
-"""The numba table against the naive reference, on hypothesis-generated batches."""
+"""The numba table against the naive reference, on hypothesis-generated batches.
+
+The reference and the generated checks live in :mod:`sniper._contracts` (so that another
+store can be checked the same way); this module runs them on ``EmbeddingTable`` in each lock
+mode, shows they catch a wrong store, and keeps the example tests that pin single behaviours.
+"""
 
 from __future__ import annotations
 
-import numpy as np
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from numpy.typing import NDArray
+import functools
+import re
 
+import numpy as np
+import pytest
+from numpy.typing import ArrayLike
+
+from sniper._contracts import (
+    ContractViolation,
+    check_export_import_round_trip,
+    check_store_matches_reference,
+)
+from sniper._contracts._store import REGIMES
 from sniper.store import (
+    LOCK_MODES,
     SGD,
     Adagrad,
-    Adam,
     Admission,
     EmbeddingTable,
-    Ftrl,
-    Optimizer,
+    LockMode,
     TableExport,
     uniform,
 )
-from tests.store.reference import ReferenceTable
 
 DIM = 4
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-Batch = tuple[NDArray[np.uint64], NDArray[np.int64]]
 
 
-@st.composite
-def batches(draw: st.DrawFn, domain: int = 40, max_batch: int = 6, max_per: int = 6) -> Batch:
-    """A ragged batch whose signs repeat often (small domain), with empty examples allowed."""
-    sizes = draw(st.lists(st.integers(0, max_per), min_size=1, max_size=max_batch))
-    pool = draw(st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=domain, unique=True))
-    signs = [draw(st.sampled_from(pool)) for _ in range(sum(sizes))]
-    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    return np.array(signs, dtype=np.uint64), offsets
+@pytest.mark.parametrize("regime", REGIMES)
+def test_table_matches_reference(regime: str) -> None:
+    check_store_matches_reference(EmbeddingTable, regimes=[regime])
 
 
-def grads_for(batch: Batch, seed: int) -> NDArray[np.float32]:
-    rng = np.random.default_rng(seed)
-    return rng.normal(size=(len(batch[1]) - 1, DIM)).astype(np.float32)
+@pytest.mark.parametrize("lock", [mode for mode in LOCK_MODES if mode != "shard"])
+def test_every_lock_mode_matches_reference(lock: LockMode) -> None:
+    """Lock modes change what may run in parallel, never what a single thread sees."""
+    check_store_matches_reference(functools.partial(EmbeddingTable, lock=lock), examples=10)
 
 
-optimizers = st.sampled_from(
-    [
-        SGD(lr=0.5),
-        Adagrad(lr=0.3, initial_accumulator_value=0.1),
-        Adam(lr=0.05),
-        Ftrl(alpha=0.5, beta=1.0, l1=0.01, l2=0.1),
-    ]
-)
+def test_export_import_round_trip() -> None:
+    check_export_import_round_trip(EmbeddingTable)
 
 
-def assert_rows_match(table: EmbeddingTable, ref: ReferenceTable) -> None:
-    held = sorted(ref.held())
-    assert set(table.export().signs.tolist()) == set(held)
-    if held:
-        got = table.get(np.array(held, dtype=np.uint64))
-        want = np.stack([ref.rows[s] for s in held])
-        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
+class HalvesGradients(EmbeddingTable):
+    """A store with a bug: its gradients arrive at half their size."""
+
+    def push_grad(self, signs: ArrayLike, offsets: ArrayLike, grads: ArrayLike) -> None:
+        super().push_grad(signs, offsets, np.asarray(grads) / 2)
 
 
-def step_both(
-    table: EmbeddingTable, ref: ReferenceTable, batch: Batch, i: int, *, rtol: float, atol: float
-) -> None:
-    """One training step on the table and the reference: equal lookups, then equal rows."""
-    signs, offsets = batch
-    np.testing.assert_allclose(
-        table.lookup_pool(signs, offsets), ref.lookup_pool(signs, offsets), rtol=rtol, atol=atol
-    )
-    grads = grads_for(batch, i)
-    table.push_grad(signs, offsets, grads)
-    ref.push_grad(signs, offsets, grads)
-    assert_rows_match(table, ref)
+def test_the_reference_check_catches_a_wrong_store() -> None:
+    with pytest.raises(ContractViolation, match=r"^after step 0, the store's rows differ"):
+        check_store_matches_reference(HalvesGradients, regimes=["train"], examples=20)
 
 
-@SETTINGS
-@given(st.lists(batches(), min_size=1, max_size=4), st.integers(1, 4), st.integers(0, 2**64 - 1))
-def test_lookup_pool_matches_reference(steps: list[Batch], shards: int, seed: int) -> None:
-    table = EmbeddingTable(
-        DIM,
-        capacity=1000,
-        optimizer=SGD(0.1),
-        num_shards=shards,
-        seed=seed,
-        initializer=uniform(-1, 1),
-    )
-    ref = ReferenceTable(table)
-    for signs, offsets in steps:
-        np.testing.assert_allclose(
-            table.lookup_pool(signs, offsets), ref.lookup_pool(signs, offsets), rtol=1e-5, atol=1e-6
-        )
-    assert len(table) == len(ref.held())
-
-
-@SETTINGS
-@given(st.lists(batches(), min_size=1, max_size=4), optimizers, st.integers(1, 3))
-def test_push_grad_matches_reference(steps: list[Batch], optimizer: Optimizer, shards: int) -> None:
-    table = EmbeddingTable(DIM, capacity=1000, optimizer=optimizer, num_shards=shards)
-    ref = ReferenceTable(table)
-    for i, (signs, offsets) in enumerate(steps):
-        step_both(table, ref, (signs, offsets), i, rtol=2e-5, atol=2e-6)
+def test_unknown_regimes_are_refused() -> None:
+    message = "unknown regimes ['fast']; choose from lookup, train, eviction, admission"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        check_store_matches_reference(EmbeddingTable, regimes=["lookup", "fast"])
 
 
 def test_repeated_sign_gets_summed_gradient_and_one_update() -> None:
@@ -113,24 +78,6 @@ def test_repeated_sign_gets_summed_gradient_and_one_update() -> None:
     expected = start - g / (np.sqrt(g * g) + np.float32(1e-10))
     np.testing.assert_allclose(table.get(np.array([7], dtype=np.uint64))[0], expected, rtol=1e-6)
     assert table.export().state[0, 0].tolist() == (g * g).tolist()
-
-
-@SETTINGS
-@given(
-    st.lists(batches(domain=30, max_batch=3, max_per=4), min_size=1, max_size=12),
-    st.integers(1, 2),
-    st.integers(8, 14),
-)
-def test_eviction_order_matches_reference_clock(
-    steps: list[Batch], shards: int, capacity: int
-) -> None:
-    table = EmbeddingTable(DIM, capacity=capacity, optimizer=Adagrad(0.1), num_shards=shards)
-    ref = ReferenceTable(table)
-    for i, (signs, offsets) in enumerate(steps):
-        if len(np.unique(signs)) > capacity // shards:
-            continue  # more distinct signs than a shard holds: tested separately
-        step_both(table, ref, (signs, offsets), i, rtol=2e-5, atol=2e-6)
-        assert len(table) <= capacity
 
 
 def test_recently_used_rows_survive_eviction() -> None:
@@ -161,18 +108,6 @@ def test_evicted_sign_returns_with_initial_value() -> None:
     np.testing.assert_array_equal(table.lookup_pool(sign, one), initial)
 
 
-@SETTINGS
-@given(st.lists(batches(domain=10), min_size=1, max_size=6), st.integers(2, 4))
-def test_admission_matches_reference(steps: list[Batch], min_count: int) -> None:
-    table = EmbeddingTable(
-        DIM, capacity=1000, optimizer=SGD(0.5), admission=Admission(min_count, width=1 << 16)
-    )
-    ref = ReferenceTable(table)
-    for i, (signs, offsets) in enumerate(steps):
-        step_both(table, ref, (signs, offsets), i, rtol=1e-5, atol=1e-6)
-    assert table.statistics().dropped_gradients == ref.dropped
-
-
 def test_admission_reads_zeros_and_counts() -> None:
     table = EmbeddingTable(DIM, capacity=10, optimizer=SGD(0.5), admission=Admission(2))
     signs, offsets = np.array([5], dtype=np.uint64), np.array([0, 1])
@@ -182,34 +117,6 @@ def test_admission_reads_zeros_and_counts() -> None:
     assert (stats.rows, stats.rejected, stats.dropped_gradients) == (0, 1, 1)
     assert table.lookup_pool(signs, offsets).any()
     assert table.statistics().admitted == 1
-
-
-@SETTINGS
-@given(
-    st.lists(batches(), min_size=1, max_size=3), optimizers, st.integers(1, 3), st.integers(1, 3)
-)
-def test_export_import_round_trip(
-    steps: list[Batch], optimizer: Optimizer, shards_a: int, shards_b: int
-) -> None:
-    a = EmbeddingTable(DIM, capacity=500, optimizer=optimizer, num_shards=shards_a)
-    for i, (signs, offsets) in enumerate(steps):
-        a.lookup_pool(signs, offsets)
-        a.push_grad(signs, offsets, grads_for((signs, offsets), i))
-    exported = a.export()
-    b = EmbeddingTable(DIM, capacity=500, optimizer=optimizer, num_shards=shards_b)
-    b.import_(exported)
-    again = b.export()
-    order_a, order_b = np.argsort(exported.signs), np.argsort(again.signs)
-    for name in ("signs", "weights", "state", "steps"):
-        np.testing.assert_array_equal(
-            getattr(exported, name)[order_a], getattr(again, name)[order_b]
-        )
-    signs, offsets = steps[-1]
-    # Pooling sums shard by shard, so other shard counts round differently: a few float32 ulps
-    # of the summands (magnitude up to ~10 here), not of a result that may cancel to ~0.
-    np.testing.assert_allclose(
-        a.lookup_pool(signs, offsets), b.lookup_pool(signs, offsets), rtol=1e-5, atol=1e-5
-    )
 
 
 def test_import_overwrites_and_checks_shapes() -> None:

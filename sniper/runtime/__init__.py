@@ -4,6 +4,6 @@ The ``sniper`` command applies them at start-up; an application that runs a ps o
 in its own process calls them once, early.
 """
 
-from sniper._malloc import reuse_freed_memory as reuse_freed_memory
+from sniper.runtime._malloc import reuse_freed_memory as reuse_freed_memory
 
 __all__ = ["reuse_freed_memory"]

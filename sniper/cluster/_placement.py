@@ -6,8 +6,8 @@ balances their count, not their signs. This report makes that visible before a c
 
 from __future__ import annotations
 
-from sniper._bench._report import print_table
-from sniper._workload import Workload
+from sniper._table import print_table
+from sniper.data._workload import Workload
 from sniper.hashing import ps_for_variable
 
 

@@ -81,7 +81,7 @@ def load_workload(name_or_path: str | Path) -> Workload:
 
 def _read_text(name_or_path: str | Path) -> str:
     if str(name_or_path) in BUILTIN_WORKLOADS:
-        package = resources.files("sniper") / "_workloads" / f"{name_or_path}.json"
+        package = resources.files("sniper.data") / "_workloads" / f"{name_or_path}.json"
         return package.read_text(encoding="utf-8")
     path = Path(name_or_path)
     if not path.is_file():

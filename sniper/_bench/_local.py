@@ -1,6 +1,6 @@
 """A ps for a whole workload on one machine: tables sized from its shape, synthetic batches.
 
-Used by ``sniper demo`` and ``sniper bench scheduler``, so both run the same configuration.
+Used by ``sniper bench ps`` and ``sniper bench scheduler``, so both run the same configuration.
 """
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from sniper._workload import VariableSpec, Workload
-from sniper._zipf import ZipfSampler, signs_of_ranks
+from sniper.data._workload import VariableSpec, Workload
+from sniper.data._zipf import ZipfSampler, signs_of_ranks
 from sniper.store import EmbeddingTable, LockMode, Optimizer
 
 __all__ = ["Batch", "capacity_for", "make_batches", "make_tables", "shards_for"]

@@ -25,19 +25,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sniper._bench._report import print_table
 from sniper._config import load_config
-from sniper._process import ps_command, serve_command, server_process
-from sniper._workload import Workload, load_workload
+from sniper._table import print_table
 from sniper.cluster._data import check_same_schema, probe_data
+from sniper.cluster._process import ps_command, serve_command, server_process
 from sniper.cluster._spec import DataShape, ModelSpec, TableSpec
 from sniper.data import Reader
+from sniper.data._workload import Workload, load_workload
 from sniper.roles._evaluate import DataEvaluator
 from sniper.roles._serve import parse_addresses
 from sniper.roles._trainer import Trainer, TrainerConfig, TrainReport
 from sniper.rpc import Channel, PsClient, PsCluster
 from sniper.rpc._generated.sniper.v1 import HubStub
-from sniper.scheduler import SCHEDULER_NAMES
+from sniper.scheduler import scheduler_names
 
 __all__ = ["TrainConfig", "TrainPlan", "load_train_config", "plan_training", "run_train"]
 
@@ -86,9 +86,9 @@ class TrainConfig:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if not self.scale > 0:
             raise ValueError(f"scale must be positive, got {self.scale}")
-        if self.scheduler not in SCHEDULER_NAMES:
+        if self.scheduler not in scheduler_names():
             raise ValueError(
-                f"scheduler must be one of {', '.join(SCHEDULER_NAMES)}, got {self.scheduler!r}"
+                f"scheduler must be one of {', '.join(scheduler_names())}, got {self.scheduler!r}"
             )
         if not self.stats_interval > 0:
             raise ValueError(f"stats_interval must be positive, got {self.stats_interval}")

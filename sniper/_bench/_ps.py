@@ -1,4 +1,4 @@
-"""``sniper demo``: the most complete thing sniper runs today, on the embedded ``seed_ctr`` shape.
+"""``sniper bench ps``: the ps side of training steps alone, on a workload's shape.
 
 By default (``--transport grpc``) it starts ``--num-ps`` real ``sniper serve`` processes on
 loopback and drives them as a hub and trainer would, through :class:`sniper.rpc.PsCluster`.
@@ -25,12 +25,12 @@ import anyio
 import numpy as np
 from numpy.typing import NDArray
 
-from sniper._bench._report import print_table
-from sniper._local import Batch, capacity_for, make_batches, make_tables, shards_for
+from sniper._bench._local import Batch, capacity_for, make_batches, make_tables, shards_for
 from sniper._metrics import Histogram
-from sniper._placement import print_placement
-from sniper._process import ps_command, server_process
-from sniper._workload import Workload
+from sniper._table import print_table
+from sniper.cluster._placement import print_placement
+from sniper.cluster._process import ps_command, server_process
+from sniper.data._workload import Workload
 from sniper.roles import PsEngine
 from sniper.rpc import PsClient, PsCluster
 from sniper.scheduler import open_scheduler
@@ -40,8 +40,8 @@ LR = 0.01
 
 
 @dataclass(frozen=True)
-class DemoConfig:
-    """What ``sniper demo`` runs; validated when built from the command line."""
+class PsBenchConfig:
+    """What ``sniper bench ps`` runs; validated when built from the command line."""
 
     scheduler: str = "work_stealing"
     workers: int = 1
@@ -99,7 +99,7 @@ async def _run_steps(
     steps: _Steps,
     names: list[str],
     batches: list[Batch],
-    config: DemoConfig,
+    config: PsBenchConfig,
     histograms: dict[str, Histogram],
 ) -> None:
     rng = np.random.default_rng(config.seed)
@@ -122,7 +122,10 @@ async def _run_steps(
 
 
 def _print_report(
-    workload: Workload, config: DemoConfig, histograms: dict[str, Histogram], stats: Sequence[Any]
+    workload: Workload,
+    config: PsBenchConfig,
+    histograms: dict[str, Histogram],
+    stats: Sequence[Any],
 ) -> None:
     wall = sum(histograms[op].snapshot().sum_seconds for op in OPS)
     examples = config.steps * workload.batch_size
@@ -152,7 +155,10 @@ def _print_report(
 
 
 def _run_inprocess(
-    workload: Workload, config: DemoConfig, batches: list[Batch], histograms: dict[str, Histogram]
+    workload: Workload,
+    config: PsBenchConfig,
+    batches: list[Batch],
+    histograms: dict[str, Histogram],
 ) -> None:
     tables = make_tables(workload, Adagrad(lr=LR))
 
@@ -175,7 +181,7 @@ def _run_inprocess(
 
 async def _grpc_main(
     workload: Workload,
-    config: DemoConfig,
+    config: PsBenchConfig,
     ports: list[int],
     batches: list[Batch],
     histograms: dict[str, Histogram],
@@ -209,7 +215,10 @@ async def _grpc_main(
 
 
 def _run_grpc(
-    workload: Workload, config: DemoConfig, batches: list[Batch], histograms: dict[str, Histogram]
+    workload: Workload,
+    config: PsBenchConfig,
+    batches: list[Batch],
+    histograms: dict[str, Histogram],
 ) -> None:
     command = ps_command(config.scheduler, config.workers, "--stats-interval", "3600")
     with ExitStack() as stack:
@@ -223,7 +232,7 @@ def _run_grpc(
     print(f"stopped {config.num_ps} ps: SIGTERM, drained, exit status 0")
 
 
-def run(workload: Workload, config: DemoConfig) -> None:
+def run(workload: Workload, config: PsBenchConfig) -> None:
     """Run the demo and print its report."""
     print_placement(workload, config.num_ps)
     where = (
