@@ -8,22 +8,20 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from sniper.cluster._spec import auto_shards
 from sniper.data._workload import VariableSpec, Workload
 from sniper.data._zipf import ZipfSampler, signs_of_ranks
 from sniper.store import EmbeddingTable, LockMode, Optimizer
 
 __all__ = ["Batch", "capacity_for", "make_batches", "make_tables", "shards_for"]
 
-SHARD_SIGNS = 32_768
-"""Signs per shard a variable is split into: ~0.3 ms of kernel time, far above dispatch cost."""
-MAX_SHARDS = 16
 
 Batch = dict[str, tuple[NDArray[np.uint64], NDArray[np.int64]]]
 
 
 def shards_for(spec: VariableSpec) -> int:
-    """Shards of a variable: one per ``SHARD_SIGNS`` signs per batch, at least 1."""
-    return max(1, min(MAX_SHARDS, spec.signs_per_batch // SHARD_SIGNS))
+    """Shards of a variable: the rule ``sniper train`` uses (one per 32k signs per batch)."""
+    return auto_shards(spec.signs_per_batch)
 
 
 def capacity_for(spec: VariableSpec) -> int:

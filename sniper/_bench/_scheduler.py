@@ -3,7 +3,7 @@
 One step is what a ps does for EmbeddingLookup of a whole batch: all 76 variables of
 ``seed_ctr`` (719k signs, one variable with 270k) pooled on the real store kernels through
 :class:`sniper.roles.PsEngine`. Variables with many signs per batch get several shards
-(``_local.SHARD_SIGNS`` signs each), so their work becomes several tasks. Every backend
+(``_spec.SHARD_SIGNS`` signs each), so their work becomes several tasks. Every backend
 runs the same batches on the same tables; ``inline`` is the baseline. The seeds' pathology,
 every table behind one process-wide lock (``lock="global"``), runs on ``work_stealing`` in the
 same table.

@@ -27,6 +27,7 @@ from typing import Any
 from sniper._config import from_mapping
 from sniper.roles._variables import MAX_DIM
 from sniper.store import EVICTION_POLICIES, Optimizer, constant, make_optimizer, normal, uniform
+from sniper.store._kernels import MAX_TABLE_SHARDS
 
 __all__ = [
     "DEFAULT",
@@ -36,6 +37,7 @@ __all__ = [
     "DataShape",
     "ModelSpec",
     "TableSpec",
+    "auto_shards",
 ]
 
 DEFAULT = "default"
@@ -46,7 +48,6 @@ MAX_AUTO_SHARDS = 16
 MIN_AUTO_CAPACITY, MAX_AUTO_CAPACITY = 1024, 4_000_000
 FILE_CAPACITY = 1 << 20
 """Rows of a table when the data does not say how many distinct signs a variable has."""
-MAX_SHARDS = 65_536
 INITIALIZERS: dict[str, dict[str, float]] = {
     "normal": {"mean": 0.0, "std": 0.01},
     "uniform": {"low": -0.01, "high": 0.01},
@@ -78,9 +79,9 @@ class TableSpec:
     def __post_init__(self) -> None:
         if not 1 <= self.dim <= MAX_DIM:
             raise ValueError(f"dim must be in [1, {MAX_DIM}], got {self.dim}")
-        if not 0 <= self.shards <= MAX_SHARDS:
+        if not 0 <= self.shards <= MAX_TABLE_SHARDS:
             raise ValueError(
-                f"shards must be in [0, {MAX_SHARDS}] (0: automatic), got {self.shards}"
+                f"shards must be in [0, {MAX_TABLE_SHARDS}] (0: automatic), got {self.shards}"
             )
         if self.capacity < 0 or 0 < self.capacity < self.shards or self.capacity >= 2**30:
             raise ValueError(
@@ -205,10 +206,13 @@ def _table(name: str, values: Mapping[str, Any]) -> TableSpec:
         ) from None
 
 
+def auto_shards(signs_per_batch: int) -> int:
+    """Shards of a table with ``shards = 0``: one per :data:`SHARD_SIGNS` signs per batch."""
+    return max(1, min(MAX_AUTO_SHARDS, signs_per_batch // SHARD_SIGNS))
+
+
 def _sized(spec: TableSpec, name: str, data: DataShape) -> TableSpec:
-    shards = spec.shards or max(
-        1, min(MAX_AUTO_SHARDS, data.signs_per_batch.get(name, 0) // SHARD_SIGNS)
-    )
+    shards = spec.shards or auto_shards(data.signs_per_batch.get(name, 0))
     capacity = spec.capacity
     if not capacity:
         known = data.vocabulary.get(name) if data.vocabulary else None
