@@ -12,16 +12,18 @@ import asyncio
 
 import numpy as np
 
-from sniper.roles import HealthService, PsEngine, PsService, bound_address
-from sniper.rpc import PsClient, Server
+from sniper.roles import PsEngine, PsRole
+from sniper.rpc import PsClient, Server, variable_request
 from sniper.scheduler import open_scheduler
+from sniper.transport import HealthService, PsService, bound_address
 
 
 async def main() -> None:
     async with open_scheduler("work_stealing", workers=2) as scheduler:
-        ps = PsService(PsEngine(scheduler))
+        role = PsRole(PsEngine(scheduler))
+        ps = PsService(role)  # the gRPC adapter: decodes, calls the role, encodes
         # Your own services go in the same list; the health service answers for all of them.
-        health = HealthService(("sniper.v1.Ps", "myapp.v1.Ranking"), lambda: not ps.draining)
+        health = HealthService(("sniper.v1.Ps", "myapp.v1.Ranking"), lambda: not role.draining)
         # sniper.rpc.Server is a grpclib.server.Server with sniper's codec and HTTP/2 frame and
         # window sizes; a plain grpclib Server(..., codec=SniperCodec(...)) works too, slower.
         server = Server([ps, health], max_message_bytes=64 * 2**20)
@@ -30,11 +32,13 @@ async def main() -> None:
         client = PsClient(host, port)
         try:
             await client.create_variable(
-                "user_id",
-                dim=8,
-                capacity=10_000,
-                optimizer="adagrad",
-                optimizer_params={"lr": 0.05},
+                variable_request(
+                    "user_id",
+                    dim=8,
+                    capacity=10_000,
+                    optimizer="adagrad",
+                    optimizer_params={"lr": 0.05},
+                )
             )
             signs = np.array([101, 202, 101, 303], dtype=np.uint64)
             offsets = np.array([0, 2, 4], dtype=np.int64)

@@ -86,7 +86,7 @@ def _flags_of(config_class: type, args: argparse.Namespace) -> dict[str, object]
 def _cmd_serve(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from sniper.roles._serve import ServeConfig, load_serve_config, run_serve
+    from sniper.transport._serve import ServeConfig, load_serve_config, run_serve
 
     config = load_serve_config(
         Path(args.config) if args.config else None, _flags_of(ServeConfig, args)

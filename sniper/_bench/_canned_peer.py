@@ -9,16 +9,15 @@ grpclib server and codec (``sniper.rpc.Server``) without any table work.
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from concurrent import futures
 from typing import Any
 
+import anyio
 import grpc
 import numpy as np
 from grpclib.const import Cardinality, Handler
 
-from sniper.roles import bound_address
 from sniper.rpc import Server
 from sniper.rpc._generated.sniper.v1 import (
     EmbeddingLookupRequest,
@@ -28,6 +27,7 @@ from sniper.rpc._generated.sniper.v1 import (
 from sniper.rpc._tensor import encode
 from sniper.rpc._wire import EncodedLookupResponse
 from sniper.runtime._malloc import reuse_freed_memory
+from sniper.transport import bound_address
 
 MAX_MESSAGE = 256 * 2**20
 
@@ -95,7 +95,7 @@ async def _serve_sniper(payload: bytes) -> None:
     await server.start("127.0.0.1", 0)
     _, port = bound_address(server)
     print(f"listening on 127.0.0.1:{port}", flush=True)
-    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    await anyio.to_thread.run_sync(sys.stdin.read)
     server.close()
     await server.wait_closed()
 
@@ -108,7 +108,7 @@ def main() -> None:
     if transport == "grpcio":
         _serve_grpcio(payload)
     else:
-        asyncio.run(_serve_sniper(payload))
+        anyio.run(_serve_sniper, payload, backend="asyncio")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ percentiles, throughput, and what the tables did.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -31,8 +30,8 @@ from sniper._table import print_table
 from sniper.cluster._placement import print_placement
 from sniper.cluster._process import ps_command, server_process
 from sniper.data._workload import Workload
-from sniper.roles import PsEngine
-from sniper.rpc import PsClient, PsCluster
+from sniper.roles import PsCluster, PsEngine
+from sniper.rpc import PsClient, variable_request
 from sniper.scheduler import open_scheduler
 from sniper.store import Adagrad
 
@@ -190,17 +189,19 @@ async def _grpc_main(
     try:
         for spec in workload.variables:
             await cluster.owner(spec.name).create_variable(
-                spec.name,
-                workload.embedding_dim,
-                capacity_for(spec),
-                optimizer="adagrad",
-                optimizer_params={"lr": LR},
-                shards=shards_for(spec),
-                seed=config.seed,
+                variable_request(
+                    spec.name,
+                    workload.embedding_dim,
+                    capacity_for(spec),
+                    optimizer="adagrad",
+                    optimizer_params={"lr": LR},
+                    shards=shards_for(spec),
+                    seed=config.seed,
+                )
             )
         names = [spec.name for spec in workload.variables]
         await _run_steps(_Grpc(cluster), names, batches, config, histograms)
-        per_ps = [await client.stats() for client in cluster.clients]
+        per_ps = [await client.stats() for client in cluster.members]
         _print_report(workload, config, histograms, [v for s in per_ps for v in s.variables])
         for index, stats in enumerate(per_ps):
             kernel = next((s for s in stats.latencies if s.name == "EmbeddingLookup.kernel"), None)
@@ -225,7 +226,7 @@ def _run_grpc(
         servers = [stack.enter_context(server_process(command)) for _ in range(config.num_ps)]
         ports = [server.port for server in servers]
         print(f"started {config.num_ps} ps on 127.0.0.1 ports {', '.join(map(str, ports))}")
-        asyncio.run(_grpc_main(workload, config, ports, batches, histograms))
+        anyio.run(_grpc_main, workload, config, ports, batches, histograms, backend="asyncio")
     codes = [server.returncode for server in servers]
     if any(code != 0 for code in codes):
         raise RuntimeError(f"a ps did not stop cleanly: exit statuses {codes}")

@@ -19,7 +19,6 @@ and each client in this process, one call in flight at a time.
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import sys
 import tempfile
@@ -29,13 +28,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import anyio
 import numpy as np
 
 from sniper._bench._local import make_batches
 from sniper._bench._report import Comparison, print_comparisons
 from sniper.cluster._process import ps_command, server_process
 from sniper.data._workload import Workload
-from sniper.rpc import PsClient
+from sniper.rpc import PsClient, variable_request
 from sniper.rpc._codegen import RPC_DIR
 
 _MB = 2**20
@@ -107,12 +107,14 @@ async def _sniper_seconds(
     async with PsClient("127.0.0.1", port, http2_window_mb=window_mb) as client:
         for spec in workload.variables:
             await client.create_variable(
-                spec.name,
-                workload.embedding_dim,
-                capacity=min(spec.vocabulary, 1 << 21),
-                optimizer="sgd",
-                optimizer_params={"lr": 0.01},
-                shards=max(1, spec.signs_per_batch // 32768),
+                variable_request(
+                    spec.name,
+                    workload.embedding_dim,
+                    capacity=min(spec.vocabulary, 1 << 21),
+                    optimizer="sgd",
+                    optimizer_params={"lr": 0.01},
+                    shards=max(1, spec.signs_per_batch // 32768),
+                )
             )
         if full_batch:
             batch = make_batches(workload, 1, seed=0)[0]
@@ -151,13 +153,13 @@ def run(workload: Workload, *, repeats: int, window_mb: float, workers: int) -> 
     )
     results: dict[str, float] = {}
     with server_process(_canned_command("sniper", workload)) as server:
-        results["sniper transport only (canned answer)"] = asyncio.run(
-            _lookup_seconds(server.port, names, window_mb, repeats)
+        results["sniper transport only (canned answer)"] = anyio.run(
+            _lookup_seconds, server.port, names, window_mb, repeats, backend="asyncio"
         )
     for name, full in (("ps, 1 sign/example", False), ("ps, seed_ctr batch", True)):
         with server_process(sniper_cmd) as server:
-            results[name] = asyncio.run(
-                _sniper_seconds(server.port, workload, window_mb, repeats, full)
+            results[name] = anyio.run(
+                _sniper_seconds, server.port, workload, window_mb, repeats, full, backend="asyncio"
             )
     with tempfile.TemporaryDirectory() as tmp:
         pb2 = _grpcio_modules(Path(tmp))

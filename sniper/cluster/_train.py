@@ -14,7 +14,6 @@ happens on every exit path (end of data, an error, Ctrl-C), so no server outlive
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import logging
@@ -25,19 +24,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from sniper._config import load_config
 from sniper._table import print_table
 from sniper.cluster._data import check_same_schema, probe_data
+from sniper.cluster._job import create_variables, train
 from sniper.cluster._process import ps_command, serve_command, server_process
 from sniper.cluster._spec import DataShape, ModelSpec, TableSpec
 from sniper.data import Reader
 from sniper.data._workload import Workload, load_workload
-from sniper.roles._evaluate import DataEvaluator
-from sniper.roles._serve import parse_addresses
-from sniper.roles._trainer import Trainer, TrainerConfig, TrainReport
-from sniper.rpc import Channel, PsClient, PsCluster
-from sniper.rpc._generated.sniper.v1 import HubStub
+from sniper.roles import PsCluster, TrainerConfig, TrainReport
+from sniper.rpc import HubClient, PsClient
 from sniper.scheduler import scheduler_names
+from sniper.transport._serve import parse_addresses
 
 __all__ = ["TrainConfig", "TrainPlan", "load_train_config", "plan_training", "run_train"]
 
@@ -170,22 +170,6 @@ def plan_training(config: TrainConfig, workload: Workload) -> TrainPlan:
     return TrainPlan(shape, tables, eval_reader)
 
 
-async def _create_variables(cluster: PsCluster, plan: TrainPlan, seed: int) -> None:
-    for name, table in plan.tables.items():
-        await cluster.owner(name).create_variable(
-            name,
-            table.dim,
-            table.capacity,
-            optimizer=table.optimizer,
-            optimizer_params=table.params,
-            initializer=table.initializer_args(),
-            shards=table.shards,
-            admission_min_count=table.min_count,
-            eviction=table.eviction,
-            seed=seed,
-        )
-
-
 async def _train(
     config: TrainConfig,
     plan: TrainPlan,
@@ -194,34 +178,22 @@ async def _train(
     start_hubs: Any,
 ) -> TrainReport:
     cluster = PsCluster([PsClient(host, port) for host, port in ps])
-    channels: list[Channel] = []
+    clients: list[HubClient] = []
     try:
-        await _create_variables(cluster, plan, config.seed)
+        await create_variables(cluster, plan.tables, config.seed)
         hub_addresses = hubs if hubs is not None else start_hubs()
-        channels = [Channel(host, port) for host, port in hub_addresses]
-        stubs = [
-            (f"{host}:{port}", HubStub(channel, timeout=600))
-            for (host, port), channel in zip(hub_addresses, channels, strict=True)
-        ]
-        evaluator = (
-            DataEvaluator(plan.eval_reader, cluster, list(plan.tables))
-            if plan.eval_reader is not None
-            else None
-        )
-        trainer = Trainer(
-            stubs,
+        clients = [HubClient(host, port) for host, port in hub_addresses]
+        return await train(
             cluster,
-            {name: table.dim for name, table in plan.tables.items()},
+            [(client.address, client) for client in clients],
+            plan.tables,
             plan.data.dense_features,
             config.trainer(),
-            evaluator,
+            plan.eval_reader,
         )
-        report = await trainer.run()
-        trainer.log_op_statistics()
-        return report
     finally:
-        for channel in channels:
-            channel.close()
+        for client in clients:
+            client.close()
         cluster.close()
 
 
@@ -347,7 +319,10 @@ def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = Non
             return [("127.0.0.1", s.port) for s in started]
 
         hub_addresses = parse_addresses(hubs, "--hub") if hubs else None
-        report = asyncio.run(_train(config, plan, ps_addresses, hub_addresses, start_hubs))
+        # grpclib runs on asyncio: the gRPC transport picks the backend.
+        report = anyio.run(
+            _train, config, plan, ps_addresses, hub_addresses, start_hubs, backend="asyncio"
+        )
     # With hubs started elsewhere their data settings are theirs, so there is no oracle to quote.
     oracle = _oracle_auc(config, workload) if not hubs else None
     print_report(report, oracle, config.eval_data)

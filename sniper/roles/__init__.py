@@ -1,33 +1,59 @@
-"""The hub, ps and trainer roles.
+"""The hub, ps and trainer roles: actors on anyio, whatever transport carries their calls.
 
 - :class:`PsEngine`: a ps's tables and batches, dispatched to a scheduler; embeddable as is.
-- :class:`PsService`: the ``sniper.v1.Ps`` gRPC service over an engine, mountable in any
-  grpclib server; :class:`HealthService` answers ``grpc.health.v1``.
-- :func:`serve_ps`: what ``sniper serve --role ps`` runs.
+- :class:`PsRole`: the ps (``sniper.rpc.PsApi``) over an engine: policies, histograms, drain.
+- :class:`HubRole`: reads a :class:`~sniper.data.Reader`, feeds the ps, hands out batches.
+- :class:`Trainer`: prefetches from hubs, trains the dense model, pushes gradients.
+- :class:`PsCluster`: several ps as one, each variable on the ps its name hashes to.
+
+Transports (``sniper.transport``) serve these roles over gRPC or in process; the roles never
+import them.
 """
 
-from sniper.roles._engine import LookupResult as LookupResult
+from sniper.roles._batch_id import EVAL_HUB as EVAL_HUB
+from sniper.roles._batch_id import MAX_HUBS as MAX_HUBS
+from sniper.roles._batch_id import BatchId as BatchId
+from sniper.roles._cluster import PsCluster as PsCluster
 from sniper.roles._engine import PendingLookup as PendingLookup
 from sniper.roles._engine import PsEngine as PsEngine
-from sniper.roles._engine import UnknownBatchError as UnknownBatchError
-from sniper.roles._engine import UnknownVariableError as UnknownVariableError
-from sniper.roles._health import HealthService as HealthService
-from sniper.roles._ps_service import PsService as PsService
-from sniper.roles._ps_service import PsServiceConfig as PsServiceConfig
-from sniper.roles._serve import ServeConfig as ServeConfig
-from sniper.roles._serve import bound_address as bound_address
-from sniper.roles._serve import serve_ps as serve_ps
+from sniper.roles._errors import DataError as DataError
+from sniper.roles._errors import Unavailable as Unavailable
+from sniper.roles._errors import UnknownBatchError as UnknownBatchError
+from sniper.roles._errors import UnknownVariableError as UnknownVariableError
+from sniper.roles._errors import VariableExistsError as VariableExistsError
+from sniper.roles._evaluate import DataEvaluator as DataEvaluator
+from sniper.roles._evaluate import EvalResult as EvalResult
+from sniper.roles._hub import HubConfig as HubConfig
+from sniper.roles._hub import HubRole as HubRole
+from sniper.roles._ps import PsRole as PsRole
+from sniper.roles._ps import PsRoleConfig as PsRoleConfig
+from sniper.roles._trainer import OpStats as OpStats
+from sniper.roles._trainer import Trainer as Trainer
+from sniper.roles._trainer import TrainerConfig as TrainerConfig
+from sniper.roles._trainer import TrainingError as TrainingError
+from sniper.roles._trainer import TrainReport as TrainReport
 
 __all__ = [
-    "HealthService",
-    "LookupResult",
+    "EVAL_HUB",
+    "MAX_HUBS",
+    "BatchId",
+    "DataError",
+    "DataEvaluator",
+    "EvalResult",
+    "HubConfig",
+    "HubRole",
+    "OpStats",
     "PendingLookup",
+    "PsCluster",
     "PsEngine",
-    "PsService",
-    "PsServiceConfig",
-    "ServeConfig",
+    "PsRole",
+    "PsRoleConfig",
+    "TrainReport",
+    "Trainer",
+    "TrainerConfig",
+    "TrainingError",
+    "Unavailable",
     "UnknownBatchError",
     "UnknownVariableError",
-    "bound_address",
-    "serve_ps",
+    "VariableExistsError",
 ]

@@ -7,8 +7,10 @@ workers, while the shards of small variables are packed together into tasks of a
 one-at-a-time order holds per task, not per packed shard; every table keeps its own lock mode,
 which is what protects its rows (set ``min_task_signs=1`` for one task per shard).
 
-The gRPC service (``sniper serve --role ps``) decodes messages and calls the engine;
-benchmarks and the demo call it directly, so what they measure is what the server runs.
+Every call a ps answers goes the same way: transport → :class:`~sniper.roles.PsRole` → engine →
+scheduler → store. The ``*_async`` methods are what the role awaits; the blocking ones are for
+benchmarks and embedders on plain threads, and both submit the same scheduler tasks, so what a
+benchmark measures is what the server runs.
 
 Batch lifecycle, as in the seed system: ``feed`` (FeedSample) splits a variable's signs by
 shard once and keeps them under the batch id; ``lookup`` (EmbeddingLookup) pools them;
@@ -20,47 +22,21 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from sniper.roles._errors import UnknownBatchError, UnknownVariableError
+from sniper.rpc._api import Pooled
 from sniper.scheduler import Scheduler, TaskHandle, TaskKey, wait_all
-from sniper.store import EmbeddingTable, ShardedBatch
+from sniper.store import EmbeddingTable, ShardedBatch, TableExport
 
-__all__ = [
-    "LookupResult",
-    "PendingLookup",
-    "PsEngine",
-    "UnknownBatchError",
-    "UnknownVariableError",
-]
+T = TypeVar("T")
 
-
-class UnknownVariableError(KeyError):
-    """A request named a variable this ps does not hold (create it first, or ask its owner)."""
-
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-
-class UnknownBatchError(KeyError):
-    """A request named a batch id this ps was never fed, or has already freed."""
-
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-
-@dataclass(frozen=True)
-class LookupResult:
-    """One variable's pooled embeddings and the server time its shard tasks took."""
-
-    pooled: NDArray[np.float32]
-    """``[batch, dim]`` sum of each example's rows."""
-    kernel_seconds: float
-    """Seconds the store kernels spent on this variable, summed over its shards: the load a
-    variable puts on this ps (the seeds' ``time_spends``), whatever the other tasks did."""
+__all__ = ["PendingLookup", "PsEngine"]
 
 
 class PsEngine:
@@ -123,6 +99,15 @@ class PsEngine:
                 # Re-feeding moves the key to the end, keeping the dict ordered by feed time.
                 self._batches.pop((batch_id, name), None)
                 self._batches[(batch_id, name)] = (batch, now)
+
+    async def feed_async(
+        self, batch_id: int, variables: Iterable[tuple[str, ArrayLike, ArrayLike]]
+    ) -> None:
+        """:meth:`feed_many` as a scheduler task: splitting by shard is kernel work, kept off
+        the event loop and keyed by the first variable."""
+        items = list(variables)
+        key = items[0][0] if items else "__feed__"
+        await self.scheduler.run(key, self.feed_many, batch_id, items)
 
     def pending_batches(self) -> int:
         """(batch, variable) pairs fed and not yet pushed or expired."""
@@ -212,11 +197,11 @@ class PsEngine:
             [self.scheduler.submit(task[0].key, _lookup_parts, task) for task in self._plan(parts)]
         )
 
-    def lookup(self, batch_id: int, names: Iterable[str]) -> dict[str, LookupResult]:
+    def lookup(self, batch_id: int, names: Iterable[str]) -> dict[str, Pooled]:
         """Pooled embeddings of ``names`` for a fed batch, blocking the calling thread."""
         return self.start_lookup(batch_id, names).result()
 
-    async def lookup_async(self, batch_id: int, names: Iterable[str]) -> dict[str, LookupResult]:
+    async def lookup_async(self, batch_id: int, names: Iterable[str]) -> dict[str, Pooled]:
         """Pooled embeddings of ``names``, awaited without blocking the event loop."""
         return await self.start_lookup(batch_id, names).wait()
 
@@ -261,6 +246,24 @@ class PsEngine:
         finally:
             self.release(batch_id, grads)
 
+    # -- rows and checkpoints -------------------------------------------------------------------
+
+    async def pull_async(self, name: str, signs: NDArray[np.uint64]) -> NDArray[np.float32]:
+        """Rows of ``signs`` of variable ``name`` (zeros where absent), inserting none."""
+        table = self.table(name)
+        rows: NDArray[np.float32] = await self.scheduler.run(name, table.get, signs)
+        return rows
+
+    async def import_async(self, name: str, data: TableExport) -> None:
+        """Write exported rows (weights, optimizer state, steps) into variable ``name``."""
+        table = self.table(name)
+        await self.scheduler.run(name, table.import_, data)
+
+    async def run_exclusive(self, function: Callable[..., T], *args: Any) -> T:
+        """Run ``function(*args)`` as one scheduler task under the checkpoint key: saves and
+        restores of one ps are serialized on ``per_variable`` and run off the event loop."""
+        return await self.scheduler.run("__checkpoint__", function, *args)
+
 
 class PendingLookup:
     """Lookup tasks in flight; ``result()`` blocks, ``await wait()`` does not."""
@@ -268,10 +271,10 @@ class PendingLookup:
     def __init__(self, handles: list[TaskHandle[list[_Done]]]) -> None:
         self.handles = handles
 
-    def result(self) -> dict[str, LookupResult]:
+    def result(self) -> dict[str, Pooled]:
         return _collect([handle.result() for handle in self.handles])
 
-    async def wait(self) -> dict[str, LookupResult]:
+    async def wait(self) -> dict[str, Pooled]:
         return _collect(await wait_all(self.handles))
 
 
@@ -308,7 +311,7 @@ def _push_parts(parts: list[_Part], grads: Mapping[str, NDArray[np.float32]]) ->
         part.table.push_grad_shard(part.batch, part.shard, grads[part.name])
 
 
-def _collect(tasks: list[list[_Done]]) -> dict[str, LookupResult]:
+def _collect(tasks: list[list[_Done]]) -> dict[str, Pooled]:
     """Sum each variable's partial pools and kernel times over the tasks that held them."""
     pooled: dict[str, NDArray[np.float32]] = {}
     seconds: dict[str, float] = {}
@@ -319,7 +322,7 @@ def _collect(tasks: list[list[_Done]]) -> dict[str, LookupResult]:
             else:
                 pooled[name] = part
             seconds[name] = seconds.get(name, 0.0) + elapsed
-    return {name: LookupResult(pooled[name], seconds[name]) for name in pooled}
+    return {name: Pooled(pooled[name], seconds[name]) for name in pooled}
 
 
 def _check_grad(

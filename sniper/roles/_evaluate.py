@@ -22,8 +22,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sniper.data import Batch, Reader, StreamingAuc, log_loss
-from sniper.roles._batch_id import EVAL_HUB, pack_batch_id
-from sniper.rpc._client import Pooled, PsCluster
+from sniper.roles._batch_id import EVAL_HUB, BatchId
+from sniper.roles._cluster import PsCluster
+from sniper.rpc._api import Pooled
 
 __all__ = ["DataEvaluator", "EvalResult", "Predict"]
 
@@ -62,7 +63,7 @@ class DataEvaluator:
         batches = self.reader.batches()
         index = 0
         while (batch := await anyio.to_thread.run_sync(_next, batches)) is not None:
-            batch_id = pack_batch_id(EVAL_HUB, epoch, index)
+            batch_id = BatchId(EVAL_HUB, epoch, index).pack()
             index += 1
             await self.cluster.feed_sample(batch_id, batch.sparse)
             pooled = await self.cluster.embedding_lookup(batch_id, self.variables, release=True)

@@ -1,43 +1,45 @@
-"""The hub: reads samples, numbers the batches, feeds their signs to the ps, serves ReadSample.
+"""``HubRole``: reads samples, numbers the batches, feeds their signs to the ps, hands them out.
 
-A producer task walks the reader's batches (``epochs`` times, this hub's shard of them),
-gives each one an id, and sends every variable's signs to the ps that owns the variable
-(FeedSample, all ps concurrently, at most ``max_in_flight`` batches being fed at once). A batch
-whose signs every ps holds goes into a bounded queue; ReadSample takes from it. When the
-trainer stops reading, the queue fills and the producer waits: that is the backpressure. When
-the input is exhausted, ReadSample answers ``end_of_data``.
+An actor on anyio. :meth:`HubRole.run` walks the reader's batches (``epochs`` times, this hub's
+shard of them) on a worker thread, gives each one an id, and sends every variable's signs to
+the ps that owns the variable (FeedSample through :class:`~sniper.roles.PsCluster`, at most
+``max_in_flight`` batches being fed at once, each in the run's task group). A batch whose signs
+every ps holds goes into a bounded memory object stream; :meth:`HubRole.read_sample` takes from
+it. When the trainer stops reading, the stream fills and the producer waits: that is the
+backpressure. When the input is exhausted the stream closes and ``read_sample`` answers None
+(end of data) to every reader.
 
 Batch ids are ``sniper.roles._batch_id``'s: several hubs never hand out the same id, and a
-batch has the same index (so the same held-out status) in every epoch. Reading and generating
-batches is numpy work, done on a worker thread so the event loop keeps serving.
+batch has the same index (so the same held-out status) in every epoch.
 
-A hub whose data cannot be read (a malformed line) or fed stops producing: health turns
-NOT_SERVING (see :attr:`HubService.healthy`), and once the batches fed before the failure are
-read, ReadSample answers UNAVAILABLE with the reason, which the trainer prints as its one line.
+A hub whose data cannot be read (a malformed line) or fed stops producing: :attr:`healthy`
+turns False (health NOT_SERVING), and once the batches fed before the failure are read,
+``read_sample`` raises :class:`~sniper.roles.Unavailable` with the reason, which the trainer
+prints as its one line. A hub cancelled for shutdown says so the same way, never "end of data".
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import anyio
+import anyio.to_thread
 import numpy as np
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 from numpy.typing import NDArray
 
 from sniper._metrics import Histogram
-from sniper.roles._batch_id import MAX_HUBS, pack_batch_id
-from sniper.rpc._client import PsCluster
-from sniper.rpc._generated.sniper.v1 import HubBase, ReadSampleRequest, ReadSampleResponse
-from sniper.rpc._tensor import encode
+from sniper.roles._batch_id import MAX_HUBS, BatchId
+from sniper.roles._cluster import PsCluster
+from sniper.roles._errors import DataError, Unavailable, describe_error
+from sniper.rpc._api import Sample
 
-__all__ = ["BatchLike", "HubConfig", "HubService", "ReaderLike"]
+__all__ = ["BatchLike", "HubConfig", "HubRole", "ReaderLike"]
 
 log = logging.getLogger("sniper.hub")
 
@@ -86,41 +88,42 @@ class HubConfig:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
 
 
-_END = object()
-
-
-class DataError(Exception):
-    """The hub's reader failed: the data's fault (a malformed line), not the cluster's."""
-
-
-class HubService(HubBase):
-    """The ``sniper.v1.Hub`` service; ``start()`` launches the producer."""
+class HubRole:
+    """The hub (see the module doc): ``await run()`` in a task group, then ``read_sample``."""
 
     def __init__(self, reader: ReaderLike, cluster: PsCluster, config: HubConfig) -> None:
         self.reader = reader
         self.cluster = cluster
         self.config = config
-        self.queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=config.queue_size)
         self.feed_latency = Histogram()
         self.batches_fed = 0
         self.error: BaseException | None = None
-        self._producer: asyncio.Task[None] | None = None
-        self._ended = False
-
-    def start(self) -> None:
-        """Start reading and feeding in the running event loop."""
-        self._producer = asyncio.create_task(self._produce())
-
-    async def stop(self) -> None:
-        if self._producer is not None:
-            self._producer.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._producer
+        self._send, self._receive = anyio.create_memory_object_stream[tuple[int, BatchLike]](
+            config.queue_size
+        )
 
     @property
     def healthy(self) -> bool:
         """False once reading or feeding has failed: the hub will hand out no more batches."""
         return self.error is None
+
+    async def run(self) -> None:
+        """Read and feed to the end of the data (or the first failure); then return.
+
+        The role keeps answering :meth:`read_sample` after ``run`` returns. Cancel it to stop
+        the hub: readers then hear that it shut down.
+        """
+        index = self.config.hub_index
+        try:
+            async with self._send:  # closing it tells the readers the data ended
+                self.error = await self._produce()
+        except anyio.get_cancelled_exc_class():
+            self.error = Unavailable(f"hub {index} is shutting down")
+            raise
+        if isinstance(self.error, DataError):
+            log.error("hub %d stopped reading its data: %s", index, self.error)
+        elif self.error is not None:
+            log.error("hub %d stopped feeding: %s", index, describe_error(self.error))
 
     def _stream(self) -> Iterator[tuple[int, Any]]:
         """(batch id, batch) in order; a batch keeps its index in every epoch."""
@@ -129,7 +132,7 @@ class HubService(HubBase):
                 epoch=epoch, shard=self.config.hub_index, num_shards=self.config.num_hubs
             )
             for index, batch in enumerate(batches):
-                yield pack_batch_id(self.config.hub_index, epoch, index), batch
+                yield BatchId(self.config.hub_index, epoch, index).pack(), batch
 
     @staticmethod
     def _next(stream: Iterator[tuple[int, Any]]) -> tuple[int, Any] | None:
@@ -138,75 +141,66 @@ class HubService(HubBase):
         except Exception as exc:  # whatever the reader raises, it is about the data
             raise DataError(f"{type(exc).__name__}: {exc}" if str(exc) else repr(exc)) from exc
 
-    async def _produce(self) -> None:
-        in_flight: set[asyncio.Task[None]] = set()
+    async def _produce(self) -> BaseException | None:
+        """Feed every batch, ``max_in_flight`` at a time; the first failure, or None."""
+        failures: list[BaseException] = []
+        slots = anyio.Semaphore(self.config.max_in_flight)
         stream = self._stream()
-        try:
-            while True:
-                item = await asyncio.to_thread(self._next, stream)
+        async with anyio.create_task_group() as feeds:
+            while not failures:
+                try:
+                    item = await anyio.to_thread.run_sync(self._next, stream)
+                except DataError as exc:
+                    failures.append(exc)
+                    break
                 if item is None:
                     break
-                batch_id, batch = item
-                while len(in_flight) >= self.config.max_in_flight:
-                    done, in_flight = await asyncio.wait(
-                        in_flight, return_when=asyncio.FIRST_COMPLETED
-                    )
-                    for task in done:
-                        task.result()
-                in_flight.add(asyncio.create_task(self._feed(batch_id, batch)))
-            for task in in_flight:
-                await task
-        except DataError as exc:
-            log.error("hub %d stopped reading its data: %s", self.config.hub_index, exc)
-            self.error = exc
-        except Exception as exc:
-            log.exception("hub %d stopped feeding", self.config.hub_index)
-            self.error = exc
-        finally:
-            for task in in_flight:
-                task.cancel()
-        # Not in the finally: a cancelled producer (shutdown) must not wait for room in a full
-        # queue that nobody reads any more.
-        await self.queue.put(_END)
+                await slots.acquire()
+                feeds.start_soon(self._feed, *item, slots, failures)
+        return failures[0] if failures else None
 
-    async def _feed(self, batch_id: int, batch: BatchLike) -> None:
-        start = time.perf_counter()
+    async def _feed(
+        self, batch_id: int, batch: BatchLike, slots: anyio.Semaphore, failures: list[BaseException]
+    ) -> None:
+        try:
+            start = time.perf_counter()
+            await self._feed_with_retry(batch_id, batch)
+            self.feed_latency.record(time.perf_counter() - start)
+            self.batches_fed += 1
+        except Exception as exc:
+            failures.append(exc)
+            return
+        finally:
+            slots.release()
+        await self._send.send((batch_id, batch))
+
+    async def _feed_with_retry(self, batch_id: int, batch: BatchLike) -> None:
+        """FeedSample, retrying NOT_FOUND for ``feed_retry_seconds``: the trainer may still be
+        creating the variables when the hub starts."""
         deadline = time.monotonic() + self.config.feed_retry_seconds
         while True:
             try:
                 await self.cluster.feed_sample(batch_id, batch.sparse)
-                break
+                return
             except GRPCError as exc:
                 if exc.status != Status.NOT_FOUND or time.monotonic() > deadline:
                     raise
-                await asyncio.sleep(0.2)
-        self.feed_latency.record(time.perf_counter() - start)
-        self.batches_fed += 1
-        await self.queue.put((batch_id, batch))
+                await anyio.sleep(0.2)
 
-    async def read_sample(self, request: ReadSampleRequest) -> ReadSampleResponse:
-        if self._ended:
-            return self._end()
-        item = await self.queue.get()
-        if item is _END:
-            self._ended = True
-            self.queue.put_nowait(_END)  # every later reader sees the end too
-            return self._end()
-        batch_id, batch = item
-        return ReadSampleResponse(
-            batch_id=batch_id, labels=encode(batch.labels), dense=encode(batch.dense)
-        )
+    async def read_sample(self) -> Sample | None:
+        """The next fed batch; None at the end of the data; :class:`Unavailable` if failed."""
+        try:
+            batch_id, batch = await self._receive.receive()
+        except anyio.EndOfStream:
+            self._raise_failure()
+            return None
+        return Sample(batch_id, batch.labels, batch.dense)
 
-    def _end(self) -> ReadSampleResponse:
+    def _raise_failure(self) -> None:
+        index = self.config.hub_index
         if isinstance(self.error, DataError):
-            raise GRPCError(
-                Status.UNAVAILABLE,
-                f"hub {self.config.hub_index} stopped reading its data: {self.error}",
-            )
+            raise Unavailable(f"hub {index} stopped reading its data: {self.error}")
+        if isinstance(self.error, Unavailable):
+            raise Unavailable(str(self.error))
         if self.error is not None:
-            raise GRPCError(
-                Status.UNAVAILABLE,
-                f"hub {self.config.hub_index} could not feed the ps: "
-                f"{type(self.error).__name__}: {self.error}",
-            )
-        return ReadSampleResponse(end_of_data=True)
+            raise Unavailable(f"hub {index} could not feed the ps: {describe_error(self.error)}")

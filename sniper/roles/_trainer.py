@@ -1,10 +1,11 @@
 """The trainer: prefetches batches from the hubs, trains the dense model, pushes gradients.
 
-Pipeline. ``prefetch`` worker coroutines each loop over: ReadSample from the next hub, then
-EmbeddingLookup of every variable on every ps at once, then hand the batch to the training loop
-through a bounded queue. So up to ``prefetch`` batches are in flight while the model trains
-on the current one. This is the seeds' feed_queue, and it means a pushed gradient may land
-after up to ``prefetch`` newer lookups: the usual asynchronous-PS staleness.
+Pipeline. ``prefetch`` worker tasks (one anyio task group) each loop over: ReadSample from the
+next hub, then EmbeddingLookup of every variable on every ps at once, then hand the batch to the
+training loop through a bounded memory object stream. So up to ``prefetch`` batches are in
+flight while the model trains on the current one. This is the seeds' feed_queue, and it means
+a pushed gradient may land after up to ``prefetch`` newer lookups: the usual asynchronous-PS
+staleness.
 
 Training. Every ``eval_every``-th batch of each hub is held out: looked up with ``release``
 (no PushGrad), scored, and counted in the evaluation AUC and logloss only (progressive
@@ -23,7 +24,6 @@ retries.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sys
 import time
@@ -31,26 +31,30 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import anyio
 import numpy as np
+from anyio import CancelScope
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from grpclib.exceptions import GRPCError, StreamTerminatedError
 from numpy.typing import NDArray
 from threadpoolctl import threadpool_limits
 
 from sniper._metrics import Histogram
 from sniper.data import StreamingAuc, log_loss
-from sniper.roles._batch_id import batch_index
+from sniper.roles._batch_id import BatchId
+from sniper.roles._cluster import PsCluster
+from sniper.roles._errors import Unavailable, describe_error
 from sniper.roles._evaluate import DataEvaluator, EvalResult
 from sniper.roles._model import DenseModel, sigmoid
-from sniper.rpc._client import Pooled, PsCluster
-from sniper.rpc._generated.sniper.v1 import HubStub, ReadSampleRequest
-from sniper.rpc._tensor import decode
+from sniper.rpc._api import HubApi, Pooled
 
 __all__ = ["OpStats", "TrainReport", "Trainer", "TrainerConfig", "TrainingError"]
 
 log = logging.getLogger("sniper.trainer")
 OPS = ("ReadSample", "EmbeddingLookup", "PushGrad", "Dense")
-RPC_ERRORS = (GRPCError, StreamTerminatedError, OSError, TimeoutError)
-"""What a call to a hub or ps raises when the server fails or goes away."""
+RPC_ERRORS = (GRPCError, StreamTerminatedError, OSError, TimeoutError, Unavailable)
+"""What a call to a hub or ps raises when the server fails or goes away (a role called
+directly, without a transport, raises :class:`~sniper.roles.Unavailable`)."""
 
 
 class TrainingError(RuntimeError):
@@ -147,9 +151,6 @@ class _Ready:
     held_out: bool
 
 
-_DONE = object()
-
-
 class Trainer:
     """Runs the pipeline over ``hubs`` and the ps ``cluster`` until the data ends.
 
@@ -158,7 +159,7 @@ class Trainer:
 
     def __init__(
         self,
-        hubs: Sequence[tuple[str, HubStub]],
+        hubs: Sequence[tuple[str, HubApi]],
         cluster: PsCluster,
         dims: Mapping[str, int],
         dense_features: int,
@@ -203,17 +204,17 @@ class Trainer:
 
     async def _prefetch_one(self) -> _Ready | None:
         while (index := self._pick_hub()) is not None:
-            address, stub = self.hubs[index]
+            address, hub = self.hubs[index]
             try:
-                response = await self._timed("ReadSample", stub.read_sample(ReadSampleRequest()))
+                sample = await self._timed("ReadSample", hub.read_sample())
             except RPC_ERRORS as exc:
                 raise TrainingError(
-                    f"hub {address} failed on ReadSample: {_describe(exc)}"
+                    f"hub {address} failed on ReadSample: {describe_error(exc)}"
                 ) from exc
-            if response.end_of_data:
+            if sample is None:
                 self._ended.add(index)
                 continue
-            counter = batch_index(response.batch_id)
+            counter = BatchId.unpack(sample.batch_id).index
             held_out = (
                 self.config.eval_every > 0
                 and counter % self.config.eval_every == self.config.eval_every - 1
@@ -222,35 +223,33 @@ class Trainer:
                 pooled = await self._timed(
                     "EmbeddingLookup",
                     self.cluster.embedding_lookup(
-                        response.batch_id, self.variables, release=held_out
+                        sample.batch_id, self.variables, release=held_out
                     ),
                 )
             except RPC_ERRORS as exc:
                 raise TrainingError(
-                    f"EmbeddingLookup of batch {response.batch_id} failed: {_describe(exc)}"
+                    f"EmbeddingLookup of batch {sample.batch_id} failed: {describe_error(exc)}"
                 ) from exc
-            return _Ready(
-                response.batch_id,
-                decode(response.labels, "labels", "float32", 1),
-                decode(response.dense, "dense", "float32", 2),
-                pooled,
-                held_out,
-            )
+            return _Ready(sample.batch_id, sample.labels, sample.dense, pooled, held_out)
         return None
 
-    async def _worker(self, queue: asyncio.Queue[Any]) -> None:
-        # _DONE tells the training loop this worker ended (data exhausted, or an error it will
-        # find in the task). A cancelled worker sends nothing: the loop that cancelled it is
-        # gone, and waiting for room in a full queue would never end.
-        try:
-            while (ready := await self._prefetch_one()) is not None:
-                await queue.put(ready)
-        except asyncio.CancelledError:
-            raise
-        except BaseException:
-            await queue.put(_DONE)
-            raise
-        await queue.put(_DONE)
+    async def _worker(
+        self,
+        send: MemoryObjectSendStream[_Ready],
+        failures: list[BaseException],
+        scope: CancelScope,
+    ) -> None:
+        """Prefetch until the data ends; a failure is recorded and stops the whole pipeline.
+        Closing ``send`` tells the training loop this worker is done."""
+        async with send:
+            try:
+                while (ready := await self._prefetch_one()) is not None:
+                    await send.send(ready)
+            except anyio.BrokenResourceError:
+                pass  # the training loop stopped reading (max_steps): nothing is wrong
+            except Exception as exc:
+                failures.append(exc)
+                scope.cancel()
 
     # -- the training loop ------------------------------------------------------------------
 
@@ -291,7 +290,7 @@ class Trainer:
             await self._timed("PushGrad", self.cluster.push_grad(ready.batch_id, grads))
         except RPC_ERRORS as exc:
             raise TrainingError(
-                f"PushGrad of batch {ready.batch_id} failed: {_describe(exc)}"
+                f"PushGrad of batch {ready.batch_id} failed: {describe_error(exc)}"
             ) from exc
         report.steps += 1
         report.examples += len(labels)
@@ -313,7 +312,7 @@ class Trainer:
             result = await self.evaluator.score(self.predict, report.steps)
         except RPC_ERRORS as exc:
             raise TrainingError(
-                f"evaluation at step {report.steps} failed: {_describe(exc)}"
+                f"evaluation at step {report.steps} failed: {describe_error(exc)}"
             ) from exc
         report.eval_data_history.append(result)
         report.eval_data_auc = result.auc
@@ -338,37 +337,21 @@ class Trainer:
     async def _run(self) -> TrainReport:
         report = TrainReport()
         train_auc = StreamingAuc()
-        queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=self.config.prefetch)
-        workers = [asyncio.create_task(self._worker(queue)) for _ in range(self.config.prefetch)]
-        started = last_log = time.perf_counter()
-        window: list[float] = []
-        finished = 0
-        try:
-            while finished < len(workers):
-                item = await queue.get()
-                if item is _DONE:
-                    finished += 1
-                    _raise_worker_error(workers)
-                    continue
-                if item.held_out:
-                    self._evaluate(item, report)
-                else:
-                    await self._train_on(item, report, train_auc, window)
-                    every = self.config.eval_every_steps
-                    if every and report.steps % every == 0:
-                        await self._score_eval_data(report)
-                now = time.perf_counter()
-                if now - last_log >= self.config.stats_interval:
-                    self.log_op_statistics()
-                    last_log = now
-                self._progress(report, now - started, train_auc)
-                if self.config.max_steps and report.steps >= self.config.max_steps:
-                    break
-        finally:
-            for worker in workers:
-                worker.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
-        _raise_worker_error(workers)
+        started = time.perf_counter()
+        send, receive = anyio.create_memory_object_stream[_Ready](self.config.prefetch)
+        failures: list[BaseException] = []
+        async with anyio.create_task_group() as group:
+            for _ in range(self.config.prefetch):
+                group.start_soon(self._worker, send.clone(), failures, group.cancel_scope)
+            send.close()
+            try:
+                async with receive:
+                    await self._consume(receive, report, train_auc, started)
+            except Exception as exc:
+                failures.append(exc)
+            group.cancel_scope.cancel()  # max_steps reached, or a failure: stop prefetching
+        if failures:
+            raise failures[0]
         # Training throughput leaves out the time spent scoring the evaluation data.
         seconds = time.perf_counter() - started - sum(r.seconds for r in report.eval_data_history)
         last = report.eval_data_history[-1].step if report.eval_data_history else None
@@ -376,6 +359,32 @@ class Trainer:
             await self._score_eval_data(report)
         self._finish(report, seconds, train_auc)
         return report
+
+    async def _consume(
+        self,
+        receive: MemoryObjectReceiveStream[_Ready],
+        report: TrainReport,
+        train_auc: StreamingAuc,
+        started: float,
+    ) -> None:
+        """The training loop: train on (or score) each prefetched batch, in arrival order."""
+        last_log = started
+        window: list[float] = []
+        async for item in receive:
+            if item.held_out:
+                self._evaluate(item, report)
+            else:
+                await self._train_on(item, report, train_auc, window)
+                every = self.config.eval_every_steps
+                if every and report.steps % every == 0:
+                    await self._score_eval_data(report)
+            now = time.perf_counter()
+            if now - last_log >= self.config.stats_interval:
+                self.log_op_statistics()
+                last_log = now
+            self._progress(report, now - started, train_auc)
+            if self.config.max_steps and report.steps >= self.config.max_steps:
+                return
 
     def _finish(self, report: TrainReport, seconds: float, train_auc: StreamingAuc) -> None:
         if self.config.progress and sys.stderr.isatty():
@@ -433,15 +442,3 @@ def _auc_of(batches: list[tuple[NDArray[np.float32], NDArray[np.float32]]]) -> f
     for labels, probs in batches:
         auc.update(labels, probs)
     return float(auc.value())
-
-
-def _raise_worker_error(workers: list[asyncio.Task[None]]) -> None:
-    for worker in workers:
-        if worker.done() and not worker.cancelled() and worker.exception() is not None:
-            raise worker.exception()  # type: ignore[misc]
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, GRPCError):
-        return f"{exc.status.name}: {exc.message}"
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

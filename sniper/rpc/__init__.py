@@ -1,13 +1,22 @@
-"""The gRPC contract (``sniper.v1``, in ``sniper.proto``) and typed clients.
+"""The contract: ``sniper.v1`` (in ``sniper.proto``), its Python protocols, and gRPC clients.
 
-``sniper.rpc.v1`` holds the generated message and stub classes; ``PsClient`` and ``PsCluster``
-are what applications use. ``Server`` and ``Channel`` are grpclib's, with sniper's codec and
-the HTTP/2 frame and window sizes that 5 MB tensor messages need.
+``sniper.rpc.v1`` holds the generated message and stub classes. :class:`PsApi` and
+:class:`HubApi` are the calls as Python, implemented by the roles, the gRPC clients
+(:class:`PsClient`, :class:`HubClient`) and the in-process transport alike; :class:`Pooled`,
+:class:`Sample` and :class:`Checkpointed` are their answers. ``Server`` and ``Channel`` are
+grpclib's, with sniper's codec and the HTTP/2 frame and window sizes that 5 MB tensor messages
+need.
 """
 
-from sniper.rpc._client import Pooled as Pooled
+from sniper.rpc._api import Checkpointed as Checkpointed
+from sniper.rpc._api import HubApi as HubApi
+from sniper.rpc._api import Pooled as Pooled
+from sniper.rpc._api import PsApi as PsApi
+from sniper.rpc._api import Sample as Sample
+from sniper.rpc._api import Signs as Signs
+from sniper.rpc._api import variable_request as variable_request
+from sniper.rpc._client import HubClient as HubClient
 from sniper.rpc._client import PsClient as PsClient
-from sniper.rpc._client import PsCluster as PsCluster
 from sniper.rpc._codec import SniperCodec as SniperCodec
 from sniper.rpc._http2 import Channel as Channel
 from sniper.rpc._http2 import Server as Server
@@ -17,12 +26,18 @@ from sniper.rpc._tensor import encode as encode_tensor
 
 __all__ = [
     "Channel",
+    "Checkpointed",
+    "HubApi",
+    "HubClient",
     "Pooled",
+    "PsApi",
     "PsClient",
-    "PsCluster",
+    "Sample",
     "Server",
+    "Signs",
     "SniperCodec",
     "TensorError",
     "decode_tensor",
     "encode_tensor",
+    "variable_request",
 ]

@@ -1,4 +1,8 @@
-"""Typed async clients of the ps: one server (``PsClient``) or a cluster (``PsCluster``).
+"""gRPC clients of the ps (:class:`PsClient`) and the hub (:class:`HubClient`).
+
+Each implements its role's protocol (:class:`~sniper.rpc.PsApi`, :class:`~sniper.rpc.HubApi`)
+over grpclib, so :class:`~sniper.roles.PsCluster`, the hub and the trainer use them exactly as
+they use an in-process role.
 
 Every call has a deadline. Idempotent calls (CreateVariable, FeedSample, a lookup that does
 not release its batch, Pull, Push, Stats, Save, Restore) are retried on UNAVAILABLE with
@@ -8,29 +12,27 @@ retried: applying a gradient twice is worse than reporting the failure.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import anyio
 import numpy as np
 from grpclib.client import UnaryUnaryMethod
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError, StreamTerminatedError
 from numpy.typing import NDArray
 
-from sniper.hashing import ps_for_variable
+from sniper.rpc._api import Checkpointed, Pooled, Sample, Signs
 from sniper.rpc._generated.sniper.v1 import (
-    AdmissionConfig,
     CreateVariableRequest,
     EmbeddingLookupRequest,
     FeedSampleResponse,
-    InitializerConfig,
-    OptimizerConfig,
+    HubStub,
     PsStub,
     PullRequest,
     PushGradResponse,
     PushRequest,
+    ReadSampleRequest,
     RestoreRequest,
     SaveRequest,
     StatsRequest,
@@ -46,19 +48,10 @@ from sniper.rpc._wire import (
     push_grad_wire,
 )
 
-__all__ = ["Pooled", "PsClient", "PsCluster"]
+__all__ = ["HubClient", "PsClient"]
 
 T = TypeVar("T")
 _MB = 2**20
-Signs = tuple[NDArray[np.uint64], NDArray[np.int64]]
-
-
-@dataclass(frozen=True)
-class Pooled:
-    """One variable's answer to EmbeddingLookup."""
-
-    pooled: NDArray[np.float32]
-    kernel_seconds: float
 
 
 def _method(channel: Channel, name: str, request: type, reply: type) -> UnaryUnaryMethod[Any, Any]:
@@ -122,36 +115,13 @@ class PsClient:
                 retryable = not isinstance(exc, GRPCError) or exc.status == Status.UNAVAILABLE
                 if not retryable or attempt == self.retries:
                     raise
-            await asyncio.sleep(delay)
+            await anyio.sleep(delay)
             delay *= 2
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def create_variable(
-        self,
-        name: str,
-        dim: int,
-        capacity: int,
-        *,
-        optimizer: str = "adagrad",
-        optimizer_params: Mapping[str, float] | None = None,
-        initializer: tuple[str, float, float] | None = None,
-        shards: int = 1,
-        admission_min_count: int = 0,
-        eviction: str = "lru",
-        seed: int = 0,
-    ) -> bool:
-        """Create a variable; False if it already existed with this configuration."""
-        request = CreateVariableRequest(
-            name=name,
-            dim=dim,
-            capacity=capacity,
-            optimizer=OptimizerConfig(name=optimizer, params=dict(optimizer_params or {})),
-            initializer=InitializerConfig(*initializer) if initializer else InitializerConfig(),
-            shards=shards,
-            admission=AdmissionConfig(min_count=admission_min_count),
-            eviction=eviction,
-            seed=seed,
-        )
+    async def create_variable(self, request: CreateVariableRequest) -> bool:
+        """Create a variable (see :func:`~sniper.rpc.variable_request`); False if it already
+        existed with this configuration."""
         response = await self._retry(lambda: self.stub.create_variable(request))
         return response.created
 
@@ -196,63 +166,37 @@ class PsClient:
         request = PushRequest(name=name, signs=encode(signs), rows=encode(rows))
         await self._retry(lambda: self.stub.push(request))
 
-    async def save(self, directory: str) -> int:
+    async def save(self, directory: str) -> Checkpointed:
         response = await self._retry(lambda: self.stub.save(SaveRequest(directory=directory)))
-        return response.rows
+        return Checkpointed(tuple(response.variables), response.rows)
 
-    async def restore(self, directory: str) -> int:
+    async def restore(self, directory: str) -> Checkpointed:
         request = RestoreRequest(directory=directory)
-        return (await self._retry(lambda: self.stub.restore(request))).rows
+        response = await self._retry(lambda: self.stub.restore(request))
+        return Checkpointed(tuple(response.variables), response.rows)
 
     async def stats(self) -> StatsResponse:
         return await self._retry(lambda: self.stub.stats(StatsRequest()))
 
 
-class PsCluster:
-    """Several ps, each variable on ``ps_for_variable(name, len(clients))``; calls fan out."""
+class HubClient:
+    """A connection to one hub. ReadSample is never retried: a batch handed out to a call
+    that then failed is not handed out again."""
 
-    def __init__(self, clients: Sequence[PsClient]) -> None:
-        if not clients:
-            raise ValueError("a cluster needs at least one ps")
-        self.clients = list(clients)
-
-    def owner(self, name: str) -> PsClient:
-        return self.clients[ps_for_variable(name, len(self.clients))]
-
-    def _by_owner(self, names: Sequence[str]) -> dict[int, list[str]]:
-        groups: dict[int, list[str]] = {}
-        for name in names:
-            groups.setdefault(ps_for_variable(name, len(self.clients)), []).append(name)
-        return groups
+    def __init__(self, host: str, port: int, *, timeout: float = 600.0) -> None:
+        self.address = f"{host}:{port}"
+        self.channel = Channel(host, port)
+        self.stub = HubStub(self.channel, timeout=timeout)
 
     def close(self) -> None:
-        for client in self.clients:
-            client.close()
+        self.channel.close()
 
-    async def feed_sample(self, batch_id: int, variables: Mapping[str, Signs]) -> None:
-        await asyncio.gather(
-            *(
-                self.clients[ps].feed_sample(batch_id, {n: variables[n] for n in names})
-                for ps, names in self._by_owner(list(variables)).items()
-            )
+    async def read_sample(self) -> Sample | None:
+        response = await self.stub.read_sample(ReadSampleRequest())
+        if response.end_of_data:
+            return None
+        return Sample(
+            response.batch_id,
+            decode(response.labels, "labels", "float32", 1),
+            decode(response.dense, "dense", "float32", 2),
         )
-
-    async def embedding_lookup(
-        self, batch_id: int, names: Sequence[str], *, release: bool = False
-    ) -> dict[str, Pooled]:
-        parts = await asyncio.gather(
-            *(
-                self.clients[ps].embedding_lookup(batch_id, group, release=release)
-                for ps, group in self._by_owner(names).items()
-            )
-        )
-        return {name: pooled for part in parts for name, pooled in part.items()}
-
-    async def push_grad(self, batch_id: int, grads: Mapping[str, NDArray[np.float32]]) -> int:
-        dropped = await asyncio.gather(
-            *(
-                self.clients[ps].push_grad(batch_id, {n: grads[n] for n in names})
-                for ps, names in self._by_owner(list(grads)).items()
-            )
-        )
-        return sum(dropped)

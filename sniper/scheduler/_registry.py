@@ -27,14 +27,13 @@ import importlib
 import logging
 import os
 from collections.abc import Callable
-from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Final
+
+from sniper._plugins import Plugins
 
 from ._abc import Scheduler
 
 __all__ = ["ENTRY_POINT_GROUP", "SCHEDULER_NAMES", "open_scheduler", "scheduler_names"]
-
-log = logging.getLogger("sniper.scheduler")
 
 SCHEDULER_NAMES: Final = ("inline", "per_variable", "thread_pool", "work_stealing")
 """The built-in backends. Every name ``open_scheduler`` accepts is :func:`scheduler_names`."""
@@ -42,8 +41,14 @@ SCHEDULER_NAMES: Final = ("inline", "per_variable", "thread_pool", "work_stealin
 ENTRY_POINT_GROUP: Final = "sniper.schedulers"
 """The entry-point group in which other distributions register scheduler backends."""
 
-# Each shadowed plugin is reported once per process, not at every lookup.
-_warned_shadowed: set[tuple[str, str]] = set()
+PLUGINS: Final[Plugins[Callable[..., Scheduler]]] = Plugins(
+    kind="scheduler",
+    group=ENTRY_POINT_GROUP,
+    builtins=SCHEDULER_NAMES,
+    load_builtin=lambda name: importlib.import_module(f"sniper.scheduler._{name}").scheduler_class,
+    base=Scheduler,
+    log=logging.getLogger("sniper.scheduler"),
+)
 
 
 def scheduler_names() -> tuple[str, ...]:
@@ -52,7 +57,7 @@ def scheduler_names() -> tuple[str, ...]:
     Reads the installed distributions' metadata on each call (a few milliseconds), so a plugin
     installed while the process runs is seen; no plugin module is imported.
     """
-    return SCHEDULER_NAMES + tuple(sorted(_plugins()))
+    return PLUGINS.names()
 
 
 def open_scheduler(name: str, *, workers: int | None = None, **options: Any) -> Scheduler:
@@ -70,75 +75,7 @@ def open_scheduler(name: str, *, workers: int | None = None, **options: Any) -> 
     Raises ``LookupError`` for an unknown name or a plugin that cannot be loaded, and
     ``TypeError`` for a plugin entry point that is not a ``Scheduler`` subclass.
     """
-    backend: Callable[..., Scheduler]
-    if name in SCHEDULER_NAMES:
-        backend = importlib.import_module(f"sniper.scheduler._{name}").scheduler_class
-    else:
-        backend = _load_plugin(name)
+    backend = PLUGINS.load(name)
     if workers is None:
         workers = os.cpu_count() or 1
     return backend(workers, **options)
-
-
-def _plugins() -> dict[str, list[EntryPoint]]:
-    """The plugin entry points by name, without the ones that built-in names shadow."""
-    found: dict[str, list[EntryPoint]] = {}
-    for entry in entry_points(group=ENTRY_POINT_GROUP):
-        if entry.name in SCHEDULER_NAMES:
-            _warn_shadowed(entry)
-        else:
-            found.setdefault(entry.name, []).append(entry)
-    return found
-
-
-def _warn_shadowed(entry: EntryPoint) -> None:
-    key = (entry.name, _describe(entry))
-    if key not in _warned_shadowed:
-        _warned_shadowed.add(key)
-        log.warning(
-            "ignoring the scheduler plugin %s: %r is a built-in scheduler, which always wins; "
-            "register the plugin under another name",
-            key[1],
-            entry.name,
-        )
-
-
-def _load_plugin(name: str) -> Callable[..., Scheduler]:
-    """Import the plugin registered as ``name``; errors name its entry point and distribution."""
-    candidates = _plugins().get(name, [])
-    if not candidates:
-        raise LookupError(
-            f"no scheduler named {name!r}; valid names are: {', '.join(scheduler_names())}"
-        )
-    if len(candidates) > 1:
-        raise LookupError(
-            f"the scheduler name {name!r} is registered by several plugins: "
-            f"{'; '.join(_describe(entry) for entry in candidates)}; uninstall all but one"
-        )
-    entry = candidates[0]
-    try:
-        loaded = entry.load()
-    except Exception as exc:
-        raise LookupError(
-            f"the scheduler plugin {_describe(entry)} failed to import: "
-            f"{type(exc).__name__}: {exc}; fix or reinstall {_distribution(entry)}, "
-            "or choose another scheduler"
-        ) from exc
-    if not (isinstance(loaded, type) and issubclass(loaded, Scheduler)):
-        raise TypeError(
-            f"the scheduler plugin {_describe(entry)} points at {loaded!r}, which is not a "
-            "sniper.scheduler.Scheduler subclass; the entry point must name the backend class"
-        )
-    return loaded
-
-
-def _distribution(entry: EntryPoint) -> str:
-    """``name version`` of the distribution that declared ``entry``."""
-    dist = entry.dist
-    if dist is None:  # only for entry points made by hand, never for installed ones
-        return "an unknown distribution"
-    return f"{dist.name} {dist.version}"
-
-
-def _describe(entry: EntryPoint) -> str:
-    return f"'{entry.name} = {entry.value}' (from {_distribution(entry)})"

@@ -203,12 +203,13 @@ def test_a_hub_with_a_full_queue_stops_on_sigterm() -> None:
             [
                 sys.executable,
                 "-c",
-                "import asyncio\nfrom sniper.rpc import PsClient\n"
-                "from sniper.data._workload import load_workload\n"
+                "import asyncio\nfrom sniper.rpc import PsClient, variable_request\n"
+                "from sniper.data import load_workload\n"
                 "async def main():\n"
                 f"    async with PsClient('127.0.0.1', {ps.port}) as c:\n"
                 "        for v in load_workload('seed_ctr').variables:\n"
-                "            await c.create_variable(v.name, 16, 100000, optimizer='sgd')\n"
+                "            request = variable_request(v.name, 16, 100000, optimizer='sgd')\n"
+                "            await c.create_variable(request)\n"
                 "asyncio.run(main())\n",
             ],
             capture_output=True,

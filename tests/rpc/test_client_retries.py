@@ -12,11 +12,12 @@ from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 from grpclib.server import Server
 
-from sniper.roles import PsEngine, PsService, bound_address
+from sniper.roles import PsEngine, PsRole
 from sniper.rpc import PsClient, SniperCodec
 from sniper.rpc._wire import PushGradView
 from sniper.rpc.v1 import PushGradRequest, PushGradResponse, StatsRequest, StatsResponse
 from sniper.scheduler import open_scheduler
+from sniper.transport import PsService, bound_address
 
 pytestmark = pytest.mark.anyio
 
@@ -25,7 +26,7 @@ class FlakyPs(PsService):
     """Answers UNAVAILABLE to the first ``failures`` calls of Stats and PushGrad."""
 
     def __init__(self, engine: PsEngine, failures: int) -> None:
-        super().__init__(engine)
+        super().__init__(PsRole(engine))
         self.failures = failures
         self.calls = {"stats": 0, "push_grad": 0}
 

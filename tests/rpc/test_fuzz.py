@@ -299,14 +299,12 @@ def gradients(draw: st.DrawFn, pb: Any, batch: int, dim: int) -> Any:
     """A gradient tensor: the right shape about half the time, with NaN/Inf now and then."""
     rows = draw(st.sampled_from([batch, batch, batch + 1, max(batch - 1, 0), 0]))
     cols = draw(st.sampled_from([dim, dim, dim + 1, 1]))
-    values = draw(
-        st.one_of(
-            st.just(np.ones((rows, cols), np.float32)),
-            st.lists(FLOATS32, min_size=rows * cols, max_size=rows * cols).map(
-                lambda v: np.array(v, dtype=np.float32).reshape(rows, cols)
-            ),
-        )
+    ones = st.just(np.ones((rows, cols), np.float32))
+    drawn = st.lists(FLOATS32, min_size=rows * cols, max_size=rows * cols).map(
+        lambda v: np.array(v, dtype=np.float32).reshape(rows, cols)
     )
+    # Hypothesis draws lists of at most a few thousand elements: a big batch gets ones.
+    values = draw(st.one_of(ones, drawn) if rows * cols <= 4096 else ones)
     return draw(tensors(pb, values))
 
 
@@ -502,8 +500,8 @@ def test_pull_and_push_with_wrong_fields(fuzz: Fuzz) -> None:
         name = data.draw(NAMES)
         pull = pb.PullRequest(name=name, signs=data.draw(tensors(pb, signs)))
         code, _, _ = fuzz.call("Pull", pull.SerializeToString())
-        if name not in ("fuzz",):
-            assert code == grpc.StatusCode.NOT_FOUND
+        if name not in ("fuzz",):  # the signs are decoded first: a bad tensor is named first
+            assert code in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT)
         distinct = np.unique(signs)
         rows = data.draw(gradients(pb, len(distinct), FUZZ_DIM))
         push = pb.PushRequest(

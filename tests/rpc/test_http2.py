@@ -12,11 +12,11 @@ from grpclib.exceptions import GRPCError
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sniper.roles import HealthService, bound_address
 from sniper.rpc import Channel, Server
 from sniper.rpc._generated.grpc.health.v1 import HealthCheckRequest, HealthStub
 from sniper.rpc._http2 import FRAME_BYTES, _short_data_repr
 from sniper.testing import running_ps
+from sniper.transport import HealthService, bound_address
 
 
 @given(st.binary(max_size=64))

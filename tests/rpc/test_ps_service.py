@@ -9,8 +9,8 @@ import pytest
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
-from sniper.roles import PsServiceConfig
-from sniper.rpc import PsClient
+from sniper.roles import PsRoleConfig
+from sniper.rpc import Checkpointed, PsClient, variable_request
 from sniper.store import Adagrad, EmbeddingTable, uniform
 from sniper.testing import running_ps
 
@@ -30,14 +30,16 @@ def reference() -> EmbeddingTable:
 async def create(client: PsClient, name: str = "emb", *, created: bool = True) -> None:
     """Create the tests' standard variable; ``created=False`` expects it to exist already."""
     result = await client.create_variable(
-        name,
-        4,
-        100,
-        optimizer="adagrad",
-        optimizer_params={"lr": 0.5},
-        shards=2,
-        initializer=("uniform", -1, 1),
-        seed=3,
+        variable_request(
+            name,
+            4,
+            100,
+            optimizer="adagrad",
+            optimizer_params={"lr": 0.5},
+            shards=2,
+            initializer=("uniform", -1, 1),
+            seed=3,
+        )
     )
     assert result is created
 
@@ -143,7 +145,7 @@ async def test_bad_gradients_change_no_row() -> None:
 
 
 async def test_nonfinite_drop_policy_drops_and_counts() -> None:
-    async with running_ps(config=PsServiceConfig(nonfinite="drop")) as (service, client):
+    async with running_ps(config=PsRoleConfig(nonfinite="drop")) as (service, client):
         await create(client)
         await create(client, "other")
         await client.feed_sample(1, {"emb": (SIGNS, OFFSETS), "other": (SIGNS, OFFSETS)})
@@ -190,7 +192,7 @@ async def test_bad_variable_configs(
     args: dict[str, object] = {"name": "v", "dim": 4, "capacity": 10} | kwargs
     async with running_ps() as (service, client):
         with pytest.raises(GRPCError) as info:
-            await client.create_variable(**args)  # type: ignore[arg-type]
+            await client.create_variable(variable_request(**args))  # type: ignore[arg-type]
         assert info.value.status == status
         if message is not None:
             assert info.value.message == message
@@ -204,7 +206,7 @@ async def test_create_is_idempotent_and_conflicts_are_refused() -> None:
         await expect(
             Status.ALREADY_EXISTS,
             "variable 'emb' exists with another configuration",
-            client.create_variable("emb", 8, 100),
+            client.create_variable(variable_request("emb", 8, 100)),
         )
 
 
@@ -228,9 +230,9 @@ async def test_save_and_restore_round_trip(tmp_path: Path) -> None:
         await client.embedding_lookup(1, ["emb"])
         await client.push_grad(1, {"emb": GRADS})
         saved = await client.pull("emb", SIGNS)
-        assert await client.save(str(tmp_path)) == 5
+        assert await client.save(str(tmp_path)) == Checkpointed(("emb",), 5)
     async with running_ps(scheduler="work_stealing") as (_service, client):
-        assert await client.restore(str(tmp_path)) == 5
+        assert await client.restore(str(tmp_path)) == Checkpointed(("emb",), 5)
         np.testing.assert_array_equal(await client.pull("emb", SIGNS), saved)
         await expect(
             Status.NOT_FOUND,

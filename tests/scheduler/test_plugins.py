@@ -58,7 +58,7 @@ def install(root: Path, package: str, entry_points: dict[str, str]) -> None:
 def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A directory on ``sys.path`` to install distributions into, forgotten after the test."""
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(_registry, "_warned_shadowed", set())
+    monkeypatch.setattr(_registry.PLUGINS, "warned", set())
     yield tmp_path
     for module in list(sys.modules):
         if module.split(".")[0] in PACKAGES:

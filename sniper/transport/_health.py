@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable
 
+import anyio
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
@@ -27,7 +27,12 @@ class HealthService(HealthBase):
     def __init__(self, services: tuple[str, ...], serving: Callable[[], bool]) -> None:
         self.services = ("", *services)
         self._serving = serving
-        self.changed = asyncio.Event()
+        self._changed: anyio.Event | None = None  # made by watch(): it needs a running loop
+
+    def changed(self) -> None:
+        """Tell watchers the status may have changed (a drain began, a hub failed)."""
+        if self._changed is not None:
+            self._changed.set()
 
     def _status(self, service: str) -> HealthCheckResponseServingStatus:
         if service not in self.services:
@@ -45,6 +50,8 @@ class HealthService(HealthBase):
         status = self._status(request.service)
         yield HealthCheckResponse(status=status)
         while status == SERVING:
-            await self.changed.wait()
+            if self._changed is None or self._changed.is_set():
+                self._changed = anyio.Event()
+            await self._changed.wait()
             status = self._status(request.service)
             yield HealthCheckResponse(status=status)

@@ -19,20 +19,26 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
-import grpclib.server
+import anyio
 
 from sniper._config import load_config
 from sniper.roles._engine import PsEngine
-from sniper.roles._health import HealthService
-from sniper.roles._ps_service import PsService, PsServiceConfig
+from sniper.roles._ps import PsRole, PsRoleConfig
 from sniper.rpc._http2 import Server
 from sniper.scheduler import open_scheduler, scheduler_names
+from sniper.transport._grpc import (
+    GrpcTransport,
+    HubService,
+    PsService,
+    bound_address,
+    split_address,
+)
+from sniper.transport._health import HealthService
 
 __all__ = [
     "ServeConfig",
-    "bound_address",
     "load_serve_config",
     "parse_addresses",
     "serve_hub",
@@ -40,7 +46,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("sniper.serve")
-_MB = 2**20
 
 
 @dataclass(frozen=True)
@@ -117,68 +122,62 @@ def load_serve_config(path: Path | None, overrides: dict[str, Any]) -> ServeConf
 
 
 def _grpc_server(services: list[Any], config: ServeConfig) -> Server:
-    """A grpclib server with sniper's codec (size limit) and HTTP/2 windows and frames."""
-    return Server(
-        services,
-        max_message_bytes=int(config.max_message_mb * _MB),
-        window_bytes=int(config.http2_window_mb * _MB),
-        frame_bytes=config.http2_frame_kb * 1024,
-    )
+    """A grpclib server with the size limit, HTTP/2 windows and frames of ``config``."""
+    return GrpcTransport(
+        max_message_mb=config.max_message_mb,
+        http2_window_mb=config.http2_window_mb,
+        http2_frame_kb=config.http2_frame_kb,
+    ).server(services)
 
 
 async def serve_ps(config: ServeConfig) -> None:
     """Serve until SIGINT or SIGTERM; the first stdout line is ``listening on HOST:PORT``."""
     async with open_scheduler(config.scheduler, workers=config.workers) as scheduler:
         engine = PsEngine(scheduler, batch_ttl=config.batch_ttl)
-        service = PsService(
+        role = PsRole(
             engine,
-            PsServiceConfig(
+            PsRoleConfig(
                 nonfinite=config.nonfinite, max_table_bytes=int(config.max_table_gb * 2**30)
             ),
         )
-        health = HealthService(("sniper.v1.Ps",), lambda: not service.draining)
-        server = _grpc_server([service, health], config)
+        health = HealthService(("sniper.v1.Ps",), lambda: not role.draining)
+        server = _grpc_server([PsService(role), health], config)
         await server.start(config.host, config.port)
-        reporter = asyncio.create_task(_report(service, config.stats_interval))
 
         async def drain() -> None:
             log.info("signal received: draining in-flight calls")
-            health.changed.set()
-            try:
-                await asyncio.wait_for(service.drain(), config.drain_timeout)
-            except TimeoutError:
+            health.changed()
+            with anyio.move_on_after(config.drain_timeout) as scope:
+                await role.drain()
+            if scope.cancelled_caught:
                 log.warning(
                     "calls still in flight after %.0f s; closing anyway", config.drain_timeout
                 )
 
-        try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(_report, role, config.stats_interval)
             await _serve_until_signal(server, config, drain)
-        finally:
-            reporter.cancel()
-    service.log_statistics()
+            group.cancel_scope.cancel()
+    role.log_statistics()
 
 
-def bound_address(server: grpclib.server.Server) -> tuple[str, int]:
-    """The host and port a started grpclib server listens on (port 0 picks a free one)."""
-    listener = cast(asyncio.Server, server._server)
-    host, port = listener.sockets[0].getsockname()[:2]
-    return str(host), int(port)
-
-
-async def _report(service: PsService, interval: float) -> None:
+async def _report(role: PsRole, interval: float) -> None:
     while True:
-        await asyncio.sleep(interval)
-        service.log_statistics()
+        await anyio.sleep(interval)
+        role.log_statistics()
 
 
 def parse_addresses(text: str, what: str) -> list[tuple[str, int]]:
     """``host:port,host:port`` as pairs; ``ValueError`` names ``what`` and the bad entry."""
     addresses = []
     for entry in filter(None, (part.strip() for part in text.split(","))):
-        host, _, port = entry.rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"{what}: {entry!r} is not host:port")
-        addresses.append((host, int(port)))
+        try:
+            host, port = split_address(entry)
+        except ValueError as exc:
+            raise ValueError(f"{what}: {exc}") from None
+        if port == 0:
+            raise ValueError(f"{what}: {entry!r} has port 0; give the port it listens on")
+        addresses.append((host, port))
     if not addresses:
         raise ValueError(f"{what}: no address given")
     return addresses
@@ -218,8 +217,8 @@ def _wait_for_eof(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
 async def serve_hub(config: ServeConfig) -> None:
     """Serve ``sniper.v1.Hub`` (and health) until SIGINT or SIGTERM."""
     from sniper.data import open_reader
-    from sniper.roles._hub import HubConfig, HubService
-    from sniper.rpc import PsClient, PsCluster
+    from sniper.roles import HubConfig, HubRole, PsCluster
+    from sniper.rpc import PsClient
 
     reader = open_reader(
         config.data,
@@ -236,19 +235,25 @@ async def serve_hub(config: ServeConfig) -> None:
             for host, port in parse_addresses(config.ps, "ps")
         ]
     )
-    hub = HubService(
+    hub = HubRole(
         reader,
         cluster,
         HubConfig(hub_index=config.hub_index, num_hubs=config.num_hubs, epochs=config.epochs),
     )
     health = HealthService(("sniper.v1.Hub",), lambda: hub.healthy)
-    server = _grpc_server([hub, health], config)
+    server = _grpc_server([HubService(hub), health], config)
     await server.start(config.host, config.port)
-    hub.start()
+
+    async def produce() -> None:
+        await hub.run()
+        health.changed()  # the data ended or failed: watchers see NOT_SERVING at once
+
     try:
-        await _serve_until_signal(server, config)
+        async with anyio.create_task_group() as group:
+            group.start_soon(produce)
+            await _serve_until_signal(server, config)
+            group.cancel_scope.cancel()
     finally:
-        await hub.stop()
         cluster.close()
 
 

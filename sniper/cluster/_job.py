@@ -1,0 +1,61 @@
+"""One training job over any transport: create the variables, then train.
+
+``sniper train`` runs it over gRPC against ps and hub processes; ``sniper.testing.local_cluster``
+runs it over the in-process transport on asyncio or trio. Both go through these two functions,
+so what a test trains is what the command trains.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from sniper.cluster._spec import TableSpec
+from sniper.data import Reader
+from sniper.roles._cluster import PsCluster
+from sniper.roles._evaluate import DataEvaluator
+from sniper.roles._trainer import Trainer, TrainerConfig, TrainReport
+from sniper.rpc._api import HubApi, variable_request
+
+__all__ = ["create_variables", "train"]
+
+
+async def create_variables(cluster: PsCluster, tables: Mapping[str, TableSpec], seed: int) -> None:
+    """Create every variable on the ps that owns it (again is fine: same configuration)."""
+    for name, table in tables.items():
+        await cluster.owner(name).create_variable(
+            variable_request(
+                name,
+                table.dim,
+                table.capacity,
+                optimizer=table.optimizer,
+                optimizer_params=table.params,
+                initializer=table.initializer_args(),
+                shards=table.shards,
+                admission_min_count=table.min_count,
+                eviction=table.eviction,
+                seed=seed,
+            )
+        )
+
+
+async def train(
+    cluster: PsCluster,
+    hubs: Sequence[tuple[str, HubApi]],
+    tables: Mapping[str, TableSpec],
+    dense_features: int,
+    config: TrainerConfig,
+    eval_reader: Reader | None = None,
+) -> TrainReport:
+    """Train on ``hubs``' batches until their data ends (or ``max_steps``); the report."""
+    evaluator = DataEvaluator(eval_reader, cluster, list(tables)) if eval_reader else None
+    trainer = Trainer(
+        hubs,
+        cluster,
+        {name: table.dim for name, table in tables.items()},
+        dense_features,
+        config,
+        evaluator,
+    )
+    report = await trainer.run()
+    trainer.log_op_statistics()
+    return report

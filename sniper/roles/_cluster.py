@@ -1,0 +1,105 @@
+"""``PsCluster``: several ps as one, each variable on the ps its name hashes to.
+
+Calls fan out to the owners of their variables concurrently, in one anyio task group, over
+whatever transport the members use (gRPC clients, in-process clients or the roles
+themselves). A fan-out fails with the first member's error, unwrapped, after the other
+members' calls have answered (none is cancelled half-way: a PushGrad that reached its ps
+either applied or did not): the caller sees the ``GRPCError`` a single ps would raise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TypeVar
+
+import anyio
+import numpy as np
+from numpy.typing import NDArray
+
+from sniper.hashing import ps_for_variable
+from sniper.rpc._api import Pooled, PsApi, Signs
+
+__all__ = ["PsCluster", "gather"]
+
+T = TypeVar("T")
+M = TypeVar("M", bound=PsApi)
+
+
+async def gather(calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
+    """Run ``calls`` concurrently to their end; their results in order, or the first error
+    raised as is (not in an exception group)."""
+    results: list[T | None] = [None] * len(calls)
+    errors: list[BaseException] = []
+
+    async def one(index: int) -> None:
+        try:
+            results[index] = await calls[index]()
+        except Exception as exc:
+            errors.append(exc)
+
+    async with anyio.create_task_group() as group:
+        for index in range(len(calls)):
+            group.start_soon(one, index)
+    if errors:
+        raise errors[0]
+    return results  # type: ignore[return-value]
+
+
+class PsCluster:
+    """Several ps, variable ``name`` on ``ps_for_variable(name, len(members))``."""
+
+    def __init__(self, members: Sequence[PsApi]) -> None:
+        if not members:
+            raise ValueError("a cluster needs at least one ps")
+        self.members = list(members)
+
+    def owner(self, name: str) -> PsApi:
+        """The ps that holds variable ``name``."""
+        return self.members[ps_for_variable(name, len(self.members))]
+
+    def _by_owner(self, names: Sequence[str]) -> dict[int, list[str]]:
+        groups: dict[int, list[str]] = {}
+        for name in names:
+            groups.setdefault(ps_for_variable(name, len(self.members)), []).append(name)
+        return groups
+
+    def close(self) -> None:
+        """Close the members that hold connections (gRPC clients)."""
+        for member in self.members:
+            close = getattr(member, "close", None)
+            if close is not None:
+                close()
+
+    async def feed_sample(self, batch_id: int, variables: Mapping[str, Signs]) -> None:
+        await gather(
+            [
+                _bind(self.members[ps].feed_sample, batch_id, {n: variables[n] for n in names})
+                for ps, names in self._by_owner(list(variables)).items()
+            ]
+        )
+
+    async def embedding_lookup(
+        self, batch_id: int, names: Sequence[str], *, release: bool = False
+    ) -> dict[str, Pooled]:
+        parts = await gather(
+            [
+                _bind(self.members[ps].embedding_lookup, batch_id, group, release=release)
+                for ps, group in self._by_owner(names).items()
+            ]
+        )
+        return {name: pooled for part in parts for name, pooled in part.items()}
+
+    async def push_grad(self, batch_id: int, grads: Mapping[str, NDArray[np.float32]]) -> int:
+        dropped = await gather(
+            [
+                _bind(self.members[ps].push_grad, batch_id, {n: grads[n] for n in names})
+                for ps, names in self._by_owner(list(grads)).items()
+            ]
+        )
+        return sum(dropped)
+
+
+def _bind(
+    function: Callable[..., Awaitable[T]], *args: object, **kwargs: object
+) -> Callable[[], Awaitable[T]]:
+    return lambda: function(*args, **kwargs)

@@ -1,0 +1,53 @@
+"""What a role raises when a call cannot be answered, named for whose fault it is.
+
+Transports map these to gRPC statuses in one place (``sniper.transport``): the caller's
+mistakes (an unknown variable or batch, a bad value) are theirs to fix, ``Unavailable`` says
+"retry elsewhere or later", and anything not listed is sniper's own bug.
+"""
+
+from __future__ import annotations
+
+from grpclib.exceptions import GRPCError
+
+__all__ = [
+    "DataError",
+    "Unavailable",
+    "UnknownBatchError",
+    "UnknownVariableError",
+    "VariableExistsError",
+    "describe_error",
+]
+
+
+class _Message(KeyError):
+    """A ``KeyError`` whose text is its message, not the repr of its key."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class UnknownVariableError(_Message):
+    """A request named a variable this ps does not hold (create it first, or ask its owner)."""
+
+
+class UnknownBatchError(_Message):
+    """A request named a batch id this ps was never fed, or has already freed."""
+
+
+class VariableExistsError(ValueError):
+    """CreateVariable named a variable that exists with another configuration."""
+
+
+class Unavailable(Exception):
+    """The role cannot answer now (shutting down, or its input failed); retry elsewhere."""
+
+
+class DataError(Exception):
+    """A hub's reader failed: the data's fault (a malformed line), not the cluster's."""
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for a failed call: ``STATUS: message`` for a gRPC error, else the type."""
+    if isinstance(exc, GRPCError):
+        return f"{exc.status.name}: {exc.message}"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

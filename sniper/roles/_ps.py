@@ -1,0 +1,314 @@
+"""``PsRole``: a ps as an actor, whatever transport carries its calls.
+
+The role implements :class:`~sniper.rpc.PsApi` on Python values: it owns a :class:`PsEngine`,
+the CreateVariable configuration of every variable, the policies (non-finite gradients, the
+memory budget), the latency histograms and the drain on shutdown. A transport decodes a request,
+calls the role, and encodes the answer; the role calls the engine, the engine the scheduler,
+the scheduler the store. That is the one path of every RPC, FeedSample included, so the gRPC
+server, the in-process transport and a custom server embedding a role behave the same.
+
+Errors are raised as ``sniper.roles`` exceptions (:class:`UnknownVariableError`,
+:class:`Unavailable`, ``ValueError`` for a bad value...) and mapped to gRPC statuses by the
+transport. Nothing is changed by a failed call.
+
+Latency histograms cover every call and, for EmbeddingLookup and PushGrad, their stages:
+``dispatch`` (plan and submit tasks), ``wait`` (until the last task is done), ``kernel`` (store
+kernel time, per variable), ``apply``; the gRPC transport adds ``decode`` and ``encode``. They
+match the seed system's ``PsEmbeddingLookup{Dispatch,Waiting,OneVariable}`` lines.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import anyio
+import numpy as np
+from numpy.typing import NDArray
+
+from sniper._metrics import Histogram
+from sniper.roles._checkpoint import load_checkpoint, save_checkpoint
+from sniper.roles._engine import PsEngine
+from sniper.roles._errors import Unavailable, VariableExistsError
+from sniper.roles._variables import same_config, table_from_request
+from sniper.rpc._api import Checkpointed, Pooled, Signs
+from sniper.rpc._generated.sniper.v1 import (
+    CreateVariableRequest,
+    LatencySummary,
+    StatsResponse,
+    VariableStats,
+)
+from sniper.store import EmbeddingTable, TableExport
+
+__all__ = ["PsRole", "PsRoleConfig"]
+
+log = logging.getLogger("sniper.ps")
+
+
+@dataclass(frozen=True)
+class PsRoleConfig:
+    """Policies of a ps; validated at construction."""
+
+    nonfinite: Literal["reject", "drop"] = "reject"
+    """What a NaN or Inf gradient gets: an INVALID_ARGUMENT, or dropped and counted."""
+    max_table_bytes: int = 16 * 2**30
+    """Memory all tables of this ps may preallocate together."""
+
+    def __post_init__(self) -> None:
+        if self.nonfinite not in ("reject", "drop"):
+            raise ValueError(f"nonfinite must be 'reject' or 'drop', got {self.nonfinite!r}")
+        if self.max_table_bytes < 1:
+            raise ValueError(f"max_table_bytes must be positive, got {self.max_table_bytes}")
+
+
+class PsRole:
+    """The ps: construct with an engine, serve with any transport (see the module doc)."""
+
+    def __init__(self, engine: PsEngine, config: PsRoleConfig | None = None) -> None:
+        self.engine = engine
+        self.config = config or PsRoleConfig()
+        self.histograms: dict[str, Histogram] = {}
+        self.nonfinite_gradients = 0
+        self._configs: dict[str, CreateVariableRequest] = {}
+        self._in_flight_calls = 0
+        self._draining = False
+        self._idle: anyio.Event | None = None  # made by drain(): it needs a running loop
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    @contextmanager
+    def call(self, name: str) -> Iterator[None]:
+        """Count and time one call; refused with :class:`Unavailable` once draining."""
+        if self._draining:
+            raise Unavailable("this ps is shutting down; retry on another")
+        self._in_flight_calls += 1
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.record(name, time.perf_counter() - start)
+            self._in_flight_calls -= 1
+            if self._in_flight_calls == 0 and self._idle is not None:
+                self._idle.set()
+
+    @property
+    def draining(self) -> bool:
+        """True once :meth:`drain` was called: new calls are refused."""
+        return self._draining
+
+    async def drain(self) -> None:
+        """Refuse new calls and wait until the calls in flight have answered."""
+        self._draining = True
+        while self._in_flight_calls:
+            self._idle = anyio.Event()
+            await self._idle.wait()
+
+    def record(self, name: str, seconds: float) -> None:
+        """Add one latency to the histogram ``name`` (a call or a stage of one)."""
+        histogram = self.histograms.get(name)
+        if histogram is None:
+            histogram = self.histograms.setdefault(name, Histogram())
+        histogram.record(seconds)
+
+    # -- variables ------------------------------------------------------------------------------
+
+    def _tables_bytes(self) -> int:
+        return sum(self.engine.table(name).nbytes for name in self.engine.variables)
+
+    async def create_variable(self, request: CreateVariableRequest) -> bool:
+        with self.call("CreateVariable"):
+            existing = self._configs.get(request.name)
+            if existing is not None:
+                if same_config(existing, request):
+                    return False
+                raise VariableExistsError(
+                    f"variable {request.name!r} exists with another configuration"
+                )
+            budget = self.config.max_table_bytes - self._tables_bytes()
+            table = table_from_request(request, budget)
+            self.engine.create_variable(request.name, table)
+            self._configs[request.name] = request
+            return True
+
+    # -- the training step ----------------------------------------------------------------------
+
+    async def feed_sample(self, batch_id: int, variables: Mapping[str, Signs]) -> None:
+        with self.call("FeedSample"):
+            await self.engine.feed_async(
+                batch_id, [(name, signs, offsets) for name, (signs, offsets) in variables.items()]
+            )
+
+    async def embedding_lookup(
+        self, batch_id: int, names: Sequence[str], *, release: bool = False
+    ) -> dict[str, Pooled]:
+        with self.call("EmbeddingLookup"):
+            start = time.perf_counter()
+            pending = self.engine.start_lookup(batch_id, names)
+            dispatched = time.perf_counter()
+            results = await pending.wait()
+            if release:
+                self.engine.release(batch_id, names)
+            self.record("EmbeddingLookup.dispatch", dispatched - start)
+            self.record("EmbeddingLookup.wait", time.perf_counter() - dispatched)
+            for result in results.values():
+                self.record("EmbeddingLookup.kernel", result.kernel_seconds)
+            return results
+
+    async def push_grad(self, batch_id: int, grads: Mapping[str, NDArray[np.float32]]) -> int:
+        with self.call("PushGrad"):
+            start = time.perf_counter()
+            bad = [name for name, grad in grads.items() if not np.isfinite(grad).all()]
+            self.nonfinite_gradients += len(bad)
+            if bad and self.config.nonfinite == "reject":
+                raise ValueError(
+                    f"gradient of {', '.join(map(repr, bad))} has NaN or Inf; nothing was applied"
+                )
+            await self.engine.push_grad_async(
+                batch_id, {n: g for n, g in grads.items() if n not in bad}
+            )
+            self.engine.release(batch_id, bad)
+            self.record("PushGrad.apply", time.perf_counter() - start)
+            return len(bad)
+
+    # -- rows, checkpoints, statistics --------------------------------------------------------
+
+    async def pull(self, name: str, signs: NDArray[np.uint64]) -> NDArray[np.float32]:
+        with self.call("Pull"):
+            return await self.engine.pull_async(name, signs)
+
+    async def push(self, name: str, signs: NDArray[np.uint64], rows: NDArray[np.float32]) -> None:
+        with self.call("Push"):
+            table = self.engine.table(name)
+            if rows.shape != (len(signs), table.dim):
+                raise ValueError(
+                    f"rows must have shape ({len(signs)}, {table.dim}), got {rows.shape}"
+                )
+            n, slots = len(signs), table.optimizer.slots
+            state = np.broadcast_to(
+                table.optimizer.state_init()[None, :, None], (n, slots, table.dim)
+            ).astype(np.float32)
+            data = TableExport(
+                signs=signs, weights=rows, state=state, steps=np.zeros(n, dtype=np.int32)
+            )
+            await self.engine.import_async(name, data)
+
+    def _variables(self) -> list[tuple[CreateVariableRequest, EmbeddingTable]]:
+        return [(self._configs[name], self.engine.table(name)) for name in self.engine.variables]
+
+    async def save(self, directory: str) -> Checkpointed:
+        with self.call("Save"):
+            if not directory:
+                raise ValueError("directory must not be empty")
+            variables = self._variables()
+            rows = await self.engine.run_exclusive(save_checkpoint, Path(directory), variables)
+            return Checkpointed(tuple(config.name for config, _ in variables), rows)
+
+    async def restore(self, directory: str) -> Checkpointed:
+        with self.call("Restore"):
+            if not directory:
+                raise ValueError("directory must not be empty")
+            loaded = await self.engine.run_exclusive(load_checkpoint, Path(directory))
+            tables = self._tables_for_restore(loaded)
+            # Everything is checked before anything changes: a bad checkpoint leaves this ps
+            # as it was, with no half-restored or empty variable behind.
+            for (_, data), table in zip(loaded, tables, strict=True):
+                table.check_import(data)
+            for (config, data), table in zip(loaded, tables, strict=True):
+                if config.name not in self._configs:
+                    self.engine.create_variable(config.name, table)
+                    self._configs[config.name] = config
+                await self.engine.import_async(config.name, data)
+            return Checkpointed(
+                tuple(c.name for c, _ in loaded), sum(len(d.signs) for _, d in loaded)
+            )
+
+    def _tables_for_restore(
+        self, loaded: list[tuple[CreateVariableRequest, TableExport]]
+    ) -> list[EmbeddingTable]:
+        """The table each checkpoint variable goes into: existing ones, or new unregistered
+        ones built within the memory budget."""
+        names = [config.name for config, _ in loaded]
+        if len(set(names)) != len(names):
+            raise ValueError("checkpoint lists a variable more than once")
+        budget = self.config.max_table_bytes - self._tables_bytes()
+        tables = []
+        for config, _ in loaded:
+            existing = self._configs.get(config.name)
+            if existing is not None:
+                if not same_config(existing, config):
+                    raise ValueError(
+                        f"variable {config.name!r} exists here with another "
+                        "configuration than in the checkpoint"
+                    )
+                tables.append(self.engine.table(config.name))
+            else:
+                table = table_from_request(config, budget)
+                budget -= table.nbytes
+                tables.append(table)
+        return tables
+
+    async def stats(self) -> StatsResponse:
+        with self.call("Stats"):
+            return StatsResponse(
+                latencies=self.latency_summaries(),
+                variables=[
+                    _variable_stats(name, self.engine.table(name)) for name in self.engine.variables
+                ],
+                scheduler=self.engine.scheduler.statistics().backend,
+                pending_batches=self.engine.pending_batches(),
+                nonfinite_gradients=self.nonfinite_gradients,
+            )
+
+    def latency_summaries(self) -> list[LatencySummary]:
+        """p50/p95/p99/max in microseconds of every call and stage, sorted by name."""
+        summaries = []
+        for name in sorted(self.histograms):
+            snap = self.histograms[name].snapshot()
+            summaries.append(
+                LatencySummary(
+                    name=name,
+                    count=snap.count,
+                    p50_us=snap.p50_seconds * 1e6,
+                    p95_us=snap.p95_seconds * 1e6,
+                    p99_us=snap.p99_seconds * 1e6,
+                    max_us=snap.max_seconds * 1e6,
+                )
+            )
+        return summaries
+
+    def log_statistics(self) -> None:
+        """One line per call and stage, in the seed system's format."""
+        for s in self.latency_summaries():
+            log.info(
+                "Ps%s statistics in microseconds, count: %d, p50: %.0f, p95: %.0f, "
+                "p99: %.0f, max: %.0f",
+                s.name,
+                s.count,
+                s.p50_us,
+                s.p95_us,
+                s.p99_us,
+                s.max_us,
+            )
+
+
+def _variable_stats(name: str, table: EmbeddingTable) -> VariableStats:
+    s = table.statistics()
+    return VariableStats(
+        name=name,
+        rows=s.rows,
+        capacity=s.capacity,
+        inserts=s.inserts,
+        evictions=s.evictions,
+        hits=s.hits,
+        misses=s.misses,
+        admitted=s.admitted,
+        rejected=s.rejected,
+        dropped_gradients=s.dropped_gradients,
+        bytes=s.bytes,
+        shards=s.shards,
+    )

@@ -1,0 +1,140 @@
+"""The ps and hub contracts as Python: what a role answers, whatever carries the call.
+
+``sniper.proto`` fixes the bytes; these protocols fix the calls. A role (``sniper.roles``)
+implements them directly, the gRPC clients (:class:`~sniper.rpc.PsClient`,
+:class:`~sniper.rpc.HubClient`) implement them over HTTP/2, and the in-process transport
+(``sniper.transport``) over anyio memory streams. The hub, the trainer and
+:class:`~sniper.roles.PsCluster` are written against these protocols only, which is what lets
+one training job run across processes over gRPC or inside one process on trio.
+
+Failures keep gRPC's vocabulary on every transport: a call that fails raises
+``grpclib.exceptions.GRPCError`` with the status and message a gRPC client would see, so code
+that handles ``NOT_FOUND`` or ``UNAVAILABLE`` works unchanged on either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from sniper.rpc._generated.sniper.v1 import (
+    AdmissionConfig,
+    CreateVariableRequest,
+    InitializerConfig,
+    OptimizerConfig,
+    StatsResponse,
+)
+
+__all__ = ["Checkpointed", "HubApi", "Pooled", "PsApi", "Sample", "Signs", "variable_request"]
+
+Signs = tuple[NDArray[np.uint64], NDArray[np.int64]]
+"""One variable's signs of a batch and the ``batch + 1`` offsets that split them by example."""
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """One variable's answer to EmbeddingLookup."""
+
+    pooled: NDArray[np.float32]
+    """``[batch, dim]`` sum of each example's rows."""
+    kernel_seconds: float
+    """Seconds the store kernels spent on this variable, summed over its shards: the load a
+    variable puts on its ps (the seeds' ``time_spends``), whatever the other tasks did."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One batch as the hub hands it to a trainer: its id, labels and dense features."""
+
+    batch_id: int
+    labels: NDArray[np.float32]
+    dense: NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class Checkpointed:
+    """What a Save or Restore wrote or loaded."""
+
+    variables: tuple[str, ...]
+    rows: int
+
+
+def variable_request(
+    name: str,
+    dim: int,
+    capacity: int,
+    *,
+    optimizer: str = "adagrad",
+    optimizer_params: Mapping[str, float] | None = None,
+    initializer: tuple[str, float, float] | None = None,
+    shards: int = 1,
+    admission_min_count: int = 0,
+    eviction: str = "lru",
+    seed: int = 0,
+) -> CreateVariableRequest:
+    """The CreateVariable message of a variable (validated by the ps that receives it)."""
+    return CreateVariableRequest(
+        name=name,
+        dim=dim,
+        capacity=capacity,
+        optimizer=OptimizerConfig(name=optimizer, params=dict(optimizer_params or {})),
+        initializer=InitializerConfig(*initializer) if initializer else InitializerConfig(),
+        shards=shards,
+        admission=AdmissionConfig(min_count=admission_min_count),
+        eviction=eviction,
+        seed=seed,
+    )
+
+
+class PsApi(Protocol):
+    """The calls of ``sniper.v1.Ps``, as a ps answers them."""
+
+    async def create_variable(self, request: CreateVariableRequest) -> bool:
+        """Create a variable; False if it already existed with this configuration."""
+        ...
+
+    async def feed_sample(self, batch_id: int, variables: Mapping[str, Signs]) -> None:
+        """Keep each variable's signs of the batch until it is pushed or released."""
+        ...
+
+    async def embedding_lookup(
+        self, batch_id: int, names: Sequence[str], *, release: bool = False
+    ) -> dict[str, Pooled]:
+        """Pooled embeddings of a fed batch; ``release`` frees it (an evaluation batch)."""
+        ...
+
+    async def push_grad(self, batch_id: int, grads: Mapping[str, NDArray[np.float32]]) -> int:
+        """Apply gradients and free the batch; returns how many were dropped as non-finite."""
+        ...
+
+    async def pull(self, name: str, signs: NDArray[np.uint64]) -> NDArray[np.float32]:
+        """Rows of ``signs`` (zeros for absent ones), without inserting any."""
+        ...
+
+    async def push(self, name: str, signs: NDArray[np.uint64], rows: NDArray[np.float32]) -> None:
+        """Overwrite rows, resetting their optimizer state."""
+        ...
+
+    async def save(self, directory: str) -> Checkpointed:
+        """Write every variable under ``directory``."""
+        ...
+
+    async def restore(self, directory: str) -> Checkpointed:
+        """Load a checkpoint written by :meth:`save`."""
+        ...
+
+    async def stats(self) -> StatsResponse:
+        """Latencies, tables and scheduler counters of this ps."""
+        ...
+
+
+class HubApi(Protocol):
+    """The call of ``sniper.v1.Hub``."""
+
+    async def read_sample(self) -> Sample | None:
+        """The next fed batch, or None at the end of the hub's data."""
+        ...

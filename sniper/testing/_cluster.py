@@ -1,0 +1,135 @@
+"""An in-process job (:func:`local_cluster`) and a ps on loopback gRPC (:func:`running_ps`)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+
+import anyio
+
+from sniper.cluster._job import create_variables, train
+from sniper.cluster._spec import TableSpec
+from sniper.data import Reader
+from sniper.roles import (
+    HubConfig,
+    HubRole,
+    PsCluster,
+    PsEngine,
+    PsRole,
+    PsRoleConfig,
+    TrainerConfig,
+    TrainReport,
+)
+from sniper.rpc import HubApi, PsClient
+from sniper.scheduler import open_scheduler
+from sniper.transport import GrpcTransport, Transport, open_transport
+
+__all__ = ["LocalCluster", "local_cluster", "running_ps"]
+
+
+@asynccontextmanager
+async def running_ps(
+    scheduler: str = "thread_pool",
+    workers: int = 2,
+    config: PsRoleConfig | None = None,
+    max_message_bytes: int = 64 * 2**20,
+) -> AsyncIterator[tuple[PsRole, PsClient]]:
+    """A ps on ``127.0.0.1:<free port>`` and a client connected to it; both closed on exit."""
+    async with open_scheduler(scheduler, workers=workers) as sched:
+        role = PsRole(PsEngine(sched), config)
+        transport = GrpcTransport(max_message_mb=max_message_bytes / 2**20)
+        async with transport.serve(role, "127.0.0.1:0") as address:
+            host, _, port = address.rpartition(":")
+            client = PsClient(host, int(port), timeout=30.0, retries=0)
+            try:
+                yield role, client
+            finally:
+                client.close()
+
+
+@dataclass
+class LocalCluster:
+    """A running job of :func:`local_cluster`: its roles, and clients over its transport."""
+
+    transport: Transport
+    ps: list[PsRole]
+    hubs: list[HubRole]
+    cluster: PsCluster
+    """The ps as the trainer sees them: clients over the transport."""
+    hub_clients: list[tuple[str, HubApi]]
+    tables: dict[str, TableSpec]
+    dense_features: int
+
+    async def train(
+        self, config: TrainerConfig | None = None, eval_reader: Reader | None = None
+    ) -> TrainReport:
+        """Create the variables, start the hubs' data, and train until it ends."""
+        return await train(
+            self.cluster,
+            self.hub_clients,
+            self.tables,
+            self.dense_features,
+            config or TrainerConfig(progress=False),
+            eval_reader,
+        )
+
+
+@asynccontextmanager
+async def local_cluster(
+    reader: Reader,
+    tables: Mapping[str, TableSpec],
+    dense_features: int,
+    *,
+    num_ps: int = 2,
+    num_hubs: int = 1,
+    epochs: int = 1,
+    transport: str = "inprocess",
+    scheduler: str = "thread_pool",
+    workers: int = 2,
+    seed: int = 0,
+) -> AsyncIterator[LocalCluster]:
+    """A whole job in this process; every role stopped on exit.
+
+    ``tables`` sizes each variable of ``reader`` (``sniper.cluster.ModelSpec.resolve`` makes
+    them from a config). The variables are created before the hubs start reading.
+    """
+    chosen = open_transport(transport)
+    stops: list[anyio.CancelScope] = []
+    # The task group outside the exit stack: servers (which hold task groups of their own)
+    # close first, in reverse order, then the stopped hubs' tasks are awaited.
+    async with anyio.create_task_group() as group, AsyncExitStack() as stack:
+        ps = []
+        for _ in range(num_ps):
+            sched = await stack.enter_async_context(open_scheduler(scheduler, workers=workers))
+            ps.append(PsRole(PsEngine(sched)))
+        addresses = [
+            await stack.enter_async_context(chosen.serve(role, _any_address(chosen))) for role in ps
+        ]
+        cluster = PsCluster([chosen.ps_client(address) for address in addresses])
+        stack.callback(cluster.close)
+        await create_variables(cluster, tables, seed)
+        hubs, hub_clients = [], []
+        for index in range(num_hubs):
+            hub = HubRole(
+                reader, cluster, HubConfig(hub_index=index, num_hubs=num_hubs, epochs=epochs)
+            )
+            address = await stack.enter_async_context(chosen.serve(hub, _any_address(chosen)))
+            stops.append(anyio.CancelScope())
+            group.start_soon(_run_until_stopped, hub, stops[-1])
+            hubs.append(hub)
+            hub_clients.append((address, chosen.hub_client(address)))
+        try:
+            yield LocalCluster(chosen, ps, hubs, cluster, hub_clients, dict(tables), dense_features)
+        finally:
+            for stop in stops:
+                stop.cancel()
+
+
+async def _run_until_stopped(hub: HubRole, stop: anyio.CancelScope) -> None:
+    with stop:
+        await hub.run()
+
+
+def _any_address(transport: Transport) -> str:
+    return "127.0.0.1:0" if isinstance(transport, GrpcTransport) else ""

@@ -1,0 +1,52 @@
+"""How calls reach the roles: transports chosen by name, as schedulers are.
+
+- ``grpc`` (:class:`GrpcTransport`): grpclib over HTTP/2 on asyncio, across processes and
+  hosts; :class:`PsService` and :class:`HubService` are its thin adapters over the roles,
+  mountable in any grpclib server, with :class:`HealthService` for ``grpc.health.v1``.
+  :func:`serve_ps` and :func:`serve_hub` are what ``sniper serve`` runs.
+- ``inprocess`` (:class:`InProcessTransport`): anyio memory streams in one process, on asyncio
+  or trio.
+- Others: a :class:`Transport` subclass registered in the ``sniper.transports`` entry-point
+  group; :func:`open_transport` opens any of them by name.
+
+This is the only package that speaks asyncio directly (grpclib runs on it); the roles above it
+are anyio.
+"""
+
+from sniper.transport._abc import Transport as Transport
+from sniper.transport._errors import STATUS_OF as STATUS_OF
+from sniper.transport._errors import grpc_error as grpc_error
+from sniper.transport._grpc import GrpcTransport as GrpcTransport
+from sniper.transport._grpc import HubService as HubService
+from sniper.transport._grpc import PsService as PsService
+from sniper.transport._grpc import bound_address as bound_address
+from sniper.transport._health import HealthService as HealthService
+from sniper.transport._inprocess import InProcessHubClient as InProcessHubClient
+from sniper.transport._inprocess import InProcessPsClient as InProcessPsClient
+from sniper.transport._inprocess import InProcessTransport as InProcessTransport
+from sniper.transport._registry import TRANSPORT_NAMES as TRANSPORT_NAMES
+from sniper.transport._registry import open_transport as open_transport
+from sniper.transport._registry import transport_names as transport_names
+from sniper.transport._serve import ServeConfig as ServeConfig
+from sniper.transport._serve import serve_hub as serve_hub
+from sniper.transport._serve import serve_ps as serve_ps
+
+__all__ = [
+    "STATUS_OF",
+    "TRANSPORT_NAMES",
+    "GrpcTransport",
+    "HealthService",
+    "HubService",
+    "InProcessHubClient",
+    "InProcessPsClient",
+    "InProcessTransport",
+    "PsService",
+    "ServeConfig",
+    "Transport",
+    "bound_address",
+    "grpc_error",
+    "open_transport",
+    "serve_hub",
+    "serve_ps",
+    "transport_names",
+]

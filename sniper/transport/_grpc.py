@@ -1,0 +1,284 @@
+"""The gRPC transport: grpclib services that decode, call a role, and encode.
+
+:class:`PsService` and :class:`HubService` are the ``sniper.v1`` services as thin adapters over a
+:class:`~sniper.roles.PsRole` and a :class:`~sniper.roles.HubRole`: every rule of what a call
+does lives in the role, so the in-process transport and an embedding application get the same
+answers. Mount them in any grpclib ``Server`` next to your own services (see
+``examples/embedded_ps.py``), or let :class:`GrpcTransport` serve them.
+
+Errors are part of the contract: every failure is a ``GRPCError`` whose status says whose fault
+it is (``sniper.transport._errors``), and nothing is changed by a failed call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, ParamSpec, TypeVar, cast
+
+import betterproto
+import grpclib.server
+import numpy as np
+
+from sniper.roles._hub import HubRole
+from sniper.roles._ps import PsRole
+from sniper.rpc._api import HubApi, PsApi, Signs
+from sniper.rpc._client import HubClient, PsClient
+from sniper.rpc._generated.sniper.v1 import (
+    CreateVariableRequest,
+    CreateVariableResponse,
+    EmbeddingLookupRequest,
+    EmbeddingLookupResponse,
+    FeedSampleRequest,
+    FeedSampleResponse,
+    HubBase,
+    PsBase,
+    PullRequest,
+    PullResponse,
+    PushGradRequest,
+    PushGradResponse,
+    PushRequest,
+    PushResponse,
+    ReadSampleRequest,
+    ReadSampleResponse,
+    RestoreRequest,
+    RestoreResponse,
+    SaveRequest,
+    SaveResponse,
+    StatsRequest,
+    StatsResponse,
+    VariableGradient,
+    VariableSigns,
+)
+from sniper.rpc._http2 import Server
+from sniper.rpc._tensor import decode, encode
+from sniper.rpc._wire import (
+    FeedSampleView,
+    PushGradView,
+    VariableGradientView,
+    VariableSignsView,
+    lookup_response,
+)
+from sniper.transport._abc import Transport
+from sniper.transport._errors import grpc_error
+from sniper.transport._health import HealthService
+
+__all__ = ["GrpcTransport", "HubService", "PsService", "bound_address", "split_address"]
+
+log = logging.getLogger("sniper.grpc")
+
+P = ParamSpec("P")
+R = TypeVar("R")
+Handler = Callable[P, Coroutine[Any, Any, R]]
+_MB = 2**20
+
+
+def _rpc(name: str) -> Callable[[Handler[P, R]], Handler[P, R]]:
+    """Map what a handler raises to the ``GRPCError`` its status table gives."""
+
+    def decorate(handler: Handler[P, R]) -> Handler[P, R]:
+        @functools.wraps(handler)
+        async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                if isinstance(args[1], betterproto.Message):
+                    check_fields(args[1])
+                return await handler(*args, **kwargs)
+            except Exception as exc:
+                raise grpc_error(exc, name, log) from None
+
+        return wrapper
+
+    return decorate
+
+
+def check_fields(message: betterproto.Message, path: str = "") -> None:
+    """Refuse a message whose fields were decoded with the wrong wire type.
+
+    betterproto parses what it is given: a length-delimited value sent for an integer field
+    becomes a list, and the role would fail on it with a ``TypeError`` (an INTERNAL error, as
+    if sniper were wrong). Comparing each field with the type of its default names the field
+    as the caller's mistake instead.
+    """
+    fresh = type(message)()
+    for field in dataclasses.fields(message):  # type: ignore[arg-type]
+        value, default = getattr(message, field.name), getattr(fresh, field.name)
+        expected = type(default)
+        if isinstance(value, bool) != isinstance(default, bool) or not isinstance(value, expected):
+            raise ValueError(
+                f"{path}{field.name} is malformed: expected {expected.__name__}, "
+                f"got {type(value).__name__}"
+            )
+        if isinstance(value, betterproto.Message):
+            check_fields(value, f"{path}{field.name}.")
+
+
+class PsService(PsBase):
+    """The ``sniper.v1.Ps`` service over a :class:`~sniper.roles.PsRole`."""
+
+    def __init__(self, role: PsRole) -> None:
+        self.role = role
+
+    @_rpc("CreateVariable")
+    async def create_variable(self, request: CreateVariableRequest) -> CreateVariableResponse:
+        return CreateVariableResponse(created=await self.role.create_variable(request))
+
+    @_rpc("FeedSample")
+    async def feed_sample(self, request: FeedSampleRequest | FeedSampleView) -> FeedSampleResponse:
+        start = time.perf_counter()
+        variables: dict[str, Signs] = {}
+        received: Sequence[VariableSigns | VariableSignsView] = request.variables
+        for i, var in enumerate(received):
+            if var.name in variables:
+                raise ValueError(f"variables[{i}] repeats variable {var.name!r}")
+            variables[var.name] = (
+                decode(var.signs, f"variables[{i}].signs ({var.name!r})", "uint64", 1),
+                decode(var.offsets, f"variables[{i}].offsets ({var.name!r})", "int64", 1),
+            )
+        self.role.record("FeedSample.decode", time.perf_counter() - start)
+        await self.role.feed_sample(request.batch_id, variables)
+        return FeedSampleResponse()
+
+    @_rpc("EmbeddingLookup")
+    async def embedding_lookup(self, request: EmbeddingLookupRequest) -> EmbeddingLookupResponse:
+        results = await self.role.embedding_lookup(
+            request.batch_id, request.names, release=request.release
+        )
+        start = time.perf_counter()
+        response = lookup_response(
+            [(name, r.pooled, r.kernel_seconds) for name, r in results.items()]
+        )
+        self.role.record("EmbeddingLookup.encode", time.perf_counter() - start)
+        return response
+
+    @_rpc("PushGrad")
+    async def push_grad(self, request: PushGradRequest | PushGradView) -> PushGradResponse:
+        start = time.perf_counter()
+        grads: dict[str, np.ndarray] = {}
+        received: Sequence[VariableGradient | VariableGradientView] = request.grads
+        for i, var in enumerate(received):
+            if var.name in grads:
+                raise ValueError(f"grads[{i}] repeats variable {var.name!r}")
+            grads[var.name] = decode(var.grad, f"grads[{i}].grad ({var.name!r})", "float32", 2)
+        self.role.record("PushGrad.decode", time.perf_counter() - start)
+        dropped = await self.role.push_grad(request.batch_id, grads)
+        return PushGradResponse(dropped_nonfinite=dropped)
+
+    @_rpc("Pull")
+    async def pull(self, request: PullRequest) -> PullResponse:
+        signs = decode(request.signs, "signs", "uint64", 1)
+        return PullResponse(rows=encode(await self.role.pull(request.name, signs)))
+
+    @_rpc("Push")
+    async def push(self, request: PushRequest) -> PushResponse:
+        signs = decode(request.signs, "signs", "uint64", 1)
+        rows = decode(request.rows, "rows", "float32", 2)
+        await self.role.push(request.name, signs, rows)
+        return PushResponse()
+
+    @_rpc("Save")
+    async def save(self, request: SaveRequest) -> SaveResponse:
+        done = await self.role.save(request.directory)
+        return SaveResponse(variables=list(done.variables), rows=done.rows)
+
+    @_rpc("Restore")
+    async def restore(self, request: RestoreRequest) -> RestoreResponse:
+        done = await self.role.restore(request.directory)
+        return RestoreResponse(variables=list(done.variables), rows=done.rows)
+
+    @_rpc("Stats")
+    async def stats(self, request: StatsRequest) -> StatsResponse:
+        return await self.role.stats()
+
+
+class HubService(HubBase):
+    """The ``sniper.v1.Hub`` service over a :class:`~sniper.roles.HubRole`."""
+
+    def __init__(self, role: HubRole) -> None:
+        self.role = role
+
+    @_rpc("ReadSample")
+    async def read_sample(self, request: ReadSampleRequest) -> ReadSampleResponse:
+        sample = await self.role.read_sample()
+        if sample is None:
+            return ReadSampleResponse(end_of_data=True)
+        return ReadSampleResponse(
+            batch_id=sample.batch_id, labels=encode(sample.labels), dense=encode(sample.dense)
+        )
+
+
+def bound_address(server: grpclib.server.Server) -> tuple[str, int]:
+    """The host and port a started grpclib server listens on (port 0 picks a free one)."""
+    listener = cast(asyncio.Server, server._server)
+    host, port = listener.sockets[0].getsockname()[:2]
+    return str(host), int(port)
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """``host:port`` as a pair; ``ValueError`` names the bad address."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ValueError(f"{address!r} is not host:port")
+    return host, int(port)
+
+
+class GrpcTransport(Transport):
+    """grpclib over HTTP/2 on asyncio: across processes and hosts. Addresses are
+    ``host:port`` (port 0 picks a free one when serving)."""
+
+    name = "grpc"
+
+    def __init__(
+        self,
+        *,
+        max_message_mb: float = 256.0,
+        http2_window_mb: float = 16.0,
+        http2_frame_kb: int = 512,
+        timeout: float = 30.0,
+    ) -> None:
+        self.max_message_mb = max_message_mb
+        self.http2_window_mb = http2_window_mb
+        self.http2_frame_kb = http2_frame_kb
+        self.timeout = timeout
+
+    def server(self, services: list[Any]) -> Server:
+        """A grpclib server with sniper's codec (size limit) and HTTP/2 windows and frames."""
+        return Server(
+            services,
+            max_message_bytes=int(self.max_message_mb * _MB),
+            window_bytes=int(self.http2_window_mb * _MB),
+            frame_bytes=self.http2_frame_kb * 1024,
+        )
+
+    @asynccontextmanager
+    async def serve(self, role: PsRole | HubRole, address: str) -> AsyncIterator[str]:
+        if isinstance(role, PsRole):
+            services: list[Any] = [PsService(role)]
+            health = HealthService(("sniper.v1.Ps",), lambda: not role.draining)
+        else:
+            services = [HubService(role)]
+            health = HealthService(("sniper.v1.Hub",), lambda: role.healthy)
+        server = self.server([*services, health])
+        await server.start(*split_address(address))
+        try:
+            host, port = bound_address(server)
+            yield f"{host}:{port}"
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    def ps_client(self, address: str) -> PsApi:
+        return PsClient(
+            *split_address(address),
+            timeout=self.timeout,
+            max_message_mb=self.max_message_mb,
+            http2_window_mb=self.http2_window_mb,
+            http2_frame_kb=self.http2_frame_kb,
+        )
+
+    def hub_client(self, address: str) -> HubApi:
+        return HubClient(*split_address(address))

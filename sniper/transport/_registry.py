@@ -1,0 +1,51 @@
+"""Opening a transport by name: the built-ins, then the ``sniper.transports`` entry points.
+
+A plugin registers a :class:`~sniper.transport.Transport` subclass, constructed with no
+arguments::
+
+    [project.entry-points."sniper.transports"]
+    theirs = "theirpkg.transport:TheirTransport"
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from typing import Final
+
+from sniper._plugins import Plugins
+from sniper.transport._abc import Transport
+
+__all__ = ["TRANSPORT_NAMES", "open_transport", "transport_names"]
+
+TRANSPORT_NAMES: Final = ("grpc", "inprocess")
+_MODULES: Final = {
+    "grpc": ("_grpc", "GrpcTransport"),
+    "inprocess": ("_inprocess", "InProcessTransport"),
+}
+
+
+def _builtin(name: str) -> type[Transport]:
+    module, cls = _MODULES[name]
+    transport: type[Transport] = getattr(importlib.import_module(f"sniper.transport.{module}"), cls)
+    return transport
+
+
+PLUGINS: Final[Plugins[type[Transport]]] = Plugins(
+    kind="transport",
+    group="sniper.transports",
+    builtins=TRANSPORT_NAMES,
+    load_builtin=_builtin,
+    base=Transport,
+    log=logging.getLogger("sniper.transport"),
+)
+
+
+def transport_names() -> tuple[str, ...]:
+    """Every name :func:`open_transport` accepts: built-ins, then installed plugins."""
+    return PLUGINS.names()
+
+
+def open_transport(name: str) -> Transport:
+    """A new transport called ``name`` (``LookupError`` names the valid ones)."""
+    return PLUGINS.load(name)()
