@@ -88,6 +88,16 @@ class HubConfig:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
 
 
+@dataclass(frozen=True)
+class _Turn:
+    """A feed's place in the hand-out order, and the in-flight slot it holds."""
+
+    previous: anyio.Event | None
+    """Set once the batch read before this one was handed out (or failed)."""
+    done: anyio.Event
+    slots: anyio.Semaphore
+
+
 class HubRole:
     """The hub (see the module doc): ``await run()`` in a task group, then ``read_sample``."""
 
@@ -142,10 +152,16 @@ class HubRole:
             raise DataError(f"{type(exc).__name__}: {exc}" if str(exc) else repr(exc)) from exc
 
     async def _produce(self) -> BaseException | None:
-        """Feed every batch, ``max_in_flight`` at a time; the first failure, or None."""
+        """Feed every batch, ``max_in_flight`` at a time; the first failure, or None.
+
+        Feeds run concurrently but hand their batches out in reading order: each waits for the
+        one before it (``turn``), so one hub's batches reach the trainer in the same order on
+        every run, whatever the ps's latencies.
+        """
         failures: list[BaseException] = []
         slots = anyio.Semaphore(self.config.max_in_flight)
         stream = self._stream()
+        turn: anyio.Event | None = None
         async with anyio.create_task_group() as feeds:
             while not failures:
                 try:
@@ -156,23 +172,28 @@ class HubRole:
                 if item is None:
                     break
                 await slots.acquire()
-                feeds.start_soon(self._feed, *item, slots, failures)
+                done = anyio.Event()
+                feeds.start_soon(self._feed, *item, _Turn(turn, done, slots), failures)
+                turn = done
         return failures[0] if failures else None
 
     async def _feed(
-        self, batch_id: int, batch: BatchLike, slots: anyio.Semaphore, failures: list[BaseException]
+        self, batch_id: int, batch: BatchLike, turn: _Turn, failures: list[BaseException]
     ) -> None:
         try:
             start = time.perf_counter()
             await self._feed_with_retry(batch_id, batch)
             self.feed_latency.record(time.perf_counter() - start)
             self.batches_fed += 1
+            if turn.previous is not None:
+                await turn.previous.wait()
+            if not failures:
+                await self._send.send((batch_id, batch))
         except Exception as exc:
             failures.append(exc)
-            return
         finally:
-            slots.release()
-        await self._send.send((batch_id, batch))
+            turn.done.set()
+            turn.slots.release()
 
     async def _feed_with_retry(self, batch_id: int, batch: BatchLike) -> None:
         """FeedSample, retrying NOT_FOUND for ``feed_retry_seconds``: the trainer may still be
@@ -187,11 +208,15 @@ class HubRole:
                     raise
                 await anyio.sleep(0.2)
 
+    def close(self) -> None:
+        """Stop handing out batches: later reads answer as if the data had ended."""
+        self._receive.close()
+
     async def read_sample(self) -> Sample | None:
         """The next fed batch; None at the end of the data; :class:`Unavailable` if failed."""
         try:
             batch_id, batch = await self._receive.receive()
-        except anyio.EndOfStream:
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
             self._raise_failure()
             return None
         return Sample(batch_id, batch.labels, batch.dense)

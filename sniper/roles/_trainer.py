@@ -340,16 +340,19 @@ class Trainer:
         started = time.perf_counter()
         send, receive = anyio.create_memory_object_stream[_Ready](self.config.prefetch)
         failures: list[BaseException] = []
+        clones = [send.clone() for _ in range(self.config.prefetch)]
+        send.close()
         async with anyio.create_task_group() as group:
-            for _ in range(self.config.prefetch):
-                group.start_soon(self._worker, send.clone(), failures, group.cancel_scope)
-            send.close()
+            for clone in clones:
+                group.start_soon(self._worker, clone, failures, group.cancel_scope)
             try:
                 async with receive:
                     await self._consume(receive, report, train_auc, started)
             except Exception as exc:
                 failures.append(exc)
             group.cancel_scope.cancel()  # max_steps reached, or a failure: stop prefetching
+        for clone in clones:  # a worker cancelled before it started never closed its own
+            clone.close()
         if failures:
             raise failures[0]
         # Training throughput leaves out the time spent scoring the evaluation data.

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import anyio
 
+from sniper._tasks import background
 from sniper.cluster._job import create_variables, train
 from sniper.cluster._spec import TableSpec
 from sniper.data import Reader
@@ -98,7 +99,7 @@ async def local_cluster(
     stops: list[anyio.CancelScope] = []
     # The task group outside the exit stack: servers (which hold task groups of their own)
     # close first, in reverse order, then the stopped hubs' tasks are awaited.
-    async with anyio.create_task_group() as group, AsyncExitStack() as stack:
+    async with background() as group, AsyncExitStack() as stack:
         ps = []
         for _ in range(num_ps):
             sched = await stack.enter_async_context(open_scheduler(scheduler, workers=workers))
@@ -118,12 +119,16 @@ async def local_cluster(
             stops.append(anyio.CancelScope())
             group.start_soon(_run_until_stopped, hub, stops[-1])
             hubs.append(hub)
-            hub_clients.append((address, chosen.hub_client(address)))
+            client = chosen.hub_client(address)
+            stack.callback(getattr(client, "close", lambda: None))
+            hub_clients.append((address, client))
         try:
             yield LocalCluster(chosen, ps, hubs, cluster, hub_clients, dict(tables), dense_features)
         finally:
             for stop in stops:
                 stop.cancel()
+            for hub in hubs:
+                hub.close()
 
 
 async def _run_until_stopped(hub: HubRole, stop: anyio.CancelScope) -> None:

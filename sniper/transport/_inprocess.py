@@ -29,6 +29,7 @@ from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 from numpy.typing import NDArray
 
+from sniper._tasks import background
 from sniper.roles._hub import HubRole
 from sniper.roles._ps import PsRole
 from sniper.rpc._api import Checkpointed, Pooled, Sample, Signs
@@ -59,23 +60,20 @@ class InProcessTransport(Transport):
 
     def __init__(self) -> None:
         self._mailboxes: dict[str, MemoryObjectSendStream[_Call]] = {}
-        self._numbers = itertools.count()
+        self._numbers = {"ps": itertools.count(), "hub": itertools.count()}
 
     @asynccontextmanager
     async def serve(self, role: PsRole | HubRole, address: str) -> AsyncIterator[str]:
         kind = "ps" if isinstance(role, PsRole) else "hub"
-        address = address or f"{kind}-{next(self._numbers)}"
+        address = address or f"{kind}-{next(self._numbers[kind])}"
         if address in self._mailboxes:
             raise ValueError(f"the in-process address {address!r} is already served")
         send, receive = anyio.create_memory_object_stream[_Call](_MAILBOX_SIZE)
         self._mailboxes[address] = send
         try:
-            async with anyio.create_task_group() as group:
+            async with background() as group:
                 group.start_soon(_answer, role, receive, address)
-                try:
-                    yield address
-                finally:
-                    group.cancel_scope.cancel()
+                yield address
         finally:
             del self._mailboxes[address]
             send.close()
@@ -92,9 +90,19 @@ class InProcessTransport(Transport):
 
 async def _answer(role: object, receive: MemoryObjectReceiveStream[_Call], address: str) -> None:
     """The role's actor loop: every call answered in a task of the role's task group."""
-    async with receive, anyio.create_task_group() as group:
-        async for call in receive:
-            group.start_soon(_answer_one, role, call, address)
+    try:
+        async with anyio.create_task_group() as group:
+            async for call in receive:
+                group.start_soon(_answer_one, role, call, address)
+    finally:
+        # Calls still in the mailbox when the role stops are never answered: closing their
+        # reply streams tells each caller UNAVAILABLE.
+        with receive:
+            while True:
+                try:
+                    receive.receive_nowait().reply.close()
+                except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+                    break
 
 
 async def _answer_one(role: object, call: _Call, address: str) -> None:
@@ -105,7 +113,7 @@ async def _answer_one(role: object, call: _Call, address: str) -> None:
             outcome = (True, await getattr(role, call.method)(*call.args, **call.kwargs))
         except Exception as exc:
             outcome = (False, grpc_error(exc, f"{address} {call.method}", log))
-        with contextlib.suppress(anyio.BrokenResourceError):
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
             call.reply.send_nowait(outcome)
 
 
@@ -128,6 +136,9 @@ class _Mailbox:
             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                 send_reply.close()
                 raise GRPCError(Status.UNAVAILABLE, f"{self.address} stopped serving") from None
+            except BaseException:  # cancelled: the call may never reach the role
+                send_reply.close()
+                raise
             try:
                 ok, value = await receive_reply.receive()
             except anyio.EndOfStream:

@@ -254,6 +254,7 @@ async def serve_hub(config: ServeConfig) -> None:
             await _serve_until_signal(server, config)
             group.cancel_scope.cancel()
     finally:
+        hub.close()
         cluster.close()
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import re
 from pathlib import Path
 
 import numpy as np
@@ -256,3 +258,24 @@ async def test_draining_refuses_new_calls() -> None:
         await expect(
             Status.UNAVAILABLE, "this ps is shutting down; retry on another", client.stats()
         )
+
+
+async def test_a_bug_is_internal_with_an_id_and_a_logged_traceback(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with running_ps() as (role, client):
+
+        async def broken() -> None:
+            raise IndexError("a bug in Stats")
+
+        monkeypatch.setattr(role, "stats", broken)
+        with caplog.at_level(logging.ERROR), pytest.raises(GRPCError) as info:
+            await client.stats()
+    assert info.value.status == Status.INTERNAL  # not INVALID_ARGUMENT: not the caller's fault
+    found = re.fullmatch(
+        r"internal error ([0-9a-f]{12}) in Stats \(IndexError\); this is a bug in sniper: "
+        r"the server's log has the traceback under this id",
+        info.value.message or "",
+    )
+    assert found is not None
+    assert any(found.group(1) in r.getMessage() and r.exc_info is not None for r in caplog.records)
