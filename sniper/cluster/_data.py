@@ -18,12 +18,19 @@ __all__ = ["check_same_schema", "probe_data"]
 
 
 def probe_data(
-    data: str, *, workload: Workload, scale: float, batch_size: int, seed: int
+    data: str,
+    *,
+    workload: Workload,
+    scale: float,
+    batch_size: int,
+    seed: int,
+    num_batches: int = 1,
 ) -> tuple[DataShape, Reader]:
-    """The shape of ``data`` (a ``data`` config value) and a reader of it."""
+    """The shape of ``data`` (a ``data`` config value) and a reader of it (of
+    ``num_batches`` batches per epoch for synthetic data; files are read whole)."""
     if data == "synthetic":
         generator = SyntheticCtr(
-            workload, num_batches=1, scale=scale, seed=seed, batch_size=batch_size
+            workload, num_batches=num_batches, scale=scale, seed=seed, batch_size=batch_size
         )
         shape = DataShape(
             data,

@@ -1,0 +1,81 @@
+"""``DataSource``: the data settings of a job, declared and validated once.
+
+``sniper serve --role hub`` and ``sniper train`` both read these keys (``data``, ``workload``,
+``scale``...): their configs inherit this class, so a key is declared, defaulted and checked
+in one place, and the launcher hands a hub exactly the values the training config holds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from sniper.data._open import open_reader
+from sniper.data._reader import Reader
+
+__all__ = ["DataSource", "check_data_value"]
+
+
+def check_data_value(key: str, value: str, *, synthetic: bool = True) -> None:
+    """``value`` names data (``synthetic``, ``criteo:PATH``, ``parquet:PATH``), or
+    ``ValueError`` names ``key``."""
+    kind, colon, path = value.partition(":")
+    if kind == "synthetic" and not colon and synthetic:
+        return
+    if kind in ("criteo", "parquet") and colon and path:
+        return
+    forms = "synthetic, criteo:PATH or parquet:PATH" if synthetic else "criteo:PATH or parquet:PATH"
+    raise ValueError(f"{key} must be {forms}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class DataSource:
+    """What a job reads and how the hubs split it. Every field is a TOML key and a flag."""
+
+    data: str = "synthetic"
+    """``synthetic``, ``criteo:PATH`` or ``parquet:PATH`` (a file, a directory or a glob)."""
+    workload: str = "seed_ctr"
+    """The shape of synthetic data (a built-in name or a workload JSON file)."""
+    scale: float = 0.02
+    num_batches: int = 700
+    """Batches per epoch of synthetic data; files are read whole."""
+    batch_size: int = 1024
+    epochs: int = 1
+    num_hubs: int = 1
+    """Hubs that split the data between them."""
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_data_value("data", self.data)
+        check_at_least(self, 1, "num_batches", "batch_size", "epochs", "num_hubs")
+        check_positive(self, "scale")
+
+    def data_fields(self) -> dict[str, object]:
+        """This class's fields and their values (to build another config that reads them)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(DataSource)}
+
+    def open(self) -> Reader:
+        """The reader of this data."""
+        return open_reader(
+            self.data,
+            workload=self.workload,
+            scale=self.scale,
+            # Files are read whole: num_batches is the synthetic generator's length only.
+            num_batches=self.num_batches if self.data == "synthetic" else None,
+            batch_size=self.batch_size,
+            seed=self.seed,
+        )
+
+
+def check_at_least(config: object, minimum: int, *names: str) -> None:
+    """Each field ``names`` of ``config`` is at least ``minimum``, or ``ValueError`` names it."""
+    for name in names:
+        if getattr(config, name) < minimum:
+            raise ValueError(f"{name} must be at least {minimum}, got {getattr(config, name)}")
+
+
+def check_positive(config: object, *names: str) -> None:
+    """Each field ``names`` of ``config`` is positive, or ``ValueError`` names it."""
+    for name in names:
+        if not getattr(config, name) > 0:
+            raise ValueError(f"{name} must be positive, got {getattr(config, name)}")
