@@ -217,7 +217,9 @@ def _build_parser() -> argparse.ArgumentParser:
         default=None,
         help="inline, per_variable, thread_pool or work_stealing (default)",
     )
-    serve.add_argument("--workers", type=_positive_int, default=None)
+    serve.add_argument(
+        "--workers", type=int, default=None, help="scheduler threads (default 0: one per core)"
+    )
     serve.add_argument("--config", default=None, help="TOML file with the same keys")
     serve.add_argument("--max-message-mb", type=float, default=None)
     serve.add_argument(
@@ -231,7 +233,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "--stats-interval",
         type=float,
         default=None,
-        help="seconds between latency log lines (default 30)",
+        help="seconds between latency log lines (default 10)",
     )
     serve.add_argument(
         "--http2-window-mb",

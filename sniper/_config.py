@@ -15,7 +15,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
-__all__ = ["from_mapping", "load_config"]
+__all__ = [
+    "RunSettings",
+    "Validated",
+    "check_at_least",
+    "check_positive",
+    "fields_of",
+    "from_mapping",
+    "load_config",
+]
 
 T = TypeVar("T")
 
@@ -89,3 +97,50 @@ def from_mapping(cls: type[T], values: Mapping[str, Any], where: str, prefix: st
     # Value errors name their key already, whether it came from the file or a flag.
     checked = {key: _check(prefix + key, value, hints[key]) for key, value in values.items()}
     return cls(**checked)
+
+
+def check_at_least(config: object, minimum: int, *names: str) -> None:
+    """Each field ``names`` of ``config`` is at least ``minimum``, or ``ValueError`` names it."""
+    for name in names:
+        if getattr(config, name) < minimum:
+            raise ValueError(f"{name} must be at least {minimum}, got {getattr(config, name)}")
+
+
+def check_positive(config: object, *names: str) -> None:
+    """Each field ``names`` of ``config`` is positive, or ``ValueError`` names it."""
+    for name in names:
+        if not getattr(config, name) > 0:
+            raise ValueError(f"{name} must be positive, got {getattr(config, name)}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Validated:
+    """The root of sniper's config classes: ``__post_init__`` validates, cooperatively.
+
+    A config composed of several (``ServeConfig`` is a data source, ps settings and gRPC
+    settings at once) runs every part's checks once: each class calls
+    ``super().__post_init__()`` first, and this one ends the chain.
+    """
+
+    def __post_init__(self) -> None:
+        """Nothing to check here: the end of the chain."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSettings(Validated):
+    """Keys every process of a job shares."""
+
+    seed: int = 0
+    """Seeds the synthetic data, the tables' initializers and the dense model."""
+    stats_interval: float = 10.0
+    """Seconds between statistics lines in the log."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive(self, "stats_interval")
+
+
+def fields_of(config: object, part: type) -> dict[str, Any]:
+    """The values ``config`` holds for the fields of ``part`` (one of its config classes):
+    how a launcher builds a role's config from the job's, without naming a key twice."""
+    return {f.name: getattr(config, f.name) for f in dataclasses.fields(part)}

@@ -7,6 +7,7 @@ does not stop, so no process outlives its caller.
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import subprocess
 import sys
@@ -14,12 +15,16 @@ import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import IO
+
+import tomli_w
 
 __all__ = [
     "ServerProcess",
     "ps_command",
     "serve_command",
+    "serve_config_command",
     "server_process",
     "sniper_command",
 ]
@@ -33,6 +38,13 @@ def sniper_command(*args: str) -> list[str]:
 def serve_command(role: str, *extra: str) -> list[str]:
     """``sniper serve --role ROLE`` on a free loopback port, stopping with its launcher."""
     return sniper_command("serve", "--role", role, "--port", "0", "--exit-on-stdin-eof", *extra)
+
+
+def serve_config_command(config: object, path: Path) -> list[str]:
+    """``sniper serve --config PATH`` with ``config`` (a validated ``ServeConfig``) written
+    to ``path`` as TOML: a server gets its config as data, not as flags it parses again."""
+    path.write_text(tomli_w.dumps(dataclasses.asdict(config)))  # type: ignore[call-overload]
+    return sniper_command("serve", "--config", str(path))
 
 
 def ps_command(scheduler: str, workers: int, *extra: str) -> list[str]:

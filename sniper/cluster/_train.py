@@ -19,6 +19,7 @@ import json
 import logging
 import signal
 import sys
+import tempfile
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,18 +27,18 @@ from typing import Any
 
 import anyio
 
-from sniper._config import load_config
+from sniper._config import check_at_least, fields_of, load_config
 from sniper._table import print_table
 from sniper.cluster._data import check_same_schema, probe_data
 from sniper.cluster._job import create_variables, train
-from sniper.cluster._process import ps_command, serve_command, server_process
+from sniper.cluster._process import serve_config_command, server_process
 from sniper.cluster._spec import DataShape, ModelSpec, TableSpec
-from sniper.data import Reader
+from sniper.data import DataSource, Reader
+from sniper.data._source import check_data_value
 from sniper.data._workload import Workload, load_workload
-from sniper.roles import PsCluster, TrainerConfig, TrainReport
+from sniper.roles import PsCluster, PsSettings, TrainerConfig, TrainReport
 from sniper.rpc import HubClient, PsClient
-from sniper.scheduler import scheduler_names
-from sniper.transport._serve import parse_addresses
+from sniper.transport._serve import ServeConfig, parse_addresses
 
 __all__ = ["TrainConfig", "TrainPlan", "load_train_config", "plan_training", "run_train"]
 
@@ -45,91 +46,41 @@ log = logging.getLogger("sniper.train")
 
 
 @dataclass(frozen=True)
-class TrainConfig:
-    """One training run. Every field is a TOML key; the defaults are ``make demo``'s run."""
+class TrainConfig(DataSource, PsSettings, TrainerConfig):
+    """One training run. Every field is a TOML key; the defaults are ``make demo``'s run.
 
-    workload: str = "seed_ctr"
-    """The shape of synthetic data (a built-in name or a workload JSON file)."""
-    data: str = "synthetic"
-    """``synthetic``, ``criteo:PATH`` or ``parquet:PATH`` (a file, a directory or a glob)."""
+    The data keys are :class:`~sniper.data.DataSource`'s, the ps keys
+    :class:`~sniper.roles.PsSettings`' and the trainer's :class:`~sniper.roles.TrainerConfig`'s:
+    each declared and checked once, and handed to the hub, ps and trainer as they are.
+    """
+
     eval_data: str = ""
     """Held-out ``criteo:PATH`` or ``parquet:PATH`` scored at the end of training ("": none)."""
-    eval_every_steps: int = 0
-    """Also score ``eval_data`` every this many training steps (0: only at the end)."""
-    scale: float = 0.02
-    num_batches: int = 700
-    """Batches per epoch of synthetic data; files are read whole (``max_steps`` stops early)."""
-    batch_size: int = 1024
-    epochs: int = 1
-    seed: int = 0
     num_ps: int = 2
-    num_hubs: int = 1
-    scheduler: str = "work_stealing"
-    workers: int = 1
     variables: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     """The model spec: ``[variables.default]`` and ``[variables.NAME]`` tables of
     :class:`~sniper.cluster.TableSpec` keys (dim, capacity, shards, optimizer, params,
     initializer, init, min_count, eviction). The variables themselves come from the data."""
-    hidden: tuple[int, ...] = (64,)
-    lr: float = 0.002
-    prefetch: int = 4
-    eval_every: int = 10
-    stats_interval: float = 10.0
-    max_steps: int = 0
-    blas_threads: int = 1
-    """Threads for the trainer's dense-model BLAS (0: one per core); see TrainerConfig."""
     output: str = "train_report.json"
 
     def __post_init__(self) -> None:
-        for name in ("num_batches", "batch_size", "epochs", "num_ps", "num_hubs", "workers"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if not self.scale > 0:
-            raise ValueError(f"scale must be positive, got {self.scale}")
-        if self.scheduler not in scheduler_names():
-            raise ValueError(
-                f"scheduler must be one of {', '.join(scheduler_names())}, got {self.scheduler!r}"
-            )
-        if not self.stats_interval > 0:
-            raise ValueError(f"stats_interval must be positive, got {self.stats_interval}")
-        _check_data("data", self.data, synthetic=True)
+        super().__post_init__()
+        check_at_least(self, 1, "num_ps")
         if self.eval_data:
-            _check_data("eval_data", self.eval_data, synthetic=False)
+            check_data_value("eval_data", self.eval_data, synthetic=False)
         elif self.eval_every_steps:
             raise ValueError("eval_every_steps needs eval_data (criteo:PATH or parquet:PATH)")
-        if any(width < 1 for width in self.hidden):
-            raise ValueError(f"hidden layer sizes must be at least 1, got {list(self.hidden)}")
         self.model_spec()  # every [variables] key, named when wrong
         if not Path(self.output).resolve().parent.is_dir():
             raise ValueError(f"output {self.output!r}: its directory does not exist")
-        self.trainer()  # the trainer's own checks (blas_threads...), before any process starts
 
     def trainer(self) -> TrainerConfig:
-        return TrainerConfig(
-            hidden=self.hidden,
-            lr=self.lr,
-            prefetch=self.prefetch,
-            eval_every=self.eval_every,
-            stats_interval=self.stats_interval,
-            max_steps=self.max_steps,
-            eval_every_steps=self.eval_every_steps,
-            seed=self.seed,
-            blas_threads=self.blas_threads,
-        )
+        """The trainer's part of this config."""
+        return TrainerConfig(**fields_of(self, TrainerConfig))
 
     def model_spec(self, default_dim: int = 16) -> ModelSpec:
         """``[variables]`` parsed; ``default_dim`` is the width it does not set."""
         return ModelSpec.parse(self.variables, default_dim=default_dim)
-
-
-def _check_data(key: str, value: str, *, synthetic: bool) -> None:
-    kind, colon, path = value.partition(":")
-    if kind == "synthetic" and not colon and synthetic:
-        return
-    if kind in ("criteo", "parquet") and colon and path:
-        return
-    forms = "synthetic, criteo:PATH or parquet:PATH" if synthetic else "criteo:PATH or parquet:PATH"
-    raise ValueError(f"{key} must be {forms}, got {value!r}")
 
 
 def load_train_config(path: Path | None, overrides: dict[str, Any]) -> TrainConfig:
@@ -253,6 +204,18 @@ def print_report(report: TrainReport, oracle_auc: float | None, eval_data: str =
     )
 
 
+def _server_config(config: TrainConfig, role: str, **extra: Any) -> ServeConfig:
+    """A server's config from the job's: the data and ps keys as they are, on a free port,
+    stopping with the launcher."""
+    return ServeConfig(
+        **fields_of(config, DataSource)
+        | fields_of(config, PsSettings)
+        | {"role": role, "port": 0, "exit_on_stdin_eof": True}
+        | {"workers": config.worker_threads(config.num_ps)}
+        | extra
+    )
+
+
 def _exit_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
@@ -269,12 +232,11 @@ def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = Non
     # SIGTERM unwinds like Ctrl-C, so the ExitStack below stops every server it started.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     with ExitStack() as stack:
+        configs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sniper-train-")))
         if ps:
             ps_addresses = parse_addresses(ps, "--ps")
         else:
-            command = ps_command(
-                config.scheduler, config.workers, "--stats-interval", str(config.stats_interval)
-            )
+            command = serve_config_command(_server_config(config, "ps"), configs / "ps.toml")
             servers = [stack.enter_context(server_process(command)) for _ in range(config.num_ps)]
             ps_addresses = [("127.0.0.1", s.port) for s in servers]
             print(
@@ -287,29 +249,8 @@ def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = Non
             ps_list = ",".join(f"{h}:{p}" for h, p in ps_addresses)
             started = []
             for index in range(config.num_hubs):
-                command = serve_command(
-                    "hub",
-                    "--ps",
-                    ps_list,
-                    "--data",
-                    config.data,
-                    "--workload",
-                    config.workload,
-                    "--scale",
-                    str(config.scale),
-                    "--num-batches",
-                    str(config.num_batches),  # synthetic only; files are read whole
-                    "--batch-size",
-                    str(config.batch_size),
-                    "--epochs",
-                    str(config.epochs),
-                    "--hub-index",
-                    str(index),
-                    "--num-hubs",
-                    str(config.num_hubs),
-                    "--seed",
-                    str(config.seed),
-                )
+                hub = _server_config(config, "hub", ps=ps_list, hub_index=index)
+                command = serve_config_command(hub, configs / f"hub-{index}.toml")
                 started.append(stack.enter_context(server_process(command)))
             print(
                 f"started {len(started)} hub(s) on 127.0.0.1 ports "

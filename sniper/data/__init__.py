@@ -34,6 +34,7 @@ from sniper.data._parquet import ParquetReader as ParquetReader
 from sniper.data._parquet import parquet_schema as parquet_schema
 from sniper.data._parquet import write_parquet as write_parquet
 from sniper.data._reader import Reader as Reader
+from sniper.data._source import DataSource as DataSource
 from sniper.data._synthetic import SyntheticCtr as SyntheticCtr
 from sniper.data._workload import BUILTIN_WORKLOADS as BUILTIN_WORKLOADS
 from sniper.data._workload import VariableSpec as VariableSpec
@@ -51,6 +52,7 @@ __all__ = [
     "ConvertKind",
     "CriteoFormatError",
     "CriteoTsv",
+    "DataSource",
     "FileSet",
     "ParquetFormatError",
     "ParquetReader",

@@ -7,9 +7,9 @@ in one place, and the launcher hands a hub exactly the values the training confi
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
+from sniper._config import RunSettings, check_at_least, check_positive
 from sniper.data._open import open_reader
 from sniper.data._reader import Reader
 
@@ -29,7 +29,7 @@ def check_data_value(key: str, value: str, *, synthetic: bool = True) -> None:
 
 
 @dataclass(frozen=True)
-class DataSource:
+class DataSource(RunSettings):
     """What a job reads and how the hubs split it. Every field is a TOML key and a flag."""
 
     data: str = "synthetic"
@@ -43,16 +43,12 @@ class DataSource:
     epochs: int = 1
     num_hubs: int = 1
     """Hubs that split the data between them."""
-    seed: int = 0
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         check_data_value("data", self.data)
         check_at_least(self, 1, "num_batches", "batch_size", "epochs", "num_hubs")
         check_positive(self, "scale")
-
-    def data_fields(self) -> dict[str, object]:
-        """This class's fields and their values (to build another config that reads them)."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(DataSource)}
 
     def open(self) -> Reader:
         """The reader of this data."""
@@ -65,17 +61,3 @@ class DataSource:
             batch_size=self.batch_size,
             seed=self.seed,
         )
-
-
-def check_at_least(config: object, minimum: int, *names: str) -> None:
-    """Each field ``names`` of ``config`` is at least ``minimum``, or ``ValueError`` names it."""
-    for name in names:
-        if getattr(config, name) < minimum:
-            raise ValueError(f"{name} must be at least {minimum}, got {getattr(config, name)}")
-
-
-def check_positive(config: object, *names: str) -> None:
-    """Each field ``names`` of ``config`` is positive, or ``ValueError`` names it."""
-    for name in names:
-        if not getattr(config, name) > 0:
-            raise ValueError(f"{name} must be positive, got {getattr(config, name)}")

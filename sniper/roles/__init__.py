@@ -27,6 +27,7 @@ from sniper.roles._hub import HubConfig as HubConfig
 from sniper.roles._hub import HubRole as HubRole
 from sniper.roles._ps import PsRole as PsRole
 from sniper.roles._ps import PsRoleConfig as PsRoleConfig
+from sniper.roles._ps import PsSettings as PsSettings
 from sniper.roles._trainer import OpStats as OpStats
 from sniper.roles._trainer import Trainer as Trainer
 from sniper.roles._trainer import TrainerConfig as TrainerConfig
@@ -48,6 +49,7 @@ __all__ = [
     "PsEngine",
     "PsRole",
     "PsRoleConfig",
+    "PsSettings",
     "TrainReport",
     "Trainer",
     "TrainerConfig",

@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from sniper._config import check_at_least, check_positive
 from sniper.roles._errors import UnknownBatchError, UnknownVariableError
 from sniper.rpc._api import Pooled
 from sniper.scheduler import Scheduler, TaskHandle, TaskKey, wait_all
@@ -45,13 +46,11 @@ class PsEngine:
     def __init__(
         self, scheduler: Scheduler, *, batch_ttl: float = 300.0, min_task_signs: int = 32_768
     ) -> None:
-        if batch_ttl <= 0:
-            raise ValueError(f"batch_ttl must be positive seconds, got {batch_ttl}")
-        if min_task_signs < 1:
-            raise ValueError(f"min_task_signs must be at least 1, got {min_task_signs}")
         self.min_task_signs = min_task_signs
         self.scheduler = scheduler
         self.batch_ttl = batch_ttl
+        check_positive(self, "batch_ttl")
+        check_at_least(self, 1, "min_task_signs")
         self._tables: dict[str, EmbeddingTable] = {}
         self._batches: dict[tuple[int, str], tuple[ShardedBatch, float]] = {}
         self._lock = threading.Lock()

@@ -20,6 +20,7 @@ match the seed system's ``PsEmbeddingLookup{Dispatch,Waiting,OneVariable}`` line
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -31,6 +32,7 @@ import anyio
 import numpy as np
 from numpy.typing import NDArray
 
+from sniper._config import RunSettings, Validated, check_at_least, check_positive
 from sniper._metrics import Histogram
 from sniper.roles._checkpoint import load_checkpoint, save_checkpoint
 from sniper.roles._engine import PsEngine
@@ -43,27 +45,58 @@ from sniper.rpc._generated.sniper.v1 import (
     StatsResponse,
     VariableStats,
 )
+from sniper.scheduler import scheduler_names
 from sniper.store import EmbeddingTable, TableExport
 
-__all__ = ["PsRole", "PsRoleConfig"]
+__all__ = ["PsRole", "PsRoleConfig", "PsSettings"]
 
 log = logging.getLogger("sniper.ps")
 
 
 @dataclass(frozen=True)
-class PsRoleConfig:
+class PsRoleConfig(Validated):
     """Policies of a ps; validated at construction."""
 
     nonfinite: Literal["reject", "drop"] = "reject"
     """What a NaN or Inf gradient gets: an INVALID_ARGUMENT, or dropped and counted."""
-    max_table_bytes: int = 16 * 2**30
+    max_table_gb: float = 16.0
     """Memory all tables of this ps may preallocate together."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.nonfinite not in ("reject", "drop"):
             raise ValueError(f"nonfinite must be 'reject' or 'drop', got {self.nonfinite!r}")
-        if self.max_table_bytes < 1:
-            raise ValueError(f"max_table_bytes must be positive, got {self.max_table_bytes}")
+        check_positive(self, "max_table_gb")
+
+    @property
+    def max_table_bytes(self) -> int:
+        return int(self.max_table_gb * 2**30)
+
+
+@dataclass(frozen=True)
+class PsSettings(PsRoleConfig, RunSettings):
+    """A ps process: its role's policies and what it runs them on. ``sniper serve`` and
+    ``sniper train`` configs inherit these keys, so each is declared and checked once."""
+
+    scheduler: str = "work_stealing"
+    """A name of :func:`sniper.scheduler.scheduler_names` (built-in or plugin)."""
+    workers: int = 0
+    """Scheduler threads per ps (0: the machine's cores, shared among the ps started)."""
+    batch_ttl: float = 300.0
+    """Seconds a fed batch waits for its PushGrad before it is dropped."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.scheduler not in scheduler_names():
+            raise ValueError(
+                f"scheduler must be one of {', '.join(scheduler_names())}, got {self.scheduler!r}"
+            )
+        check_at_least(self, 0, "workers")
+        check_positive(self, "batch_ttl")
+
+    def worker_threads(self, num_ps: int = 1) -> int:
+        """Threads each of ``num_ps`` ps on this machine runs: ``workers``, or a share."""
+        return self.workers or max(1, (os.cpu_count() or 1) // num_ps)
 
 
 class PsRole:

@@ -39,6 +39,7 @@ from grpclib.exceptions import GRPCError, StreamTerminatedError
 from numpy.typing import NDArray
 from threadpoolctl import threadpool_limits
 
+from sniper._config import RunSettings, check_at_least, check_positive
 from sniper._metrics import Histogram
 from sniper.data import StreamingAuc, log_loss
 from sniper.roles._batch_id import BatchId
@@ -62,20 +63,23 @@ class TrainingError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class TrainerConfig:
-    """What the trainer does; validated at construction."""
+class TrainerConfig(RunSettings):
+    """What the trainer does; validated at construction (``seed`` seeds the dense model)."""
 
     hidden: tuple[int, ...] = (64,)
+    """Widths of the dense model's hidden layers."""
     lr: float = 0.002
+    """Adam's learning rate for the dense model."""
     prefetch: int = 4
+    """Batches read and looked up ahead of the one training."""
     eval_every: int = 10
-    stats_interval: float = 10.0
+    """Hold out every this many-th batch of each hub for the in-stream evaluation (0: none)."""
     max_steps: int = 0
     """Stop after this many training batches (0: at the end of the data)."""
     eval_every_steps: int = 0
     """Score the evaluation data every this many training steps (0: only at the end)."""
-    seed: int = 0
     progress: bool = True
+    """Draw a progress line on standard error when it is a terminal."""
     blas_threads: int = 1
     """Threads for the dense model's BLAS (0: the library's default, one per core). The MLP is
     small, and OpenBLAS's idle threads spin: with its default of one thread per core, half of
@@ -85,20 +89,16 @@ class TrainerConfig:
     trainers in one process should use the same value."""
 
     def __post_init__(self) -> None:
-        if self.blas_threads < 0:
-            raise ValueError(f"blas_threads must be 0 (default) or more, got {self.blas_threads}")
-        if self.prefetch < 1:
-            raise ValueError(f"prefetch must be at least 1, got {self.prefetch}")
+        super().__post_init__()
+        check_at_least(self, 0, "blas_threads", "max_steps", "eval_every_steps")
+        check_at_least(self, 1, "prefetch")
+        check_positive(self, "lr")
         if self.eval_every < 0 or self.eval_every == 1:
             raise ValueError(
                 f"eval_every must be 0 (no evaluation) or at least 2, got {self.eval_every}"
             )
-        for name in ("lr", "stats_interval"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("max_steps", "eval_every_steps"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be 0 or more, got {getattr(self, name)}")
+        if any(width < 1 for width in self.hidden):
+            raise ValueError(f"hidden layer sizes must be at least 1, got {list(self.hidden)}")
 
 
 @dataclass(frozen=True)

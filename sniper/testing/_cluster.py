@@ -24,7 +24,7 @@ from sniper.roles import (
 )
 from sniper.rpc import HubApi, PsClient
 from sniper.scheduler import open_scheduler
-from sniper.transport import GrpcTransport, Transport, open_transport
+from sniper.transport import GrpcSettings, GrpcTransport, Transport, open_transport
 
 __all__ = ["LocalCluster", "local_cluster", "running_ps"]
 
@@ -39,7 +39,7 @@ async def running_ps(
     """A ps on ``127.0.0.1:<free port>`` and a client connected to it; both closed on exit."""
     async with open_scheduler(scheduler, workers=workers) as sched:
         role = PsRole(PsEngine(sched), config)
-        transport = GrpcTransport(max_message_mb=max_message_bytes / 2**20)
+        transport = GrpcTransport(GrpcSettings(max_message_mb=max_message_bytes / 2**20))
         async with transport.serve(role, "127.0.0.1:0") as address:
             host, _, port = address.rpartition(":")
             client = PsClient(host, int(port), timeout=30.0, retries=0)

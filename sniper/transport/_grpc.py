@@ -19,12 +19,14 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar, cast
 
 import betterproto
 import grpclib.server
 import numpy as np
 
+from sniper._config import Validated, check_positive
 from sniper.roles._hub import HubRole
 from sniper.roles._ps import PsRole
 from sniper.rpc._api import HubApi, PsApi, Signs
@@ -68,7 +70,14 @@ from sniper.transport._abc import Transport
 from sniper.transport._errors import grpc_error
 from sniper.transport._health import HealthService
 
-__all__ = ["GrpcTransport", "HubService", "PsService", "bound_address", "split_address"]
+__all__ = [
+    "GrpcSettings",
+    "GrpcTransport",
+    "HubService",
+    "PsService",
+    "bound_address",
+    "split_address",
+]
 
 log = logging.getLogger("sniper.grpc")
 
@@ -226,32 +235,44 @@ def split_address(address: str) -> tuple[str, int]:
     return host, int(port)
 
 
+@dataclass(frozen=True)
+class GrpcSettings(Validated):
+    """Message and HTTP/2 sizes of the gRPC transport (keys of ``sniper serve`` too)."""
+
+    max_message_mb: float = 256.0
+    """The largest message a server or client accepts."""
+    http2_window_mb: float = 16.0
+    """HTTP/2 flow-control windows; grpclib's 4 MiB default stalls a 5 MB lookup response."""
+    http2_frame_kb: int = 512
+    """The largest HTTP/2 frame accepted (HTTP/2's default is 16)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive(self, "max_message_mb", "http2_window_mb")
+        if not 16 <= self.http2_frame_kb < 16384:
+            raise ValueError(
+                "http2_frame_kb must be in [16, 16383] (HTTP/2's bounds), "
+                f"got {self.http2_frame_kb}"
+            )
+
+
 class GrpcTransport(Transport):
     """grpclib over HTTP/2 on asyncio: across processes and hosts. Addresses are
     ``host:port`` (port 0 picks a free one when serving)."""
 
     name = "grpc"
 
-    def __init__(
-        self,
-        *,
-        max_message_mb: float = 256.0,
-        http2_window_mb: float = 16.0,
-        http2_frame_kb: int = 512,
-        timeout: float = 30.0,
-    ) -> None:
-        self.max_message_mb = max_message_mb
-        self.http2_window_mb = http2_window_mb
-        self.http2_frame_kb = http2_frame_kb
+    def __init__(self, settings: GrpcSettings | None = None, *, timeout: float = 30.0) -> None:
+        self.settings = settings or GrpcSettings()
         self.timeout = timeout
 
     def server(self, services: list[Any]) -> Server:
         """A grpclib server with sniper's codec (size limit) and HTTP/2 windows and frames."""
         return Server(
             services,
-            max_message_bytes=int(self.max_message_mb * _MB),
-            window_bytes=int(self.http2_window_mb * _MB),
-            frame_bytes=self.http2_frame_kb * 1024,
+            max_message_bytes=int(self.settings.max_message_mb * _MB),
+            window_bytes=int(self.settings.http2_window_mb * _MB),
+            frame_bytes=self.settings.http2_frame_kb * 1024,
         )
 
     @asynccontextmanager
@@ -275,9 +296,9 @@ class GrpcTransport(Transport):
         return PsClient(
             *split_address(address),
             timeout=self.timeout,
-            max_message_mb=self.max_message_mb,
-            http2_window_mb=self.http2_window_mb,
-            http2_frame_kb=self.http2_frame_kb,
+            max_message_mb=self.settings.max_message_mb,
+            http2_window_mb=self.settings.http2_window_mb,
+            http2_frame_kb=self.settings.http2_frame_kb,
         )
 
     def hub_client(self, address: str) -> HubApi:

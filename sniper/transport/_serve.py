@@ -23,12 +23,14 @@ from typing import Any, Literal
 
 import anyio
 
-from sniper._config import load_config
+from sniper._config import check_positive, load_config
+from sniper.data import DataSource
 from sniper.roles._engine import PsEngine
-from sniper.roles._ps import PsRole, PsRoleConfig
+from sniper.roles._ps import PsRole, PsSettings
 from sniper.rpc._http2 import Server
-from sniper.scheduler import open_scheduler, scheduler_names
+from sniper.scheduler import open_scheduler
 from sniper.transport._grpc import (
+    GrpcSettings,
     GrpcTransport,
     HubService,
     PsService,
@@ -49,71 +51,36 @@ log = logging.getLogger("sniper.serve")
 
 
 @dataclass(frozen=True)
-class ServeConfig:
-    """Everything ``sniper serve`` takes; each field is also a TOML key and a flag."""
+class ServeConfig(DataSource, PsSettings, GrpcSettings):
+    """Everything ``sniper serve`` takes; each field is also a TOML key and a flag.
+
+    The data keys (a hub's) come from :class:`~sniper.data.DataSource`, the ps keys from
+    :class:`~sniper.roles.PsSettings`, the HTTP/2 keys from
+    :class:`~sniper.transport.GrpcSettings`: ``sniper train`` shares the first two, and hands
+    each server it starts a ``ServeConfig`` built from its own values, as a TOML file.
+    """
 
     role: Literal["ps", "hub"] = "ps"
     host: str = "127.0.0.1"
     port: int = 0
-    scheduler: str = "work_stealing"
-    workers: int = os.cpu_count() or 2
-    max_message_mb: float = 256.0
-    nonfinite: Literal["reject", "drop"] = "reject"
-    max_table_gb: float = 16.0
-    batch_ttl: float = 300.0
-    stats_interval: float = 30.0
     drain_timeout: float = 30.0
-    http2_window_mb: float = 16.0
-    """HTTP/2 flow-control windows; grpclib's 4 MiB default stalls a 5 MB lookup response."""
-    http2_frame_kb: int = 512
-    """The largest HTTP/2 frame this server accepts (HTTP/2's default is 16)."""
-    # hub only
     ps: str = ""
     """Comma-separated ``host:port`` of every ps, in cluster order (hub only)."""
-    data: str = "synthetic"
-    """``synthetic``, ``parquet:PATH`` or ``criteo:PATH`` (hub only)."""
-    workload: str = "seed_ctr"
-    scale: float = 0.05
-    num_batches: int = 200
-    """Batches per epoch of synthetic data; files are read whole."""
-    batch_size: int = 1024
-    epochs: int = 1
     hub_index: int = 0
-    num_hubs: int = 1
-    seed: int = 0
+    """Which of ``num_hubs`` hubs this is (hub only)."""
     exit_on_stdin_eof: bool = False
     """Also stop when standard input closes: a launcher passes its pipe, so the server ends
     with it even if the launcher is killed outright."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.role not in ("ps", "hub"):
             raise ValueError(f"role must be 'ps' or 'hub', got {self.role!r}")
         if self.role == "hub" and not self.ps:
             raise ValueError("ps must list the ps addresses (host:port,...) for a hub")
-        if self.scheduler not in scheduler_names():
-            raise ValueError(
-                f"scheduler must be one of {', '.join(scheduler_names())}, got {self.scheduler!r}"
-            )
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in [0, 65535], got {self.port}")
-        for name in (
-            "workers",
-            "max_message_mb",
-            "max_table_gb",
-            "batch_ttl",
-            "stats_interval",
-            "drain_timeout",
-            "http2_window_mb",
-        ):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if not 16 <= self.http2_frame_kb < 16384:
-            raise ValueError(
-                "http2_frame_kb must be in [16, 16383] (HTTP/2's bounds), "
-                f"got {self.http2_frame_kb}"
-            )
-        if self.nonfinite not in ("reject", "drop"):
-            raise ValueError(f"nonfinite must be 'reject' or 'drop', got {self.nonfinite!r}")
+        check_positive(self, "drain_timeout")
 
 
 def load_serve_config(path: Path | None, overrides: dict[str, Any]) -> ServeConfig:
@@ -123,23 +90,14 @@ def load_serve_config(path: Path | None, overrides: dict[str, Any]) -> ServeConf
 
 def _grpc_server(services: list[Any], config: ServeConfig) -> Server:
     """A grpclib server with the size limit, HTTP/2 windows and frames of ``config``."""
-    return GrpcTransport(
-        max_message_mb=config.max_message_mb,
-        http2_window_mb=config.http2_window_mb,
-        http2_frame_kb=config.http2_frame_kb,
-    ).server(services)
+    return GrpcTransport(config).server(services)
 
 
 async def serve_ps(config: ServeConfig) -> None:
     """Serve until SIGINT or SIGTERM; the first stdout line is ``listening on HOST:PORT``."""
-    async with open_scheduler(config.scheduler, workers=config.workers) as scheduler:
-        engine = PsEngine(scheduler, batch_ttl=config.batch_ttl)
-        role = PsRole(
-            engine,
-            PsRoleConfig(
-                nonfinite=config.nonfinite, max_table_bytes=int(config.max_table_gb * 2**30)
-            ),
-        )
+    workers = config.worker_threads()
+    async with open_scheduler(config.scheduler, workers=workers) as scheduler:
+        role = PsRole(PsEngine(scheduler, batch_ttl=config.batch_ttl), config)
         health = HealthService(("sniper.v1.Ps",), lambda: not role.draining)
         server = _grpc_server([PsService(role), health], config)
         await server.start(config.host, config.port)
@@ -216,19 +174,10 @@ def _wait_for_eof(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
 
 async def serve_hub(config: ServeConfig) -> None:
     """Serve ``sniper.v1.Hub`` (and health) until SIGINT or SIGTERM."""
-    from sniper.data import open_reader
     from sniper.roles import HubConfig, HubRole, PsCluster
     from sniper.rpc import PsClient
 
-    reader = open_reader(
-        config.data,
-        workload=config.workload,
-        scale=config.scale,
-        # Files are read whole: num_batches is the synthetic generator's length only.
-        num_batches=config.num_batches if config.data == "synthetic" else None,
-        batch_size=config.batch_size,
-        seed=config.seed,
-    )
+    reader = config.open()
     cluster = PsCluster(
         [
             PsClient(host, port, http2_window_mb=config.http2_window_mb)

@@ -51,5 +51,5 @@ def test_the_spec_overrides_sizes_and_the_workload_sets_the_width(tmp_path: Path
 
 
 def test_trainer_settings_are_checked_with_the_config() -> None:
-    with pytest.raises(ValueError, match="blas_threads must be 0"):
+    with pytest.raises(ValueError, match="blas_threads must be at least 0"):
         TrainConfig(blas_threads=-1)

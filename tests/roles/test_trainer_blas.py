@@ -37,5 +37,5 @@ async def test_blas_threads_are_capped_during_the_run(
 
 
 def test_negative_blas_threads_are_refused() -> None:
-    with pytest.raises(ValueError, match="blas_threads must be 0"):
+    with pytest.raises(ValueError, match="blas_threads must be at least 0"):
         TrainerConfig(blas_threads=-1)

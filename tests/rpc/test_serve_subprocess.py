@@ -214,7 +214,7 @@ def _known_keys() -> str:
             "bogus = 1\n",
             "config {path}: unknown key 'bogus'; known keys: {known}",
         ),
-        ([], "workers = 0\n", "workers must be positive, got 0"),
+        ([], "workers = -1\n", "workers must be at least 0, got -1"),
         ([], 'scheduler = "inline"\nport = 99999\n', "port must be in [0, 65535], got 99999"),
     ],
 )
