@@ -36,7 +36,7 @@ from sniper.cluster._spec import DataShape, ModelSpec, TableSpec
 from sniper.data import DataSource, Reader
 from sniper.data._source import check_data_value
 from sniper.data._workload import Workload, load_workload
-from sniper.roles import PsCluster, PsSettings, TrainerConfig, TrainReport
+from sniper.roles import HubSettings, PsCluster, PsSettings, TrainerConfig, TrainReport
 from sniper.rpc import HubClient, PsClient
 from sniper.transport._serve import ServeConfig, parse_addresses
 
@@ -46,10 +46,11 @@ log = logging.getLogger("sniper.train")
 
 
 @dataclass(frozen=True)
-class TrainConfig(DataSource, PsSettings, TrainerConfig):
+class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
     """One training run. Every field is a TOML key; the defaults are ``make demo``'s run.
 
-    The data keys are :class:`~sniper.data.DataSource`'s, the ps keys
+    The data keys are :class:`~sniper.data.DataSource`'s, the hub keys
+    :class:`~sniper.roles.HubSettings`', the ps keys
     :class:`~sniper.roles.PsSettings`' and the trainer's :class:`~sniper.roles.TrainerConfig`'s:
     each declared and checked once, and handed to the hub, ps and trainer as they are.
     """
@@ -209,6 +210,7 @@ def _server_config(config: TrainConfig, role: str, **extra: Any) -> ServeConfig:
     stopping with the launcher."""
     return ServeConfig(
         **fields_of(config, DataSource)
+        | fields_of(config, HubSettings)
         | fields_of(config, PsSettings)
         | {"role": role, "port": 0, "exit_on_stdin_eof": True}
         | {"workers": config.worker_threads(config.num_ps)}

@@ -30,7 +30,7 @@ def check_data_value(key: str, value: str, *, synthetic: bool = True) -> None:
 
 @dataclass(frozen=True)
 class DataSource(RunSettings):
-    """What a job reads and how the hubs split it. Every field is a TOML key and a flag."""
+    """What a job reads. Every field is a TOML key."""
 
     data: str = "synthetic"
     """``synthetic``, ``criteo:PATH`` or ``parquet:PATH`` (a file, a directory or a glob)."""
@@ -40,14 +40,11 @@ class DataSource(RunSettings):
     num_batches: int = 700
     """Batches per epoch of synthetic data; files are read whole."""
     batch_size: int = 1024
-    epochs: int = 1
-    num_hubs: int = 1
-    """Hubs that split the data between them."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_data_value("data", self.data)
-        check_at_least(self, 1, "num_batches", "batch_size", "epochs", "num_hubs")
+        check_at_least(self, 1, "num_batches", "batch_size")
         check_positive(self, "scale")
 
     def open(self) -> Reader:

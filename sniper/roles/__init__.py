@@ -25,6 +25,7 @@ from sniper.roles._evaluate import DataEvaluator as DataEvaluator
 from sniper.roles._evaluate import EvalResult as EvalResult
 from sniper.roles._hub import HubConfig as HubConfig
 from sniper.roles._hub import HubRole as HubRole
+from sniper.roles._hub import HubSettings as HubSettings
 from sniper.roles._ps import PsRole as PsRole
 from sniper.roles._ps import PsRoleConfig as PsRoleConfig
 from sniper.roles._ps import PsSettings as PsSettings
@@ -43,6 +44,7 @@ __all__ = [
     "EvalResult",
     "HubConfig",
     "HubRole",
+    "HubSettings",
     "OpStats",
     "PendingLookup",
     "PsCluster",

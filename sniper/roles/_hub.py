@@ -33,13 +33,14 @@ from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 from numpy.typing import NDArray
 
+from sniper._config import Validated, check_at_least, check_positive
 from sniper._metrics import Histogram
 from sniper.roles._batch_id import MAX_HUBS, BatchId
 from sniper.roles._cluster import PsCluster
 from sniper.roles._errors import DataError, Unavailable, describe_error
 from sniper.rpc._api import Sample
 
-__all__ = ["BatchLike", "HubConfig", "HubRole", "ReaderLike"]
+__all__ = ["BatchLike", "HubConfig", "HubRole", "HubSettings", "ReaderLike"]
 
 log = logging.getLogger("sniper.hub")
 
@@ -62,11 +63,11 @@ class ReaderLike(Protocol):
 
 
 @dataclass(frozen=True)
-class HubConfig:
-    """How one hub walks its input and feeds the ps."""
+class HubSettings(Validated):
+    """How a job's hubs walk their input and feed the ps (keys of ``sniper train`` too)."""
 
-    hub_index: int = 0
     num_hubs: int = 1
+    """Hubs that split the data between them."""
     epochs: int = 1
     max_in_flight: int = 4
     """Batches being fed to the ps at once."""
@@ -77,15 +78,25 @@ class HubConfig:
     the variables when the hub starts."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if not 1 <= self.num_hubs <= MAX_HUBS:
             raise ValueError(f"num_hubs must be in [1, {MAX_HUBS}], got {self.num_hubs}")
+        check_at_least(self, 1, "epochs", "max_in_flight", "queue_size")
+        check_positive(self, "feed_retry_seconds")
+
+
+@dataclass(frozen=True)
+class HubConfig(HubSettings):
+    """One hub: the job's hub settings and which of the hubs this one is."""
+
+    hub_index: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
         if not 0 <= self.hub_index < self.num_hubs:
             raise ValueError(
                 f"hub_index must be in [0, num_hubs={self.num_hubs}), got {self.hub_index}"
             )
-        for name in ("epochs", "max_in_flight", "queue_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
 
 
 @dataclass(frozen=True)

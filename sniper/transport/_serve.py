@@ -26,6 +26,7 @@ import anyio
 from sniper._config import check_positive, load_config
 from sniper.data import DataSource
 from sniper.roles._engine import PsEngine
+from sniper.roles._hub import HubConfig
 from sniper.roles._ps import PsRole, PsSettings
 from sniper.rpc._http2 import Server
 from sniper.scheduler import open_scheduler
@@ -51,10 +52,11 @@ log = logging.getLogger("sniper.serve")
 
 
 @dataclass(frozen=True)
-class ServeConfig(DataSource, PsSettings, GrpcSettings):
+class ServeConfig(DataSource, HubConfig, PsSettings, GrpcSettings):
     """Everything ``sniper serve`` takes; each field is also a TOML key and a flag.
 
-    The data keys (a hub's) come from :class:`~sniper.data.DataSource`, the ps keys from
+    The data keys come from :class:`~sniper.data.DataSource`, the hub keys from
+    :class:`~sniper.roles.HubConfig`, the ps keys from
     :class:`~sniper.roles.PsSettings`, the HTTP/2 keys from
     :class:`~sniper.transport.GrpcSettings`: ``sniper train`` shares the first two, and hands
     each server it starts a ``ServeConfig`` built from its own values, as a TOML file.
@@ -66,8 +68,6 @@ class ServeConfig(DataSource, PsSettings, GrpcSettings):
     drain_timeout: float = 30.0
     ps: str = ""
     """Comma-separated ``host:port`` of every ps, in cluster order (hub only)."""
-    hub_index: int = 0
-    """Which of ``num_hubs`` hubs this is (hub only)."""
     exit_on_stdin_eof: bool = False
     """Also stop when standard input closes: a launcher passes its pipe, so the server ends
     with it even if the launcher is killed outright."""
@@ -174,7 +174,7 @@ def _wait_for_eof(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
 
 async def serve_hub(config: ServeConfig) -> None:
     """Serve ``sniper.v1.Hub`` (and health) until SIGINT or SIGTERM."""
-    from sniper.roles import HubConfig, HubRole, PsCluster
+    from sniper.roles import HubRole, PsCluster
     from sniper.rpc import PsClient
 
     reader = config.open()
@@ -184,11 +184,7 @@ async def serve_hub(config: ServeConfig) -> None:
             for host, port in parse_addresses(config.ps, "ps")
         ]
     )
-    hub = HubRole(
-        reader,
-        cluster,
-        HubConfig(hub_index=config.hub_index, num_hubs=config.num_hubs, epochs=config.epochs),
-    )
+    hub = HubRole(reader, cluster, config)
     health = HealthService(("sniper.v1.Hub",), lambda: hub.healthy)
     server = _grpc_server([HubService(hub), health], config)
     await server.start(config.host, config.port)
