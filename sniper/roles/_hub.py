@@ -69,7 +69,7 @@ class HubSettings(Validated):
     num_hubs: int = 1
     """Hubs that split the data between them."""
     epochs: int = 1
-    max_in_flight: int = 4
+    max_in_flight: int = 8
     """Batches being fed to the ps at once."""
     queue_size: int = 8
     """Fed batches waiting for ReadSample; a full queue pauses reading (backpressure)."""
