@@ -16,9 +16,18 @@ from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
 from typing import Generic, TypeVar
 
-__all__ = ["Plugins"]
+__all__ = ["PluginTypeError", "Plugins"]
 
 T = TypeVar("T")
+
+
+class PluginTypeError(TypeError, LookupError):
+    """A plugin's entry point names something that is not a backend class.
+
+    A ``TypeError`` (the entry point has the wrong type) that is also a ``LookupError`` (the
+    name could not be opened), so the command line reports it as one line like any other name
+    it cannot open, instead of a traceback.
+    """
 
 
 class Plugins(Generic[T]):
@@ -74,7 +83,7 @@ class Plugins(Generic[T]):
                 f"or choose another {self.kind}"
             ) from exc
         if not (isinstance(loaded, type) and issubclass(loaded, self.base)):
-            raise TypeError(
+            raise PluginTypeError(
                 f"the {self.kind} plugin {_describe(entry)} points at {loaded!r}, which is not "
                 f"a {self.base.__module__.replace('._abc', '')}.{self.base.__name__} subclass; "
                 "the entry point must name the backend class"

@@ -1,7 +1,7 @@
 """``sniper bench ps``: the ps side of training steps alone, on a workload's shape.
 
 By default (``--transport grpc``) it starts ``--num-ps`` real ``sniper serve`` processes on
-loopback and drives them as a hub and trainer would, through :class:`sniper.rpc.PsCluster`.
+loopback and drives them as a hub and trainer would, through :class:`sniper.roles.PsCluster`.
 Each variable lives on ``ps_for_variable(name, num_ps)``, as a sharded Adagrad table. Each step
 sends a synthetic zipf batch (FeedSample), looks it up (EmbeddingLookup) and pushes a gradient
 (PushGrad). The gradient is synthetic: the dense model and trainer come with ``sniper train``.

@@ -218,3 +218,22 @@ def test_sniper_serve_runs_a_ps_on_a_plugin_scheduler(theirs: Path) -> None:
         _, stderr = process.communicate(timeout=WAIT * 3)
     assert re.fullmatch(r"listening on 127\.0\.0\.1:[0-9]+\n", first), stderr
     assert process.returncode == 0, stderr
+
+
+def test_sniper_serve_reports_a_plugin_that_is_not_a_class_in_one_line(site: Path) -> None:
+    install(site, "theirpkg", {"wrong": "theirpkg.scheduler:helper"})
+    command = [sys.executable, "-m", "sniper", "serve", "--role", "ps", "--port", "0"]
+    done = subprocess.run(
+        [*command, "--scheduler", "wrong", "--workers", "1"],
+        capture_output=True,
+        text=True,
+        timeout=WAIT * 3,
+        env=_env_with(site),
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith(
+        "sniper: error: the scheduler plugin 'wrong = theirpkg.scheduler:helper' (from "
+        "theirpkg 0.1) points at <function helper at 0x"
+    )
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
