@@ -230,6 +230,11 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--max-table-gb", type=float, default=None)
     serve.add_argument(
+        "--checkpoint-root",
+        default=None,
+        help="Save and Restore only under this directory (default: the working directory)",
+    )
+    serve.add_argument(
         "--stats-interval",
         type=float,
         default=None,

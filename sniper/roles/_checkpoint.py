@@ -1,105 +1,243 @@
-"""Save and restore a ps's variables to a directory.
+"""Save and restore a ps's variables to a directory, all or nothing.
 
-Layout: ``manifest.json`` lists each variable with its CreateVariable configuration and the
-file holding its rows (``var-0000.npz``: signs, weights, optimizer state, steps). Files are
-written under temporary names and renamed into place, manifest last, so a crash mid-save never
-leaves a manifest that points at a half-written file.
+Layout of a checkpoint directory ``DIR``:
+
+- ``manifest.json``: the format, and per variable its CreateVariable configuration, its file
+  and that file's SHA-256;
+- one ``var-<sha256 of the name, 16 hex>.npz`` per variable: signs, weights, optimizer state,
+  steps, and the variable's name again.
+
+A file is found from its variable's name and must hold that name, so one variable's rows can
+never load into another, whatever order the manifest lists them in.
+
+**Atomic.** A save writes everything into a fresh private directory beside ``DIR`` (made with
+``mkdtemp``: nothing planted there in advance can be followed), fsyncs it, and only then moves
+it to ``DIR``; an older checkpoint at ``DIR`` is moved aside first and removed after. A crash
+leaves either the old checkpoint, the new one, or no ``DIR`` at all (restoring then says there
+is no checkpoint), never a mix of two saves.
+
+**Checked.** A restore verifies every checksum and every array (dtype, shape, finite weights
+and state) before it returns anything; a damaged checkpoint raises
+:class:`CorruptCheckpointError` naming the file and what is wrong, and changes nothing.
+
+**Confined.** A ps saves and restores only under its ``checkpoint_root``
+(:func:`confined`): ``../x``, an absolute path elsewhere, or a symlink out of the root is
+refused, because any client that can reach a ps could otherwise make it write where the ps
+process may write.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import NDArray
 
 from sniper.rpc._generated.sniper.v1 import CreateVariableRequest
 from sniper.store import EmbeddingTable, TableExport
 
-__all__ = ["MANIFEST", "load_checkpoint", "save_checkpoint"]
+__all__ = [
+    "MANIFEST",
+    "CheckpointPathError",
+    "CorruptCheckpointError",
+    "confined",
+    "load_checkpoint",
+    "save_checkpoint",
+    "variable_file",
+]
 
 MANIFEST = "manifest.json"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+_ARRAYS = {"signs": np.uint64, "weights": np.float32, "state": np.float32, "steps": np.int32}
 
 
-def _write_atomically(path: Path, write: object) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("wb") as handle:
-        if isinstance(write, bytes):
-            handle.write(write)
-        else:
-            np.savez(handle, **write)  # type: ignore[arg-type]
-        handle.flush()
-        os.fsync(handle.fileno())
-    tmp.replace(path)
+class CorruptCheckpointError(ValueError):
+    """A checkpoint's files do not match its manifest, or hold arrays no table could have."""
+
+
+class CheckpointPathError(PermissionError):
+    """A Save or Restore named a directory outside the ps's ``checkpoint_root``."""
+
+
+def confined(root: Path, directory: str) -> Path:
+    """``directory`` (relative to ``root``, or absolute) resolved, if it lies inside ``root``."""
+    if not directory:
+        raise ValueError("directory must not be empty")
+    base = root.resolve()
+    path = (base / directory).resolve()
+    if path != base and base not in path.parents:
+        raise CheckpointPathError(
+            f"directory {directory!r} is outside this ps's checkpoint_root {str(base)!r}; "
+            "name a directory under it (start the ps with another checkpoint_root to move it)"
+        )
+    return path
+
+
+def variable_file(name: str) -> str:
+    """The file name of variable ``name``'s rows: derived from the name, safe for any name."""
+    return f"var-{hashlib.sha256(name.encode()).hexdigest()[:16]}.npz"
 
 
 def save_checkpoint(
     directory: Path, variables: list[tuple[CreateVariableRequest, EmbeddingTable]]
 ) -> int:
-    """Write every variable into ``directory``; returns the number of rows written."""
-    directory.mkdir(parents=True, exist_ok=True)
-    entries = []
-    rows = 0
-    for index, (config, table) in enumerate(variables):
-        data = table.export()
-        file_name = f"var-{index:04d}.npz"
-        _write_atomically(
-            directory / file_name,
-            {
-                "signs": data.signs,
-                "weights": data.weights,
-                "state": data.state,
-                "steps": data.steps,
-            },
-        )
-        entries.append({"name": config.name, "file": file_name, "config": config.to_dict()})
-        rows += len(data.signs)
-    manifest = {"format": FORMAT_VERSION, "variables": entries}
-    _write_atomically(directory / MANIFEST, json.dumps(manifest, indent=1).encode())
+    """Write every variable as a checkpoint at ``directory`` (see the module doc); the rows."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-", dir=directory.parent))
+    try:
+        entries, rows = [], 0
+        for config, table in variables:
+            data = table.export()
+            file_name = variable_file(config.name)
+            digest = _write_new(staging / file_name, _npz_bytes(config.name, data))
+            entries.append(
+                {
+                    "name": config.name,
+                    "file": file_name,
+                    "sha256": digest,
+                    "config": config.to_dict(),
+                }
+            )
+            rows += len(data.signs)
+        manifest = {"format": FORMAT_VERSION, "variables": entries}
+        _write_new(staging / MANIFEST, json.dumps(manifest, indent=1).encode())
+        _fsync_directory(staging)
+        _replace_directory(staging, directory)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     return rows
 
 
+def _npz_bytes(name: str, data: TableExport) -> bytes:
+    buffer = io.BytesIO()
+    np.savez(
+        buffer,
+        name=np.array(name),
+        signs=data.signs,
+        weights=data.weights,
+        state=data.state,
+        steps=data.steps,
+    )
+    return buffer.getvalue()
+
+
+def _write_new(path: Path, content: bytes) -> str:
+    """Create ``path`` (never an existing file or a symlink), write, fsync; its SHA-256."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(content)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return hashlib.sha256(content).hexdigest()
+
+
+def _fsync_directory(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _replace_directory(staging: Path, directory: Path) -> None:
+    """Move ``staging`` to ``directory``; an older checkpoint there is moved aside first."""
+    old = None
+    if directory.is_symlink() or directory.exists():
+        is_checkpoint = directory.is_symlink() or (directory / MANIFEST).is_file()
+        if not is_checkpoint and any(directory.iterdir()):
+            raise FileExistsError(
+                f"{directory} exists and is not a sniper checkpoint; "
+                "choose an empty or new directory"
+            )
+        old = Path(tempfile.mkdtemp(prefix=f".{directory.name}.old-", dir=directory.parent))
+        os.replace(directory, old / "checkpoint")
+    os.replace(staging, directory)
+    _fsync_directory(directory.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
 def load_checkpoint(directory: Path) -> list[tuple[CreateVariableRequest, TableExport]]:
-    """Read a checkpoint; ``ValueError`` says what is missing or malformed."""
+    """Read and verify a checkpoint (see the module doc); nothing is returned half-checked."""
     path = directory / MANIFEST
     if not path.is_file():
         raise FileNotFoundError(f"{directory} has no {MANIFEST}: not a sniper checkpoint")
     try:
         manifest = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"checkpoint {directory}: {MANIFEST} is not JSON ({exc})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CorruptCheckpointError(
+            f"checkpoint {directory}: {MANIFEST} is not JSON ({exc})"
+        ) from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_VERSION:
-        raise ValueError(
+        raise CorruptCheckpointError(
             f"checkpoint {directory}: {MANIFEST} is not a format {FORMAT_VERSION} sniper manifest"
         )
     entries = manifest.get("variables")
     if not isinstance(entries, list):
-        raise ValueError(f"checkpoint {directory}: {MANIFEST} has no list of variables")
-    return [_load_entry(directory, i, entry) for i, entry in enumerate(entries)]
+        raise CorruptCheckpointError(f"checkpoint {directory}: {MANIFEST} lists no variables")
+    loaded = [_load_entry(directory, i, entry) for i, entry in enumerate(entries)]
+    names = [config.name for config, _ in loaded]
+    if len(set(names)) != len(names):
+        raise CorruptCheckpointError(f"checkpoint {directory} lists a variable more than once")
+    return loaded
 
 
 def _load_entry(
     directory: Path, index: int, entry: object
 ) -> tuple[CreateVariableRequest, TableExport]:
     where = f"checkpoint {directory}: variables[{index}]"
-    if (
-        not isinstance(entry, dict)
-        or not isinstance(entry.get("config"), dict)
-        or not isinstance(entry.get("file"), str)
-        or "/" in entry["file"]
+    if not (
+        isinstance(entry, dict)
+        and isinstance(entry.get("name"), str)
+        and isinstance(entry.get("config"), dict)
+        and isinstance(entry.get("sha256"), str)
     ):
-        raise ValueError(f"{where} needs a config object and a file name")
+        raise CorruptCheckpointError(f"{where} needs a name, a config and a sha256")
+    name = entry["name"]
+    file = directory / variable_file(name)
+    where = f"checkpoint {directory}: {file.name} (variable {name!r})"
     try:
         config = CreateVariableRequest().from_dict(entry["config"])
-        with np.load(directory / entry["file"]) as arrays:
-            data = TableExport(
-                signs=arrays["signs"],
-                weights=arrays["weights"],
-                state=arrays["state"],
-                steps=arrays["steps"],
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise CorruptCheckpointError(f"{where}: its config is malformed ({exc})") from None
+    if config.name != name:
+        raise CorruptCheckpointError(f"{where}: its config names {config.name!r}")
+    try:
+        content = file.read_bytes()
+    except FileNotFoundError:
+        raise CorruptCheckpointError(f"{where}: the file is missing") from None
+    if hashlib.sha256(content).hexdigest() != entry["sha256"]:
+        raise CorruptCheckpointError(f"{where}: the file does not match its checksum")
+    return config, _arrays(content, name, where)
+
+
+def _arrays(content: bytes, name: str, where: str) -> TableExport:
+    try:
+        with np.load(io.BytesIO(content), allow_pickle=False) as arrays:
+            stored = {key: arrays[key] for key in ("name", *_ARRAYS)}
+    except Exception as exc:  # a damaged zip raises many kinds; all mean the same here
+        raise CorruptCheckpointError(f"{where}: unreadable ({type(exc).__name__}: {exc})") from None
+    if stored["name"].shape != () or str(stored["name"]) != name:
+        raise CorruptCheckpointError(f"{where}: the file holds another variable's rows")
+    for key, dtype in _ARRAYS.items():
+        if stored[key].dtype != dtype:
+            raise CorruptCheckpointError(
+                f"{where}: {key} must be {np.dtype(dtype).name}, got {stored[key].dtype}"
             )
-    except (KeyError, TypeError, AttributeError, ValueError, OSError) as exc:
-        raise ValueError(f"{where} is malformed: {type(exc).__name__}: {exc}") from None
-    return config, data
+    for key in ("weights", "state"):
+        values: NDArray[np.float32] = stored[key]
+        if not np.isfinite(values).all():
+            raise CorruptCheckpointError(f"{where}: {key} has NaN or Inf")
+    return TableExport(
+        signs=stored["signs"],
+        weights=stored["weights"],
+        state=stored["state"],
+        steps=stored["steps"],
+    )

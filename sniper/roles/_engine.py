@@ -66,6 +66,17 @@ class PsEngine:
                 raise ValueError(f"variable {name!r} already exists on this ps")
             self._tables[name] = table
 
+    def put_variable(self, name: str, table: EmbeddingTable) -> None:
+        """Hold ``table`` as variable ``name``, replacing the table it had (a restore).
+
+        Batches fed before keep their split: the new table has the same configuration, so the
+        same shards. Tasks already running finish on the old table.
+        """
+        if not name:
+            raise ValueError("variable name must not be empty")
+        with self._lock:
+            self._tables[name] = table
+
     def table(self, name: str) -> EmbeddingTable:
         """The table of variable ``name``."""
         try:

@@ -34,7 +34,7 @@ from numpy.typing import NDArray
 
 from sniper._config import RunSettings, Validated, check_at_least, check_positive
 from sniper._metrics import Histogram
-from sniper.roles._checkpoint import load_checkpoint, save_checkpoint
+from sniper.roles._checkpoint import confined, load_checkpoint, save_checkpoint
 from sniper.roles._engine import PsEngine
 from sniper.roles._errors import Unavailable, VariableExistsError
 from sniper.roles._variables import same_config, table_from_request
@@ -61,6 +61,9 @@ class PsRoleConfig(Validated):
     """What a NaN or Inf gradient gets: an INVALID_ARGUMENT, or dropped and counted."""
     max_table_gb: float = 16.0
     """Memory all tables of this ps may preallocate together."""
+    checkpoint_root: str = "."
+    """Save and Restore name directories under this one (relative to it, or absolute inside
+    it); anything else is refused with PERMISSION_DENIED."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -233,56 +236,57 @@ class PsRole:
     def _variables(self) -> list[tuple[CreateVariableRequest, EmbeddingTable]]:
         return [(self._configs[name], self.engine.table(name)) for name in self.engine.variables]
 
+    def _checkpoint_path(self, directory: str) -> Path:
+        return confined(Path(self.config.checkpoint_root), directory)
+
     async def save(self, directory: str) -> Checkpointed:
         with self.call("Save"):
-            if not directory:
-                raise ValueError("directory must not be empty")
+            path = self._checkpoint_path(directory)
             variables = self._variables()
-            rows = await self.engine.run_exclusive(save_checkpoint, Path(directory), variables)
+            rows = await self.engine.run_exclusive(save_checkpoint, path, variables)
             return Checkpointed(tuple(config.name for config, _ in variables), rows)
 
     async def restore(self, directory: str) -> Checkpointed:
+        """Replace each checkpoint variable's rows with the checkpoint's (variables it does
+        not hold are left alone). The rows go into fresh tables first, and the tables are
+        swapped in only once every one is filled: a bad checkpoint changes nothing."""
         with self.call("Restore"):
-            if not directory:
-                raise ValueError("directory must not be empty")
-            loaded = await self.engine.run_exclusive(load_checkpoint, Path(directory))
-            tables = self._tables_for_restore(loaded)
-            # Everything is checked before anything changes: a bad checkpoint leaves this ps
-            # as it was, with no half-restored or empty variable behind.
+            path = self._checkpoint_path(directory)
+            loaded = await self.engine.run_exclusive(load_checkpoint, path)
+            tables = self._fresh_tables(loaded)
             for (_, data), table in zip(loaded, tables, strict=True):
                 table.check_import(data)
-            for (config, data), table in zip(loaded, tables, strict=True):
-                if config.name not in self._configs:
-                    self.engine.create_variable(config.name, table)
-                    self._configs[config.name] = config
-                await self.engine.import_async(config.name, data)
+            for (_, data), table in zip(loaded, tables, strict=True):
+                await self.engine.run_exclusive(table.import_, data)
+            for (config, _), table in zip(loaded, tables, strict=True):
+                self.engine.put_variable(config.name, table)
+                self._configs[config.name] = config
             return Checkpointed(
                 tuple(c.name for c, _ in loaded), sum(len(d.signs) for _, d in loaded)
             )
 
-    def _tables_for_restore(
+    def _fresh_tables(
         self, loaded: list[tuple[CreateVariableRequest, TableExport]]
     ) -> list[EmbeddingTable]:
-        """The table each checkpoint variable goes into: existing ones, or new unregistered
-        ones built within the memory budget."""
-        names = [config.name for config, _ in loaded]
-        if len(set(names)) != len(names):
-            raise ValueError("checkpoint lists a variable more than once")
-        budget = self.config.max_table_bytes - self._tables_bytes()
-        tables = []
+        """An empty table for each checkpoint variable, within the memory budget (a table
+        that will be replaced counts as free)."""
+        replaced = 0
         for config, _ in loaded:
             existing = self._configs.get(config.name)
-            if existing is not None:
-                if not same_config(existing, config):
-                    raise ValueError(
-                        f"variable {config.name!r} exists here with another "
-                        "configuration than in the checkpoint"
-                    )
-                tables.append(self.engine.table(config.name))
-            else:
-                table = table_from_request(config, budget)
-                budget -= table.nbytes
-                tables.append(table)
+            if existing is None:
+                continue
+            if not same_config(existing, config):
+                raise ValueError(
+                    f"variable {config.name!r} exists here with another "
+                    "configuration than in the checkpoint"
+                )
+            replaced += self.engine.table(config.name).nbytes
+        budget = self.config.max_table_bytes - self._tables_bytes() + replaced
+        tables = []
+        for config, _ in loaded:
+            table = table_from_request(config, budget)
+            budget -= table.nbytes
+            tables.append(table)
         return tables
 
     async def stats(self) -> StatsResponse:

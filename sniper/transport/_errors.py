@@ -17,6 +17,7 @@ import uuid
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
+from sniper.roles._checkpoint import CheckpointPathError, CorruptCheckpointError
 from sniper.roles._errors import (
     Unavailable,
     UnknownBatchError,
@@ -34,6 +35,8 @@ STATUS_OF: tuple[tuple[type[BaseException], Status], ...] = (
     (FileNotFoundError, Status.NOT_FOUND),
     (VariableExistsError, Status.ALREADY_EXISTS),
     (Unavailable, Status.UNAVAILABLE),
+    (CheckpointPathError, Status.PERMISSION_DENIED),
+    (CorruptCheckpointError, Status.DATA_LOSS),
     (OSError, Status.FAILED_PRECONDITION),
     (CapacityError, Status.RESOURCE_EXHAUSTED),
     (MemoryBudgetError, Status.RESOURCE_EXHAUSTED),

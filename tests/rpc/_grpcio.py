@@ -243,7 +243,9 @@ def ps_server(
     """
     directory = tmp_path_factory.mktemp("ps_server")
     extra: tuple[str, ...] = getattr(request.module, "SERVE_ARGS", ())
-    server = start_server(directory, "--max-table-gb", "0.5", *extra)
+    # Save and Restore may use any of the session's temporary directories.
+    root = str(tmp_path_factory.getbasetemp())
+    server = start_server(directory, "--max-table-gb", "0.5", "--checkpoint-root", root, *extra)
     try:
         yield server
     finally:

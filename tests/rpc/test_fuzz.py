@@ -49,6 +49,8 @@ ALLOWED = {
     grpc.StatusCode.NOT_FOUND,
     grpc.StatusCode.RESOURCE_EXHAUSTED,
     grpc.StatusCode.ALREADY_EXISTS,
+    grpc.StatusCode.PERMISSION_DENIED,  # a Save or Restore outside the checkpoint_root
+    grpc.StatusCode.DATA_LOSS,  # a checkpoint whose files do not match its manifest
     grpc.StatusCode.FAILED_PRECONDITION,
 }
 PS_METHODS = {
@@ -700,14 +702,15 @@ def test_save_onto_a_file_gets_a_status(fuzz: Fuzz, tmp_path: Path, where: str) 
         '{"format": 1, "variables": [7]}',
     ],
 )
-def test_restore_of_a_malformed_manifest_is_invalid_argument(
+def test_restore_of_a_malformed_manifest_is_data_loss(
     fuzz: Fuzz, tmp_path: Path, manifest: str
 ) -> None:
-    """``load_checkpoint``: "ValueError says what is missing or malformed"."""
+    """``load_checkpoint``: a damaged checkpoint is DATA_LOSS with what is malformed."""
     (tmp_path / "manifest.json").write_text(manifest)
     request = fuzz.pb.RestoreRequest(directory=str(tmp_path))
-    code, _, _ = fuzz.call("Restore", request.SerializeToString())
-    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    code, details, _ = fuzz.call("Restore", request.SerializeToString())
+    assert code == grpc.StatusCode.DATA_LOSS
+    assert details.startswith(f"checkpoint {tmp_path}")
 
 
 def test_a_failed_restore_creates_no_variable(fuzz: Fuzz, tmp_path: Path) -> None:
@@ -744,7 +747,7 @@ def test_a_failed_restore_creates_no_variable(fuzz: Fuzz, tmp_path: Path) -> Non
 
     request = pb.RestoreRequest(directory=str(directory))
     code, details, _ = fuzz.call("Restore", request.SerializeToString())
-    assert code == grpc.StatusCode.INVALID_ARGUMENT, details
+    assert code == grpc.StatusCode.DATA_LOSS, details
     stats = fuzz.ok("Stats", pb.StatsRequest())
     left = sorted(v.name for v in stats.variables if v.name.startswith("partial_"))
     assert left == [], f"the failed Restore left {left} behind"

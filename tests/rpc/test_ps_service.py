@@ -226,14 +226,15 @@ async def test_lookup_with_release_frees_the_batch_and_repeats_are_refused() -> 
 
 
 async def test_save_and_restore_round_trip(tmp_path: Path) -> None:
-    async with running_ps() as (_, client):
+    config = PsRoleConfig(checkpoint_root=str(tmp_path))
+    async with running_ps(config=config) as (_, client):
         await create(client)
         await client.feed_sample(1, {"emb": (SIGNS, OFFSETS)})
         await client.embedding_lookup(1, ["emb"])
         await client.push_grad(1, {"emb": GRADS})
         saved = await client.pull("emb", SIGNS)
         assert await client.save(str(tmp_path)) == Checkpointed(("emb",), 5)
-    async with running_ps(scheduler="work_stealing") as (_service, client):
+    async with running_ps(scheduler="work_stealing", config=config) as (_service, client):
         assert await client.restore(str(tmp_path)) == Checkpointed(("emb",), 5)
         np.testing.assert_array_equal(await client.pull("emb", SIGNS), saved)
         await expect(

@@ -1,0 +1,237 @@
+"""A ps checkpoint is all or nothing: found by name, checksummed, confined to the ps's
+checkpoint_root, replaced atomically (also when the saving process is killed with -9), and a
+restore replaces a variable's rows rather than merging into them. Real files, real processes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sniper.roles import PsEngine, PsRole, PsRoleConfig
+from sniper.roles._checkpoint import (
+    CheckpointPathError,
+    CorruptCheckpointError,
+    load_checkpoint,
+    variable_file,
+)
+from sniper.rpc import variable_request
+from sniper.scheduler import open_scheduler
+
+pytestmark = pytest.mark.anyio
+
+NAMES = ("user/id", "item id", "ctx")  # a slash and a space: file names come from a hash
+SIGNS = np.arange(1, 9, dtype=np.uint64)
+OFFSETS = np.array([0, 4, 8], dtype=np.int64)
+
+
+@asynccontextmanager
+async def ps(root: Path) -> AsyncIterator[PsRole]:
+    async with open_scheduler("thread_pool", workers=2) as scheduler:
+        role = PsRole(PsEngine(scheduler), PsRoleConfig(checkpoint_root=str(root)))
+        for name in NAMES:
+            await role.create_variable(variable_request(name, 4, 64, optimizer="adam"))
+        yield role
+
+
+async def step(role: PsRole, batch: int, signs: np.ndarray = SIGNS) -> None:
+    variables = {name: (signs, OFFSETS) for name in NAMES}
+    await role.feed_sample(batch, variables)
+    await role.embedding_lookup(batch, list(NAMES))
+    await role.push_grad(batch, {name: np.ones((2, 4), np.float32) for name in NAMES})
+
+
+async def rows(role: PsRole, signs: np.ndarray = SIGNS) -> dict[str, np.ndarray]:
+    return {name: await role.pull(name, signs) for name in NAMES}
+
+
+async def test_restore_replaces_the_rows_and_keeps_optimizer_state(tmp_path: Path) -> None:
+    async with ps(tmp_path) as role:
+        await step(role, 1)
+        saved = await rows(role)
+        assert (await role.save("ck")).rows == 3 * len(SIGNS)
+        later = SIGNS + np.uint64(100)  # rows that exist only after the save
+        await step(role, 2, later)
+        await step(role, 3)
+        done = await role.restore("ck")
+        assert set(done.variables) == set(NAMES) and done.rows == 3 * len(SIGNS)
+        after = await rows(role)
+        for name in NAMES:
+            np.testing.assert_array_equal(after[name], saved[name])
+            exported = role.engine.table(name).export()
+            assert set(exported.signs.tolist()) == set(SIGNS.tolist())  # replaced, not merged
+            assert exported.steps.tolist() == [1] * len(SIGNS)  # Adam's step counts came back
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ck"]  # no staging left behind
+
+
+async def test_files_are_found_by_name_whatever_the_manifest_order(tmp_path: Path) -> None:
+    async with ps(tmp_path) as role:
+        await step(role, 1)
+        await role.save("ck")
+    manifest_path = tmp_path / "ck" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["variables"].reverse()
+    manifest_path.write_text(json.dumps(manifest))
+    loaded = {config.name: data for config, data in load_checkpoint(tmp_path / "ck")}
+    assert set(loaded) == set(NAMES)
+    assert sorted(f.name for f in (tmp_path / "ck").iterdir()) == sorted(
+        ["manifest.json", *(variable_file(n) for n in NAMES)]
+    )
+
+
+def _rewrite(directory: Path, variable: str, **arrays: np.ndarray) -> None:
+    """Replace ``variable``'s arrays and fix its checksum: damage only the checks see."""
+    file = directory / variable_file(variable)
+    with np.load(file) as old:
+        content = {key: old[key] for key in old.files} | arrays
+    np.savez(file, **content)
+    manifest = json.loads((directory / "manifest.json").read_text())
+    for entry in manifest["variables"]:
+        if entry["name"] == variable:
+            entry["sha256"] = hashlib.sha256(file.read_bytes()).hexdigest()
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        ("flip", "the file does not match its checksum"),
+        ("missing", "the file is missing"),
+        ("nan", "weights has NaN or Inf"),
+        ("inf_state", "state has NaN or Inf"),
+        ("float64", "weights must be float32, got float64"),
+        ("strings", "weights must be float32, got <U1"),
+        ("swapped", "the file holds another variable's rows"),
+    ],
+)
+async def test_a_damaged_checkpoint_is_refused_and_changes_nothing(
+    tmp_path: Path, damage: str, message: str
+) -> None:
+    async with ps(tmp_path) as role:
+        await step(role, 1)
+        await role.save("ck")
+        await step(role, 2)
+        before = await rows(role)
+        directory, name = tmp_path / "ck", "item id"
+        file = directory / variable_file(name)
+        if damage == "flip":
+            content = bytearray(file.read_bytes())
+            content[len(content) // 2] ^= 0xFF
+            file.write_bytes(bytes(content))
+        elif damage == "missing":
+            file.unlink()
+        elif damage == "swapped":
+            _rewrite(directory, name, name=np.array("ctx"))
+        else:
+            with np.load(file) as old:
+                weights, state = old["weights"], old["state"]
+            replacement = {
+                "nan": {"weights": np.full_like(weights, np.nan)},
+                "inf_state": {"state": np.full_like(state, -np.inf)},
+                "float64": {"weights": weights.astype(np.float64)},
+                "strings": {"weights": np.full(weights.shape, "x")},
+            }[damage]
+            _rewrite(directory, name, **replacement)
+        with pytest.raises(CorruptCheckpointError) as info:
+            await role.restore("ck")
+        assert (
+            str(info.value) == f"checkpoint {directory}: {file.name} (variable {name!r}): {message}"
+        )
+        after = await rows(role)
+        for variable in NAMES:
+            np.testing.assert_array_equal(after[variable], before[variable])
+
+
+@pytest.mark.parametrize("where", ["../outside", "/tmp", "link/ck"])
+async def test_save_and_restore_stay_under_the_checkpoint_root(tmp_path: Path, where: str) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "link").symlink_to(tmp_path)  # a symlink out of the root
+    async with ps(root) as role:
+        for call in (role.save, role.restore):
+            with pytest.raises(CheckpointPathError, match="is outside this ps's checkpoint_root"):
+                await call(where)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["root"]
+
+
+async def test_a_symlink_planted_at_the_target_is_replaced_not_followed(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious.txt").write_text("keep me")
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "ck").symlink_to(victim)
+    async with ps(root) as role:
+        await step(role, 1)
+        with pytest.raises(CheckpointPathError):  # the link resolves outside the root
+            await role.save("ck")
+        (root / "ck").unlink()
+        (root / "ck").symlink_to(root / "elsewhere")  # inside the root, but a link
+        (root / "elsewhere").mkdir()
+        (root / "elsewhere" / "notes.txt").write_text("mine")
+        with pytest.raises(FileExistsError, match="is not a sniper checkpoint"):
+            await role.save("ck")
+    assert (victim / "precious.txt").read_text() == "keep me"
+    assert (root / "elsewhere" / "notes.txt").read_text() == "mine"
+
+
+SAVER = """
+import sys, anyio, numpy as np
+from sniper.roles import PsEngine, PsRole, PsRoleConfig
+from sniper.rpc import variable_request
+from sniper.scheduler import open_scheduler
+
+NAMES = [f"v{i}" for i in range(6)]
+SIGNS = np.arange(1, 2001, dtype=np.uint64)
+
+async def main() -> None:
+    async with open_scheduler("inline", workers=1) as scheduler:
+        role = PsRole(PsEngine(scheduler), PsRoleConfig(checkpoint_root=sys.argv[1]))
+        for name in NAMES:
+            await role.create_variable(variable_request(name, 8, 4096, optimizer="sgd"))
+        generation = 0
+        while True:
+            generation += 1
+            for name in NAMES:  # every row of every variable holds this save's number
+                rows = np.full((len(SIGNS), 8), generation, np.float32)
+                await role.push(name, SIGNS, rows)
+            await role.save("ck")
+            print(generation, flush=True)
+
+anyio.run(main)
+"""
+
+
+def test_kill_9_during_repeated_saves_never_leaves_a_mix(tmp_path: Path) -> None:
+    seen = set()
+    for attempt in range(4):
+        process = subprocess.Popen(
+            [sys.executable, "-c", SAVER, str(tmp_path)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert process.stdout is not None
+        process.stdout.readline()  # one save done: later kills land mid-save or between
+        time.sleep(0.05 + 0.07 * attempt)
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+        process.stdout.close()
+        try:
+            loaded = load_checkpoint(tmp_path / "ck")
+        except FileNotFoundError:
+            continue  # killed between moving the old one aside and the new one in
+        generations = {float(data.weights[0, 0]) for _, data in loaded}
+        assert len(loaded) == 6 and len(generations) == 1, generations
+        assert all((data.weights == data.weights[0, 0]).all() for _, data in loaded)
+        seen |= generations
+    assert seen, "no checkpoint survived any kill"
