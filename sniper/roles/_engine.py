@@ -33,7 +33,7 @@ from sniper._config import check_at_least, check_positive
 from sniper.roles._errors import UnknownBatchError, UnknownVariableError
 from sniper.rpc._api import Pooled
 from sniper.scheduler import Scheduler, TaskHandle, TaskKey, wait_all
-from sniper.store import EmbeddingTable, ShardedBatch, TableExport
+from sniper.store import CapacityError, EmbeddingTable, ShardedBatch, TableExport
 
 T = TypeVar("T")
 
@@ -44,15 +44,22 @@ class PsEngine:
     """Embedding tables of one ps, with per-batch state, run on a :class:`Scheduler`."""
 
     def __init__(
-        self, scheduler: Scheduler, *, batch_ttl: float = 300.0, min_task_signs: int = 32_768
+        self,
+        scheduler: Scheduler,
+        *,
+        batch_ttl: float = 300.0,
+        min_task_signs: int = 32_768,
+        max_pending_mb: float = 2048.0,
     ) -> None:
         self.min_task_signs = min_task_signs
         self.scheduler = scheduler
         self.batch_ttl = batch_ttl
-        check_positive(self, "batch_ttl")
+        self.max_pending_mb = max_pending_mb
+        check_positive(self, "batch_ttl", "max_pending_mb")
         check_at_least(self, 1, "min_task_signs")
         self._tables: dict[str, EmbeddingTable] = {}
         self._batches: dict[tuple[int, str], tuple[ShardedBatch, float]] = {}
+        self._pending_bytes = 0
         self._lock = threading.Lock()
 
     # -- variables -------------------------------------------------------------------------------
@@ -105,10 +112,33 @@ class PsEngine:
         with self._lock:
             now = time.monotonic()  # read under the lock: the dict stays in feed-time order
             self._expire(now)
+            self._check_room(batch_id, split)
             for name, batch in split:
                 # Re-feeding moves the key to the end, keeping the dict ordered by feed time.
-                self._batches.pop((batch_id, name), None)
+                self._drop((batch_id, name))
                 self._batches[(batch_id, name)] = (batch, now)
+                self._pending_bytes += _nbytes(batch)
+
+    def _check_room(self, batch_id: int, split: list[tuple[str, ShardedBatch]]) -> None:
+        """Refuse a feed that would hold more than ``max_pending_mb`` of unpushed batches: a
+        trainer that feeds and never pushes must not grow a ps without bound."""
+        replaced = sum(
+            _nbytes(entry[0])
+            for name, _ in split
+            if (entry := self._batches.get((batch_id, name))) is not None
+        )
+        after = self._pending_bytes - replaced + sum(_nbytes(batch) for _, batch in split)
+        if after > self.max_pending_mb * 2**20:
+            raise CapacityError(
+                f"this ps holds {self._pending_bytes / 2**20:.0f} MB of fed batches not yet "
+                f"pushed or released (max_pending_mb={self.max_pending_mb:g}); push or release "
+                "them, or raise max_pending_mb"
+            )
+
+    def _drop(self, key: tuple[int, str]) -> None:
+        entry = self._batches.pop(key, None)
+        if entry is not None:
+            self._pending_bytes -= _nbytes(entry[0])
 
     async def feed_async(
         self, batch_id: int, variables: Iterable[tuple[str, ArrayLike, ArrayLike]]
@@ -138,7 +168,7 @@ class PsEngine:
                 else [(batch_id, name) for name in names]
             )
             for key in keys:
-                self._batches.pop(key, None)
+                self._drop(key)
 
     def _expire(self, now: float) -> None:
         # Batches sit in feed order, so only the stale prefix is visited: O(expired), not O(n).
@@ -146,7 +176,7 @@ class PsEngine:
             key, (_, fed) = next(iter(self._batches.items()))
             if now - fed <= self.batch_ttl:
                 return
-            del self._batches[key]
+            self._drop(key)
 
     def _batch(self, batch_id: int, name: str) -> ShardedBatch:
         self.table(name)
@@ -223,10 +253,31 @@ class PsEngine:
             name: _check_grad(grad, self._batch(batch_id, name), self.table(name), name)
             for name, grad in grads.items()
         }
+        self._claim(batch_id, [part.batch for part in parts], list(grads))
         return [
             self.scheduler.submit(task[0].key, _push_parts, task, checked)
             for task in self._plan(parts)
         ]
+
+    def _claim(self, batch_id: int, batches: list[ShardedBatch], names: list[str]) -> None:
+        """Take the batch's variables out of the pending set, or raise if another push did.
+
+        Two copies of one PushGrad (a client's retry racing its original on another channel)
+        both pass validation; only the first to claim applies, the other gets NOT_FOUND, so a
+        gradient is never applied twice. Checked and taken under one lock: all or none.
+        """
+        with self._lock:
+            held = {name: self._batches.get((batch_id, name)) for name in names}
+            taken = {id(entry[0]) for entry in held.values() if entry is not None}
+            if any(entry is None for entry in held.values()) or not taken >= {
+                id(b) for b in batches
+            }:
+                raise UnknownBatchError(
+                    f"batch {batch_id} is being pushed by another call or was already pushed "
+                    "or expired; it is applied once"
+                )
+            for name in names:
+                self._drop((batch_id, name))
 
     # A push frees its batch whatever happens: once any shard may have applied its gradient,
     # a retry of the same batch must fail with NOT_FOUND rather than apply it a second time.
@@ -333,6 +384,10 @@ def _collect(tasks: list[list[_Done]]) -> dict[str, Pooled]:
                 pooled[name] = part
             seconds[name] = seconds.get(name, 0.0) + elapsed
     return {name: Pooled(pooled[name], seconds[name]) for name in pooled}
+
+
+def _nbytes(batch: ShardedBatch) -> int:
+    return int(batch.signs.nbytes + batch.shard_offsets.nbytes)
 
 
 def _check_grad(

@@ -45,7 +45,7 @@ from sniper.rpc._generated.sniper.v1 import (
     StatsResponse,
     VariableStats,
 )
-from sniper.scheduler import scheduler_names
+from sniper.scheduler import Scheduler, scheduler_names
 from sniper.store import EmbeddingTable, TableExport
 
 __all__ = ["PsRole", "PsRoleConfig", "PsSettings"]
@@ -87,6 +87,9 @@ class PsSettings(PsRoleConfig, RunSettings):
     """Scheduler threads per ps (0: the machine's cores, shared among the ps started)."""
     batch_ttl: float = 300.0
     """Seconds a fed batch waits for its PushGrad before it is dropped."""
+    max_pending_mb: float = 2048.0
+    """Fed batches not yet pushed or released this ps may hold; past it FeedSample answers
+    RESOURCE_EXHAUSTED."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -95,7 +98,11 @@ class PsSettings(PsRoleConfig, RunSettings):
                 f"scheduler must be one of {', '.join(scheduler_names())}, got {self.scheduler!r}"
             )
         check_at_least(self, 0, "workers")
-        check_positive(self, "batch_ttl")
+        check_positive(self, "batch_ttl", "max_pending_mb")
+
+    def engine(self, scheduler: Scheduler) -> PsEngine:
+        """An engine on ``scheduler`` with these settings' batch limits."""
+        return PsEngine(scheduler, batch_ttl=self.batch_ttl, max_pending_mb=self.max_pending_mb)
 
     def worker_threads(self, num_ps: int = 1) -> int:
         """Threads each of ``num_ps`` ps on this machine runs: ``workers``, or a share."""

@@ -193,9 +193,33 @@ class EmbeddingTable(EmbeddingStore):
         if self._num_shards == 1:
             # Copies: a caller reusing its buffers must not change a batch held for PushGrad
             # (the kernels trust validated offsets and do no bounds checks).
-            return ShardedBatch(signs_u64.copy(), offsets_i64.reshape(1, -1).copy())
-        signs_out, shard_offsets = k.split_by_shard(signs_u64, offsets_i64, self._num_shards)
-        return ShardedBatch(signs_out, shard_offsets)
+            batch = ShardedBatch(signs_u64.copy(), offsets_i64.reshape(1, -1).copy())
+        else:
+            signs_out, shard_offsets = k.split_by_shard(signs_u64, offsets_i64, self._num_shards)
+            batch = ShardedBatch(signs_out, shard_offsets)
+        self._check_fits(batch)
+        return batch
+
+    def _check_fits(self, batch: ShardedBatch) -> None:
+        """Refuse a batch with more distinct signs in a shard than the shard has rows.
+
+        Checked when the batch is split (FeedSample), not when it is looked up: a lookup that
+        ran out of rows half-way would already have evicted rows for its first signs, and no
+        failed call may change a table. Only a shard with more signs than rows can be over,
+        so the distinct count is taken for those alone: a table sized for its batches pays
+        one comparison per shard.
+        """
+        for shard in range(batch.num_shards):
+            capacity = int(self._meta[shard, k.ROW_CAPACITY])
+            if batch.shard_size(shard) <= capacity:
+                continue
+            signs, _ = self._shard_view(batch, shard)
+            distinct = int(np.unique(signs).shape[0])
+            if distinct > capacity:
+                raise CapacityError(
+                    f"shard {shard} holds {capacity} rows but the batch has {distinct} "
+                    "distinct signs there; raise the table's capacity (nothing was changed)"
+                )
 
     def _map(
         self, shard: int, signs: NDArray[np.uint64], count_sighting: bool, min_count: int

@@ -25,7 +25,6 @@ import anyio
 
 from sniper._config import check_positive, load_config
 from sniper.data import DataSource
-from sniper.roles._engine import PsEngine
 from sniper.roles._hub import HubConfig
 from sniper.roles._ps import PsRole, PsSettings
 from sniper.rpc._http2 import Server
@@ -97,7 +96,7 @@ async def serve_ps(config: ServeConfig) -> None:
     """Serve until SIGINT or SIGTERM; the first stdout line is ``listening on HOST:PORT``."""
     workers = config.worker_threads()
     async with open_scheduler(config.scheduler, workers=workers) as scheduler:
-        role = PsRole(PsEngine(scheduler, batch_ttl=config.batch_ttl), config)
+        role = PsRole(config.engine(scheduler), config)
         health = HealthService(("sniper.v1.Ps",), lambda: not role.draining)
         server = _grpc_server([PsService(role), health], config)
         await server.start(config.host, config.port)

@@ -128,19 +128,27 @@ def test_packing_small_shards_into_tasks_changes_no_number(backend: str) -> None
             np.testing.assert_allclose(x, y, rtol=1e-6)
 
 
+class BrokenPush(EmbeddingTable):
+    """A table whose update fails half-way through a push (a disk, a bug): what the engine
+    must survive without applying the other variables' gradients twice."""
+
+    def push_grad_shard(self, *args: object, **kwargs: object) -> None:
+        raise RuntimeError("the update failed")
+
+
 def test_failed_push_releases_the_batch_so_a_retry_cannot_apply_twice() -> None:
     with open_scheduler("thread_pool", workers=2) as scheduler:
         engine = PsEngine(scheduler, min_task_signs=1)
         engine.create_variable(
             "a", EmbeddingTable(2, capacity=64, optimizer=SGD(1.0), initializer=zeros())
         )
-        engine.create_variable("b", EmbeddingTable(2, capacity=2, optimizer=SGD(1.0)))
+        engine.create_variable("b", BrokenPush(2, capacity=64, optimizer=SGD(1.0)))
         signs = np.array([1, 2, 3], dtype=np.uint64)
         offsets = np.array([0, 3])
         for name in ("a", "b"):
             engine.feed(1, name, signs, offsets)
         grads = np.ones((1, 2), dtype=np.float32)
-        with pytest.raises(CapacityError):
+        with pytest.raises(RuntimeError, match="the update failed"):
             engine.push_grad(1, {"a": grads, "b": grads})
         applied_once = engine.table("a").get(signs).copy()
         np.testing.assert_array_equal(applied_once, np.full((3, 2), -1.0, np.float32))
@@ -148,3 +156,62 @@ def test_failed_push_releases_the_batch_so_a_retry_cannot_apply_twice() -> None:
             engine.push_grad(1, {"a": grads, "b": grads})
         np.testing.assert_array_equal(engine.table("a").get(signs), applied_once)
         assert engine.pending_batches() == 0
+
+
+def test_the_same_push_sent_twice_at_once_is_applied_once() -> None:
+    """A retry racing its original (two channels, two threads): one applies, one is refused."""
+    import threading
+
+    with open_scheduler("thread_pool", workers=2) as scheduler:
+        engine = PsEngine(scheduler, min_task_signs=1)
+        engine.create_variable(
+            "a", EmbeddingTable(2, capacity=4096, optimizer=SGD(1.0), initializer=zeros())
+        )
+        signs = np.arange(1, 2001, dtype=np.uint64)
+        offsets = np.array([0, 1000, 2000])
+        grads = np.ones((2, 2), dtype=np.float32)
+        refused = 0
+        for batch in range(30):
+            engine.feed(batch, "a", signs, offsets)
+            outcomes: list[BaseException | None] = []
+            start = threading.Barrier(2)
+
+            def push(
+                batch: int = batch,
+                outcomes: list[BaseException | None] = outcomes,
+                start: threading.Barrier = start,
+            ) -> None:
+                start.wait()
+                try:
+                    engine.push_grad(batch, {"a": grads})
+                    outcomes.append(None)
+                except UnknownBatchError as exc:
+                    outcomes.append(exc)
+
+            threads = [threading.Thread(target=push) for _ in range(2)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert sorted(o is None for o in outcomes) == [False, True]
+            refused += 1
+        # Every sign received exactly one gradient of 1.0 per batch: SGD(1.0) took 30 steps.
+        np.testing.assert_array_equal(engine.table("a").get(signs), np.full((2000, 2), -30.0))
+        assert refused == 30 and engine.pending_batches() == 0
+
+
+def test_fed_batches_that_are_never_pushed_are_capped() -> None:
+    with open_scheduler("inline", workers=1) as scheduler:
+        engine = PsEngine(scheduler, max_pending_mb=1)
+        engine.create_variable("a", EmbeddingTable(2, capacity=70_000, optimizer=SGD(1.0)))
+        signs = np.arange(1, 60_001, dtype=np.uint64)  # 480 KB of signs per batch
+        offsets = np.array([0, 60_000])
+        engine.feed(1, "a", signs, offsets)
+        engine.feed(1, "a", signs, offsets)  # a re-feed replaces: no growth
+        engine.feed(2, "a", signs, offsets)
+        with pytest.raises(CapacityError, match=r"max_pending_mb=1\); push or release them"):
+            engine.feed(3, "a", signs, offsets)
+        assert engine.pending_batches() == 2  # the refused feed kept nothing
+        engine.release(1)
+        engine.feed(3, "a", signs, offsets)  # room again
+        assert engine.pending_batches() == 2

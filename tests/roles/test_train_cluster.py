@@ -95,9 +95,7 @@ def test_killing_a_hub_fails_the_run_clearly_and_leaves_no_process(tmp_path: Pat
     try:
         servers = wait_for_servers(train.pid)
         hubs = [
-            p
-            for p in servers
-            if "/hub-0.toml" in (Path("/proc") / str(p) / "cmdline").read_text()
+            p for p in servers if "/hub-0.toml" in (Path("/proc") / str(p) / "cmdline").read_text()
         ]
         assert len(hubs) == 1, "sniper train did not start one hub"
         hub_pid = hubs[0]

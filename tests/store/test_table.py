@@ -122,9 +122,25 @@ def test_initializers_have_the_requested_distribution() -> None:
 
 def test_batch_with_more_distinct_signs_than_capacity_is_refused() -> None:
     table = EmbeddingTable(2, capacity=3, optimizer=SGD(0.1))
-    with pytest.raises(CapacityError, match=r"shard 0 holds 3 rows but one batch needs more"):
+    message = r"shard 0 holds 3 rows but the batch has 4 distinct signs there"
+    with pytest.raises(CapacityError, match=message):
         table.lookup_pool(u64(1, 2, 3, 4), np.array([0, 4]))
+    assert len(table) == 0
+    table.lookup_pool(u64(1, 1, 2, 2, 3), np.array([0, 5]))  # 5 signs, 3 distinct: fits
     assert len(table) == 3
+
+
+def test_a_refused_batch_evicts_nothing() -> None:
+    """The failed call changes no row: the table's rows all survive a batch too big for it."""
+    table = EmbeddingTable(4, capacity=400, optimizer=SGD(0.1), num_shards=4)
+    held = np.arange(1, 301, dtype=np.uint64)
+    table.lookup_pool(held, np.array([0, 300]))
+    before = table.export()
+    big = np.arange(10_000, 110_000, dtype=np.uint64)
+    with pytest.raises(CapacityError, match="raise the table's capacity"):
+        table.split(big, np.array([0, 100_000]))
+    after = table.export()
+    assert sorted(after.signs.tolist()) == sorted(before.signs.tolist()) == held.tolist()
 
 
 @pytest.mark.parametrize(
