@@ -71,9 +71,9 @@ def confined(root: Path, directory: str) -> Path:
         raise ValueError("directory must not be empty")
     base = root.resolve()
     path = (base / directory).resolve()
-    if path != base and base not in path.parents:
+    if base not in path.parents:  # the root itself is refused too: a save replaces its target
         raise CheckpointPathError(
-            f"directory {directory!r} is outside this ps's checkpoint_root {str(base)!r}; "
+            f"directory {directory!r} is not under this ps's checkpoint_root {str(base)!r}; "
             "name a directory under it (start the ps with another checkpoint_root to move it)"
         )
     return path

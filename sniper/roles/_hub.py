@@ -103,6 +103,8 @@ class HubConfig(HubSettings):
 class _Turn:
     """A feed's place in the hand-out order, and the in-flight slot it holds."""
 
+    position: int
+    """The batch's place in this hub's reading order."""
     previous: anyio.Event | None
     """Set once the batch read before this one was handed out (or failed)."""
     done: anyio.Event
@@ -173,6 +175,8 @@ class HubRole:
         slots = anyio.Semaphore(self.config.max_in_flight)
         stream = self._stream()
         turn: anyio.Event | None = None
+        position = 0
+        failed_at: list[int] = []  # reading positions of the feeds that failed
         async with anyio.create_task_group() as feeds:
             while not failures:
                 try:
@@ -184,24 +188,36 @@ class HubRole:
                     break
                 await slots.acquire()
                 done = anyio.Event()
-                feeds.start_soon(self._feed, *item, _Turn(turn, done, slots), failures)
+                position += 1
+                feeds.start_soon(
+                    self._feed, *item, _Turn(position, turn, done, slots), failures, failed_at
+                )
                 turn = done
         return failures[0] if failures else None
 
     async def _feed(
-        self, batch_id: int, batch: BatchLike, turn: _Turn, failures: list[BaseException]
+        self,
+        batch_id: int,
+        batch: BatchLike,
+        turn: _Turn,
+        failures: list[BaseException],
+        failed_at: list[int],
     ) -> None:
+        """Feed one batch, then hand it out in its turn, unless a batch read before it failed:
+        the batches read before a failure are all handed out, none after it."""
         try:
             start = time.perf_counter()
             await self._feed_with_retry(batch_id, batch)
             self.feed_latency.record(time.perf_counter() - start)
             self.batches_fed += 1
-            if turn.previous is not None:
-                await turn.previous.wait()
-            if not failures:
-                await self._send.send((batch_id, batch))
         except Exception as exc:
             failures.append(exc)
+            failed_at.append(turn.position)
+        try:
+            if turn.previous is not None:
+                await turn.previous.wait()
+            if not failed_at or turn.position < min(failed_at):
+                await self._send.send((batch_id, batch))
         finally:
             turn.done.set()
             turn.slots.release()

@@ -34,7 +34,12 @@ from numpy.typing import NDArray
 
 from sniper._config import RunSettings, Validated, check_at_least, check_positive
 from sniper._metrics import Histogram
-from sniper.roles._checkpoint import confined, load_checkpoint, save_checkpoint
+from sniper.roles._checkpoint import (
+    CheckpointPathError,
+    confined,
+    load_checkpoint,
+    save_checkpoint,
+)
 from sniper.roles._engine import PsEngine
 from sniper.roles._errors import Unavailable, VariableExistsError
 from sniper.roles._variables import same_config, table_from_request
@@ -61,9 +66,10 @@ class PsRoleConfig(Validated):
     """What a NaN or Inf gradient gets: an INVALID_ARGUMENT, or dropped and counted."""
     max_table_gb: float = 16.0
     """Memory all tables of this ps may preallocate together."""
-    checkpoint_root: str = "."
+    checkpoint_root: str = ""
     """Save and Restore name directories under this one (relative to it, or absolute inside
-    it); anything else is refused with PERMISSION_DENIED."""
+    it); anything else is refused with PERMISSION_DENIED, and so is every Save and Restore
+    while it is unset: a client must not choose where the ps process writes."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -121,6 +127,7 @@ class PsRole:
         self._in_flight_calls = 0
         self._draining = False
         self._idle: anyio.Event | None = None  # made by drain(): it needs a running loop
+        self._layout: anyio.Lock | None = None  # made on first use, for the same reason
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -163,20 +170,33 @@ class PsRole:
     def _tables_bytes(self) -> int:
         return sum(self.engine.table(name).nbytes for name in self.engine.variables)
 
+    def _layout_lock(self) -> anyio.Lock:
+        """Serializes what changes or reads the set of tables as a whole (CreateVariable,
+        Save, Restore): a Save retried while the first still runs must not interleave its
+        files with it, and a CreateVariable must not slip in between a Restore's checks and
+        its swap. The training step never takes it."""
+        if self._layout is None:
+            self._layout = anyio.Lock()
+        return self._layout
+
     async def create_variable(self, request: CreateVariableRequest) -> bool:
         with self.call("CreateVariable"):
-            existing = self._configs.get(request.name)
-            if existing is not None:
-                if same_config(existing, request):
-                    return False
-                raise VariableExistsError(
-                    f"variable {request.name!r} exists with another configuration"
-                )
-            budget = self.config.max_table_bytes - self._tables_bytes()
-            table = table_from_request(request, budget)
-            self.engine.create_variable(request.name, table)
-            self._configs[request.name] = request
-            return True
+            async with self._layout_lock():
+                return self._create_variable(request)
+
+    def _create_variable(self, request: CreateVariableRequest) -> bool:
+        existing = self._configs.get(request.name)
+        if existing is not None:
+            if same_config(existing, request):
+                return False
+            raise VariableExistsError(
+                f"variable {request.name!r} exists with another configuration"
+            )
+        budget = self.config.max_table_bytes - self._tables_bytes()
+        table = table_from_request(request, budget)
+        self.engine.create_variable(request.name, table)
+        self._configs[request.name] = request
+        return True
 
     # -- the training step ----------------------------------------------------------------------
 
@@ -231,6 +251,8 @@ class PsRole:
                 raise ValueError(
                     f"rows must have shape ({len(signs)}, {table.dim}), got {rows.shape}"
                 )
+            if not np.isfinite(rows).all():
+                raise ValueError(f"rows of {name!r} have NaN or Inf; nothing was written")
             n, slots = len(signs), table.optimizer.slots
             state = np.broadcast_to(
                 table.optimizer.state_init()[None, :, None], (n, slots, table.dim)
@@ -244,13 +266,19 @@ class PsRole:
         return [(self._configs[name], self.engine.table(name)) for name in self.engine.variables]
 
     def _checkpoint_path(self, directory: str) -> Path:
+        if not self.config.checkpoint_root:
+            raise CheckpointPathError(
+                "this ps has no checkpoint_root, so Save and Restore are off; start it with "
+                "--checkpoint-root DIR (checkpoint_root in its config)"
+            )
         return confined(Path(self.config.checkpoint_root), directory)
 
     async def save(self, directory: str) -> Checkpointed:
         with self.call("Save"):
             path = self._checkpoint_path(directory)
-            variables = self._variables()
-            rows = await self.engine.run_exclusive(save_checkpoint, path, variables)
+            async with self._layout_lock():
+                variables = self._variables()
+                rows = await self.engine.run_exclusive(save_checkpoint, path, variables)
             return Checkpointed(tuple(config.name for config, _ in variables), rows)
 
     async def restore(self, directory: str) -> Checkpointed:
@@ -259,18 +287,20 @@ class PsRole:
         swapped in only once every one is filled: a bad checkpoint changes nothing."""
         with self.call("Restore"):
             path = self._checkpoint_path(directory)
-            loaded = await self.engine.run_exclusive(load_checkpoint, path)
-            tables = self._fresh_tables(loaded)
-            for (_, data), table in zip(loaded, tables, strict=True):
-                table.check_import(data)
-            for (_, data), table in zip(loaded, tables, strict=True):
-                await self.engine.run_exclusive(table.import_, data)
-            for (config, _), table in zip(loaded, tables, strict=True):
-                self.engine.put_variable(config.name, table)
-                self._configs[config.name] = config
-            return Checkpointed(
-                tuple(c.name for c, _ in loaded), sum(len(d.signs) for _, d in loaded)
-            )
+            async with self._layout_lock():
+                return await self._restore(path)
+
+    async def _restore(self, path: Path) -> Checkpointed:
+        loaded = await self.engine.run_exclusive(load_checkpoint, path)
+        tables = self._fresh_tables(loaded)
+        for (_, data), table in zip(loaded, tables, strict=True):
+            table.check_import(data)
+        for (_, data), table in zip(loaded, tables, strict=True):
+            await self.engine.run_exclusive(table.import_, data)
+        for (config, _), table in zip(loaded, tables, strict=True):
+            self.engine.put_variable(config.name, table)
+            self._configs[config.name] = config
+        return Checkpointed(tuple(c.name for c, _ in loaded), sum(len(d.signs) for _, d in loaded))
 
     def _fresh_tables(
         self, loaded: list[tuple[CreateVariableRequest, TableExport]]

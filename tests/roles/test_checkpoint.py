@@ -152,16 +152,17 @@ async def test_a_damaged_checkpoint_is_refused_and_changes_nothing(
             np.testing.assert_array_equal(after[variable], before[variable])
 
 
-@pytest.mark.parametrize("where", ["../outside", "/tmp", "link/ck"])
+@pytest.mark.parametrize("where", ["../outside", "/tmp", "link/ck", ".", "sub/.."])
 async def test_save_and_restore_stay_under_the_checkpoint_root(tmp_path: Path, where: str) -> None:
     root = tmp_path / "root"
     root.mkdir()
     (root / "link").symlink_to(tmp_path)  # a symlink out of the root
     async with ps(root) as role:
         for call in (role.save, role.restore):
-            with pytest.raises(CheckpointPathError, match="is outside this ps's checkpoint_root"):
+            with pytest.raises(CheckpointPathError, match="is not under this ps's checkpoint_root"):
                 await call(where)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["root"]
+    assert sorted(p.name for p in root.iterdir()) == ["link"]
 
 
 async def test_a_symlink_planted_at_the_target_is_replaced_not_followed(tmp_path: Path) -> None:
@@ -235,3 +236,21 @@ def test_kill_9_during_repeated_saves_never_leaves_a_mix(tmp_path: Path) -> None
         assert all((data.weights == data.weights[0, 0]).all() for _, data in loaded)
         seen |= generations
     assert seen, "no checkpoint survived any kill"
+
+
+async def test_without_a_checkpoint_root_save_and_restore_are_off(tmp_path: Path) -> None:
+    async with open_scheduler("inline", workers=1) as scheduler:
+        role = PsRole(PsEngine(scheduler))
+        for call in (role.save, role.restore):
+            with pytest.raises(CheckpointPathError, match="start it with --checkpoint-root DIR"):
+                await call(str(tmp_path / "ck"))
+    assert list(tmp_path.iterdir()) == []
+
+
+async def test_push_refuses_rows_with_nan_and_writes_nothing(tmp_path: Path) -> None:
+    async with ps(tmp_path) as role:
+        rows = np.ones((len(SIGNS), 4), np.float32)
+        rows[3, 1] = np.nan
+        with pytest.raises(ValueError, match="rows of 'ctx' have NaN or Inf; nothing was written"):
+            await role.push("ctx", SIGNS, rows)
+        assert len(role.engine.table("ctx").export().signs) == 0

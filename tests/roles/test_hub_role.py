@@ -76,3 +76,35 @@ def test_batch_ids_pack_and_unpack() -> None:
     with pytest.raises(ValueError, match=r"a batch index must be in \[0, 2\*\*32\), got -1"):
         BatchId(0, 0, -1).pack()
     assert np.uint64(BatchId(1, 2, 3).pack()) == np.uint64(1 << 48 | 2 << 32 | 3)
+
+
+class FailsFromBatch(PsRole):
+    """A real ps whose FeedSample of batch ``first_bad`` and later fails, after a delay for
+    the batch before it, so the earlier batch is still being fed when the later one fails."""
+
+    first_bad = 3
+
+    async def feed_sample(self, batch_id: int, variables: Mapping[str, Signs]) -> None:
+        index = BatchId.unpack(batch_id).index
+        if index == self.first_bad - 1:
+            await anyio.sleep(0.2)
+        if index >= self.first_bad:
+            raise ValueError(f"cannot take batch {index}")
+        await super().feed_sample(batch_id, variables)
+
+
+async def test_batches_read_before_a_failed_feed_are_still_handed_out() -> None:
+    workload = load_workload("seed_ctr")
+    reader = SyntheticCtr(workload, num_batches=20, scale=0.01, seed=1, batch_size=32)
+    async with open_scheduler("inline", workers=1) as scheduler:
+        ps = FailsFromBatch(PsEngine(scheduler))
+        for name in reader.variables:
+            await ps.create_variable(variable_request(name, 4, 10_000))
+        hub = HubRole(reader, PsCluster([ps]), HubConfig(max_in_flight=8))
+        await hub.run()
+        read = []
+        with pytest.raises(Unavailable, match="hub 0 could not feed the ps: ValueError"):
+            while (sample := await hub.read_sample()) is not None:
+                read.append(BatchId.unpack(sample.batch_id).index)
+        assert read == [0, 1, 2]
+        hub.close()

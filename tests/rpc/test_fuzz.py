@@ -718,7 +718,7 @@ def test_a_failed_restore_creates_no_variable(fuzz: Fuzz, tmp_path: Path) -> Non
     (nor the second one, empty): "nothing is changed by a failed call"."""
     pb = fuzz.pb
     directory = tmp_path / "checkpoint"
-    source = start_server(tmp_path)
+    source = start_server(tmp_path, "--checkpoint-root", str(tmp_path))
     try:
         with grpc.insecure_channel(source.address) as channel:
             ps = fuzz.grpcio.pb_grpc.PsStub(channel)

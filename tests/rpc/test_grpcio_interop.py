@@ -308,7 +308,7 @@ def test_save_then_restore_on_a_fresh_server(grpcio: GrpcModules, ps: Any, tmp_p
     assert {v.name for v in specs} <= set(saved.variables)
     assert (directory / "manifest.json").is_file()
 
-    fresh = start_server(tmp_path)
+    fresh = start_server(tmp_path, "--checkpoint-root", str(tmp_path))
     try:
         with grpc.insecure_channel(fresh.address) as channel:
             other = grpcio.pb_grpc.PsStub(channel)
