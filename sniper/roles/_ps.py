@@ -240,6 +240,10 @@ class PsRole:
 
     # -- rows, checkpoints, statistics --------------------------------------------------------
 
+    def row_bytes(self, name: str) -> int:
+        """Bytes of one row of variable ``name`` as a Pull answers it."""
+        return 4 * self.engine.table(name).dim
+
     async def pull(self, name: str, signs: NDArray[np.uint64]) -> NDArray[np.float32]:
         with self.call("Pull"):
             return await self.engine.pull_async(name, signs)

@@ -66,6 +66,7 @@ from sniper.rpc._wire import (
     VariableSignsView,
     lookup_response,
 )
+from sniper.store import CapacityError
 from sniper.transport._abc import Transport
 from sniper.transport._errors import grpc_error
 from sniper.transport._health import HealthService
@@ -127,10 +128,16 @@ def check_fields(message: betterproto.Message, path: str = "") -> None:
 
 
 class PsService(PsBase):
-    """The ``sniper.v1.Ps`` service over a :class:`~sniper.roles.PsRole`."""
+    """The ``sniper.v1.Ps`` service over a :class:`~sniper.roles.PsRole`.
 
-    def __init__(self, role: PsRole) -> None:
+    ``max_message_mb`` is the largest answer it may send (the server's limit, so a client with
+    the same limit can read it): a Pull that would answer more is refused before any row is
+    gathered, instead of building a message no one can receive.
+    """
+
+    def __init__(self, role: PsRole, max_message_mb: float = 256.0) -> None:
         self.role = role
+        self.max_message_bytes = int(max_message_mb * _MB)
 
     @_rpc("CreateVariable")
     async def create_variable(self, request: CreateVariableRequest) -> CreateVariableResponse:
@@ -180,6 +187,13 @@ class PsService(PsBase):
     @_rpc("Pull")
     async def pull(self, request: PullRequest) -> PullResponse:
         signs = decode(request.signs, "signs", "uint64", 1)
+        answer = len(signs) * self.role.row_bytes(request.name)
+        if answer > self.max_message_bytes:
+            raise CapacityError(
+                f"Pull of {len(signs)} rows of {request.name!r} would answer "
+                f"{answer / _MB:.0f} MB, over this server's max_message_mb of "
+                f"{self.max_message_bytes / _MB:g}; pull fewer signs at a time"
+            )
         return PullResponse(rows=encode(await self.role.pull(request.name, signs)))
 
     @_rpc("Push")
@@ -278,7 +292,7 @@ class GrpcTransport(Transport):
     @asynccontextmanager
     async def serve(self, role: PsRole | HubRole, address: str) -> AsyncIterator[str]:
         if isinstance(role, PsRole):
-            services: list[Any] = [PsService(role)]
+            services: list[Any] = [PsService(role, self.settings.max_message_mb)]
             health = HealthService(("sniper.v1.Ps",), lambda: not role.draining)
         else:
             services = [HubService(role)]

@@ -280,3 +280,16 @@ async def test_a_bug_is_internal_with_an_id_and_a_logged_traceback(
     )
     assert found is not None
     assert any(found.group(1) in r.getMessage() and r.exc_info is not None for r in caplog.records)
+
+
+async def test_a_pull_bigger_than_the_message_limit_is_refused_before_gathering() -> None:
+    async with running_ps(max_message_bytes=2**20) as (_role, client):
+        await client.create_variable(variable_request("wide", 4096, 1000))
+        signs = np.arange(100, dtype=np.uint64)  # 100 rows of 16 KB: 1.6 MB
+        await expect(
+            Status.RESOURCE_EXHAUSTED,
+            "Pull of 100 rows of 'wide' would answer 2 MB, over this server's max_message_mb "
+            "of 1; pull fewer signs at a time",
+            client.pull("wide", signs),
+        )
+        assert (await client.pull("wide", signs[:50])).shape == (50, 4096)
