@@ -94,6 +94,19 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return run_serve(config)
 
 
+def _cmd_reshard(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from sniper.cluster import reshard
+
+    out = Path(args.out)
+    targets = [out / f"ps-{index}" for index in range(args.num_ps)]
+    rows = reshard([Path(source) for source in args.sources], targets)
+    for target, count in zip(targets, rows, strict=True):
+        print(f"{target}: {count:,} rows")
+    return 0
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -186,6 +199,15 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_workload(placement)
     placement.add_argument("--num-ps", type=_positive_int, default=4)
     placement.set_defaults(run=_cmd_placement)
+
+    resharding = commands.add_parser(
+        "reshard",
+        help="regroup the ps checkpoints of one job (one directory per ps) for --num-ps ps",
+    )
+    resharding.add_argument("sources", nargs="+", help="each old ps's checkpoint directory")
+    resharding.add_argument("--num-ps", type=_positive_int, required=True)
+    resharding.add_argument("--out", required=True, help="writes OUT/ps-0 .. OUT/ps-(N-1)")
+    resharding.set_defaults(run=_cmd_reshard)
 
     train = commands.add_parser(
         "train", help="train end to end on a local cluster (embedded default without --config)"

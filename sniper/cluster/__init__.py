@@ -11,6 +11,7 @@ against ps and hub processes, or in one process through ``sniper.testing.local_c
 from sniper.cluster._data import probe_data as probe_data
 from sniper.cluster._job import create_variables as create_variables
 from sniper.cluster._job import train as train
+from sniper.cluster._reshard import reshard as reshard
 from sniper.cluster._spec import DataShape as DataShape
 from sniper.cluster._spec import ModelSpec as ModelSpec
 from sniper.cluster._spec import TableSpec as TableSpec
@@ -27,5 +28,6 @@ __all__ = [
     "create_variables",
     "plan_training",
     "probe_data",
+    "reshard",
     "train",
 ]

@@ -34,6 +34,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +51,7 @@ __all__ = [
     "load_checkpoint",
     "save_checkpoint",
     "variable_file",
+    "write_checkpoint",
 ]
 
 MANIFEST = "manifest.json"
@@ -88,12 +90,20 @@ def save_checkpoint(
     directory: Path, variables: list[tuple[CreateVariableRequest, EmbeddingTable]]
 ) -> int:
     """Write every variable as a checkpoint at ``directory`` (see the module doc); the rows."""
+    return write_checkpoint(directory, [(config, table.export) for config, table in variables])
+
+
+def write_checkpoint(
+    directory: Path, variables: Iterable[tuple[CreateVariableRequest, Callable[[], TableExport]]]
+) -> int:
+    """Write a checkpoint of exported rows; each export is made when its file is written, so
+    only one variable's rows are in memory at a time. Returns the rows written."""
     directory.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-", dir=directory.parent))
     try:
         entries, rows = [], 0
-        for config, table in variables:
-            data = table.export()
+        for config, export in variables:
+            data = export()
             file_name = variable_file(config.name)
             digest = _write_new(staging / file_name, _npz_bytes(config.name, data))
             entries.append(
