@@ -228,6 +228,13 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--num-ps", type=_positive_int, default=None)
     train.add_argument("--num-hubs", type=_positive_int, default=None)
     train.add_argument("--scheduler", default=None)
+    train.add_argument("--checkpoint-dir", default=None, help="checkpoint the job here")
+    train.add_argument(
+        "--checkpoint-every", type=int, default=None, help="steps between checkpoints"
+    )
+    train.add_argument(
+        "--resume", default=None, help="continue from a --checkpoint-dir (or its step-N)"
+    )
     train.set_defaults(run=_cmd_train)
 
     serve = commands.add_parser("serve", help="run a ps or a hub until SIGINT or SIGTERM")

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from sniper.cluster._checkpoint import JobCheckpoint
 from sniper.cluster._spec import TableSpec
 from sniper.data import Reader
 from sniper.roles._cluster import PsCluster
 from sniper.roles._evaluate import DataEvaluator
-from sniper.roles._trainer import Trainer, TrainerConfig, TrainReport
+from sniper.roles._trainer import Checkpointer, Trainer, TrainerConfig, TrainReport
 from sniper.rpc._api import HubApi, variable_request
 
 __all__ = ["create_variables", "train"]
@@ -45,8 +46,15 @@ async def train(
     dense_features: int,
     config: TrainerConfig,
     eval_reader: Reader | None = None,
+    checkpointer: Checkpointer | None = None,
+    resume: JobCheckpoint | None = None,
 ) -> TrainReport:
-    """Train on ``hubs``' batches until their data ends (or ``max_steps``); the report."""
+    """Train on ``hubs``' batches until their data ends (or ``max_steps``); the report.
+
+    With ``checkpointer``, the job is checkpointed every ``config.checkpoint_every`` steps;
+    with ``resume``, the trainer continues from that checkpoint's model and counters (the ps
+    and hubs must have been restored and positioned from it).
+    """
     evaluator = DataEvaluator(eval_reader, cluster, list(tables)) if eval_reader else None
     trainer = Trainer(
         hubs,
@@ -55,7 +63,11 @@ async def train(
         dense_features,
         config,
         evaluator,
+        checkpointer,
     )
+    if resume is not None:
+        trainer.resume_from(resume.trainer)
+        trainer.positions.update(resume.positions)
     report = await trainer.run()
     trainer.log_op_statistics()
     return report

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import shutil
 import signal
 import sys
 import tempfile
@@ -29,14 +30,16 @@ import anyio
 
 from sniper._config import check_at_least, fields_of, load_config
 from sniper._table import print_table
+from sniper.cluster._checkpoint import JobCheckpoint, load_job, save_job
 from sniper.cluster._data import check_same_schema, probe_data
 from sniper.cluster._job import create_variables, train
 from sniper.cluster._process import serve_config_command, server_process
+from sniper.cluster._reshard import reshard
 from sniper.cluster._spec import DataShape, ModelSpec, TableSpec
 from sniper.data import DataSource, Reader
 from sniper.data._source import check_data_value
 from sniper.data._workload import Workload, load_workload
-from sniper.roles import HubSettings, PsCluster, PsSettings, TrainerConfig, TrainReport
+from sniper.roles import HubSettings, PsCluster, PsSettings, Trainer, TrainerConfig, TrainReport
 from sniper.rpc import HubClient, PsClient
 from sniper.transport._serve import ServeConfig, parse_addresses
 
@@ -63,10 +66,24 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
     :class:`~sniper.cluster.TableSpec` keys (dim, capacity, shards, optimizer, params,
     initializer, init, min_count, eviction). The variables themselves come from the data."""
     output: str = "train_report.json"
+    checkpoint_dir: str = ""
+    """Checkpoint the job here every ``checkpoint_every`` steps ("": no checkpoints)."""
+    keep_checkpoints: int = 3
+    """Complete checkpoints kept; older ones are removed."""
+    resume: str = ""
+    """Continue from this job checkpoint: a ``checkpoint_dir`` (its latest step) or one of its
+    ``step-N`` directories; checkpoints then go on in that directory."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_at_least(self, 1, "num_ps")
+        check_at_least(self, 1, "num_ps", "keep_checkpoints")
+        if self.checkpoint_every and not self.job_directory():
+            raise ValueError("checkpoint_every needs checkpoint_dir (or resume)")
+        if self.resume and self.checkpoint_dir:
+            raise ValueError(
+                "give checkpoint_dir or resume, not both: a resumed job checkpoints where it "
+                "resumed from"
+            )
         if self.eval_data:
             check_data_value("eval_data", self.eval_data, synthetic=False)
         elif self.eval_every_steps:
@@ -74,6 +91,15 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
         self.model_spec()  # every [variables] key, named when wrong
         if not Path(self.output).resolve().parent.is_dir():
             raise ValueError(f"output {self.output!r}: its directory does not exist")
+
+    def job_directory(self) -> Path | None:
+        """Where this job's checkpoints go (the ps's checkpoint_root), if anywhere."""
+        if self.checkpoint_dir:
+            return Path(self.checkpoint_dir).resolve()
+        if self.resume:
+            path = Path(self.resume).resolve()
+            return path.parent if path.name.startswith("step-") else path
+        return None
 
     def trainer(self) -> TrainerConfig:
         """The trainer's part of this config."""
@@ -128,13 +154,22 @@ async def _train(
     ps: list[tuple[str, int]],
     hubs: list[tuple[str, int]] | None,
     start_hubs: Any,
+    resume: JobCheckpoint | None,
 ) -> TrainReport:
     cluster = PsCluster([PsClient(host, port) for host, port in ps])
     clients: list[HubClient] = []
     try:
+        if resume is not None:
+            await _restore_ps(cluster, resume, config.job_directory())
         await create_variables(cluster, plan.tables, config.seed)
         hub_addresses = hubs if hubs is not None else start_hubs()
         clients = [HubClient(host, port) for host, port in hub_addresses]
+        job = config.job_directory()
+
+        async def checkpoint(trainer: Trainer, report: TrainReport) -> None:
+            assert job is not None
+            await save_job(job, cluster, trainer, report, keep=config.keep_checkpoints)
+
         return await train(
             cluster,
             [(client.address, client) for client in clients],
@@ -142,11 +177,32 @@ async def _train(
             plan.data.dense_features,
             config.trainer(),
             plan.eval_reader,
+            checkpoint if job is not None else None,
+            resume,
         )
     finally:
         for client in clients:
             client.close()
         cluster.close()
+
+
+async def _restore_ps(cluster: PsCluster, resume: JobCheckpoint, root: Path | None) -> None:
+    """Every ps restored from the checkpoint; resharded first when the number of ps changed."""
+    assert root is not None
+    sources = [resume.ps_directory(i) for i in range(resume.num_ps)]
+    count = len(cluster.members)
+    if count == resume.num_ps:
+        targets = sources
+    else:
+        base = root / f".reshard-{resume.directory.name}-{count}"
+        targets = [base / f"ps-{j}" for j in range(count)]
+        await anyio.to_thread.run_sync(reshard, sources, targets)
+        log.info("resharded the checkpoint of %d ps for %d ps", resume.num_ps, count)
+    for member, target in zip(cluster.members, targets, strict=True):
+        await member.restore(str(target.relative_to(root)))
+    if targets is not sources:
+        await anyio.to_thread.run_sync(shutil.rmtree, targets[0].parent)
+    log.info("restored every ps from %s (step %d)", resume.directory, resume.step)
 
 
 def _oracle_auc(config: TrainConfig, workload: Workload) -> float | None:
@@ -169,6 +225,14 @@ def print_report(report: TrainReport, oracle_auc: float | None, eval_data: str =
         f"\ntrained {report.steps} batches ({report.examples:,} examples) in "
         f"{report.seconds:.1f} s: {report.examples_per_second:,.0f} examples/s"
     )
+    if report.resumed_from_step:
+        print(f"resumed from the checkpoint of step {report.resumed_from_step}")
+    if report.checkpoints:
+        pauses = report.checkpoint_pause_seconds
+        print(
+            f"{report.checkpoints} checkpoint(s); training paused {sum(pauses):.2f} s in all "
+            f"(longest {max(pauses):.2f} s)"
+        )
     lines = [
         ["train", f"{report.train_auc:.4f}", f"{report.train_logloss:.4f}"],
         [
@@ -214,6 +278,7 @@ def _server_config(config: TrainConfig, role: str, **extra: Any) -> ServeConfig:
         | fields_of(config, PsSettings)
         | {"role": role, "port": 0, "exit_on_stdin_eof": True}
         | {"workers": config.worker_threads(config.num_ps)}
+        | ({"checkpoint_root": str(job)} if (job := config.job_directory()) else {})
         | extra
     )
 
@@ -231,6 +296,12 @@ def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = Non
     )
     workload = load_workload(config.workload)
     plan = plan_training(config, workload)  # before any process: a bad config starts nothing
+    resume = load_job(Path(config.resume).resolve()) if config.resume else None
+    if resume is not None and resume.num_hubs != config.num_hubs:
+        raise ValueError(
+            f"resume: the checkpoint was taken with {resume.num_hubs} hub(s) and this run has "
+            f"num_hubs = {config.num_hubs}; hubs split the data, so keep their number"
+        )
     # SIGTERM unwinds like Ctrl-C, so the ExitStack below stops every server it started.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     with ExitStack() as stack:
@@ -251,7 +322,15 @@ def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = Non
             ps_list = ",".join(f"{h}:{p}" for h, p in ps_addresses)
             started = []
             for index in range(config.num_hubs):
-                hub = _server_config(config, "hub", ps=ps_list, hub_index=index)
+                epoch, start = resume.start_of(index) if resume is not None else (0, 0)
+                hub = _server_config(
+                    config,
+                    "hub",
+                    ps=ps_list,
+                    hub_index=index,
+                    start_epoch=epoch,
+                    start_index=start,
+                )
                 command = serve_config_command(hub, configs / f"hub-{index}.toml")
                 started.append(stack.enter_context(server_process(command)))
             print(
@@ -264,7 +343,14 @@ def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = Non
         hub_addresses = parse_addresses(hubs, "--hub") if hubs else None
         # grpclib runs on asyncio: the gRPC transport picks the backend.
         report = anyio.run(
-            _train, config, plan, ps_addresses, hub_addresses, start_hubs, backend="asyncio"
+            _train,
+            config,
+            plan,
+            ps_addresses,
+            hub_addresses,
+            start_hubs,
+            resume,
+            backend="asyncio",
         )
     # With hubs started elsewhere their data settings are theirs, so there is no oracle to quote.
     oracle = _oracle_auc(config, workload) if not hubs else None

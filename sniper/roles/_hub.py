@@ -90,9 +90,14 @@ class HubConfig(HubSettings):
     """One hub: the job's hub settings and which of the hubs this one is."""
 
     hub_index: int = 0
+    start_epoch: int = 0
+    """Resume here: batches of earlier epochs, and of this epoch before ``start_index``, are
+    read past (they were trained before the checkpoint)."""
+    start_index: int = 0
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        check_at_least(self, 0, "start_epoch", "start_index")
         if not 0 <= self.hub_index < self.num_hubs:
             raise ValueError(
                 f"hub_index must be in [0, num_hubs={self.num_hubs}), got {self.hub_index}"
@@ -150,12 +155,14 @@ class HubRole:
 
     def _stream(self) -> Iterator[tuple[int, Any]]:
         """(batch id, batch) in order; a batch keeps its index in every epoch."""
-        for epoch in range(self.config.epochs):
+        for epoch in range(self.config.start_epoch, self.config.epochs):
             batches = self.reader.batches(
                 epoch=epoch, shard=self.config.hub_index, num_shards=self.config.num_hubs
             )
+            skip = self.config.start_index if epoch == self.config.start_epoch else 0
             for index, batch in enumerate(batches):
-                yield BatchId(self.config.hub_index, epoch, index).pack(), batch
+                if index >= skip:
+                    yield BatchId(self.config.hub_index, epoch, index).pack(), batch
 
     @staticmethod
     def _next(stream: Iterator[tuple[int, Any]]) -> tuple[int, Any] | None:

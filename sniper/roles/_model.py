@@ -66,6 +66,29 @@ class DenseModel:
         ]
         self._adam = _Adam(lr)
 
+    def state(self) -> dict[str, NDArray[np.generic]]:
+        """Every array of the model and its optimizer, by name: what a checkpoint stores."""
+        arrays: dict[str, NDArray[np.generic]] = {"adam_t": np.array(self._adam.t)}
+        for i, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
+            arrays[f"w{i}"], arrays[f"b{i}"] = w, b
+        for i, (m, v) in enumerate(self._moments):
+            arrays[f"m{i}"], arrays[f"v{i}"] = m, v
+        return arrays
+
+    def load_state(self, arrays: dict[str, NDArray[np.generic]]) -> None:
+        """Take the arrays of :meth:`state` (of a model of the same shape) as this model's."""
+        own = self.state()
+        for name, mine in own.items():
+            theirs = arrays.get(name)
+            if theirs is None or theirs.shape != mine.shape or theirs.dtype != mine.dtype:
+                raise ValueError(
+                    f"the dense model checkpoint's {name} does not fit this model "
+                    f"(expected {mine.dtype} {mine.shape}); was it saved by another config?"
+                )
+            if name != "adam_t":
+                mine[...] = theirs
+        self._adam.t = int(arrays["adam_t"])
+
     def forward(self, x: F32) -> tuple[F32, list[F32]]:
         """Logits ``[batch]`` and the activations backward needs."""
         activations = [x]

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -53,6 +53,10 @@ __all__ = ["OpStats", "TrainReport", "Trainer", "TrainerConfig", "TrainingError"
 
 log = logging.getLogger("sniper.trainer")
 OPS = ("ReadSample", "EmbeddingLookup", "PushGrad", "Dense")
+Checkpointer = Callable[["Trainer", "TrainReport"], Awaitable[None]]
+"""Saves the job when the pipeline is drained: every ps, the trainer's :meth:`Trainer.state`
+and each hub's position (:attr:`Trainer.positions`)."""
+
 RPC_ERRORS = (GRPCError, StreamTerminatedError, OSError, TimeoutError, Unavailable)
 """What a call to a hub or ps raises when the server fails or goes away (a role called
 directly, without a transport, raises :class:`~sniper.roles.Unavailable`)."""
@@ -78,6 +82,8 @@ class TrainerConfig(RunSettings):
     """Stop after this many training batches (0: at the end of the data)."""
     eval_every_steps: int = 0
     """Score the evaluation data every this many training steps (0: only at the end)."""
+    checkpoint_every: int = 0
+    """Checkpoint the job every this many training steps, and at the end (0: never)."""
     progress: bool = True
     """Draw a progress line on standard error when it is a terminal."""
     blas_threads: int = 1
@@ -90,7 +96,7 @@ class TrainerConfig(RunSettings):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_at_least(self, 0, "blas_threads", "max_steps", "eval_every_steps")
+        check_at_least(self, 0, "blas_threads", "max_steps", "eval_every_steps", "checkpoint_every")
         check_at_least(self, 1, "prefetch")
         check_positive(self, "lr")
         if self.eval_every < 0 or self.eval_every == 1:
@@ -117,6 +123,7 @@ class TrainReport:
     """What ``sniper train`` prints and writes as JSON."""
 
     steps: int = 0
+    """Training steps of the whole job, those before a resume included."""
     eval_batches: int = 0
     examples: int = 0
     seconds: float = 0.0
@@ -134,6 +141,12 @@ class TrainReport:
     eval_data_examples: int = 0
     eval_data_history: list[EvalResult] = field(default_factory=list)
     """Every scoring of the evaluation data, in order (every ``eval_every_steps`` steps)."""
+    checkpoints: int = 0
+    """Job checkpoints taken in this run (``checkpoint_every``)."""
+    checkpoint_pause_seconds: list[float] = field(default_factory=list)
+    """How long training stood still for each: draining the pipeline, then saving."""
+    resumed_from_step: int = 0
+    """The checkpoint's step this run resumed from (0: a fresh run)."""
     losses: list[float] = field(default_factory=list)
     """Mean training logloss of each 10-batch window, in order (to see it decrease)."""
     ops: dict[str, OpStats] = field(default_factory=dict)
@@ -165,6 +178,7 @@ class Trainer:
         dense_features: int,
         config: TrainerConfig,
         evaluator: DataEvaluator | None = None,
+        checkpointer: Checkpointer | None = None,
     ) -> None:
         if not hubs:
             raise ValueError("the trainer needs at least one hub")
@@ -185,6 +199,13 @@ class Trainer:
         self._next_hub = 0
         self._ended: set[int] = set()
         self._held_out: list[tuple[NDArray[np.float32], NDArray[np.float32]]] = []
+        self.checkpointer = checkpointer
+        self.positions: dict[int, BatchId] = {}
+        """The last batch trained or scored of each hub (by hub number)."""
+        self._gate: anyio.Event | None = None  # None: open; an unset Event: paused
+        self._fetching = 0  # workers between the gate and handing their batch over
+        self._report = TrainReport()
+        self._checkpointed_step = 0
 
     # -- the prefetch workers ---------------------------------------------------------------
 
@@ -243,8 +264,17 @@ class Trainer:
         Closing ``send`` tells the training loop this worker is done."""
         async with send:
             try:
-                while (ready := await self._prefetch_one()) is not None:
-                    await send.send(ready)
+                while True:
+                    if self._gate is not None:
+                        await self._gate.wait()
+                    self._fetching += 1
+                    try:
+                        ready = await self._prefetch_one()
+                        if ready is None:
+                            break
+                        await send.send(ready)
+                    finally:
+                        self._fetching -= 1
             except anyio.BrokenResourceError:
                 pass  # the training loop stopped reading (max_steps): nothing is wrong
             except Exception as exc:
@@ -335,7 +365,8 @@ class Trainer:
             return await self._run()
 
     async def _run(self) -> TrainReport:
-        report = TrainReport()
+        report = self._report
+        resumed_examples = report.examples
         train_auc = StreamingAuc()
         started = time.perf_counter()
         send, receive = anyio.create_memory_object_stream[_Ready](self.config.prefetch)
@@ -357,10 +388,13 @@ class Trainer:
             raise failures[0]
         # Training throughput leaves out the time spent scoring the evaluation data.
         seconds = time.perf_counter() - started - sum(r.seconds for r in report.eval_data_history)
+        checkpointing = self.checkpointer is not None and self.config.checkpoint_every > 0
+        if checkpointing and report.steps > self._checkpointed_step:
+            await self._checkpoint(report, 0.0)  # the end is a clean cut too
         last = report.eval_data_history[-1].step if report.eval_data_history else None
         if last != report.steps:
             await self._score_eval_data(report)
-        self._finish(report, seconds, train_auc)
+        self._finish(report, seconds, train_auc, report.examples - resumed_examples)
         return report
 
     async def _consume(
@@ -370,17 +404,28 @@ class Trainer:
         train_auc: StreamingAuc,
         started: float,
     ) -> None:
-        """The training loop: train on (or score) each prefetched batch, in arrival order."""
+        """The training loop: train on (or score) each prefetched batch, in arrival order;
+        every ``checkpoint_every`` steps, drain the pipeline and checkpoint."""
         last_log = started
         window: list[float] = []
-        async for item in receive:
-            if item.held_out:
-                self._evaluate(item, report)
-            else:
+        every = self.config.checkpoint_every if self.checkpointer is not None else 0
+        pause_started = 0.0
+        while True:
+            if self._gate is not None and self._drained(receive):
+                await self._checkpoint(report, time.perf_counter() - pause_started)
+            try:
+                item = await receive.receive()
+            except anyio.EndOfStream:
+                return
+            self._take(item, report)
+            if not item.held_out:
                 await self._train_on(item, report, train_auc, window)
-                every = self.config.eval_every_steps
-                if every and report.steps % every == 0:
+                scoring = self.config.eval_every_steps
+                if scoring and report.steps % scoring == 0:
                     await self._score_eval_data(report)
+                if every and report.steps % every == 0:
+                    self._gate = anyio.Event()  # workers stop at the gate; the rest drains
+                    pause_started = time.perf_counter()
             now = time.perf_counter()
             if now - last_log >= self.config.stats_interval:
                 self.log_op_statistics()
@@ -389,11 +434,62 @@ class Trainer:
             if self.config.max_steps and report.steps >= self.config.max_steps:
                 return
 
-    def _finish(self, report: TrainReport, seconds: float, train_auc: StreamingAuc) -> None:
+    def _take(self, item: _Ready, report: TrainReport) -> None:
+        """Note the batch's place (for a checkpoint) and score a held-out one."""
+        place = BatchId.unpack(item.batch_id)
+        self.positions[place.hub] = place
+        if item.held_out:
+            self._evaluate(item, report)
+
+    def _drained(self, receive: MemoryObjectReceiveStream[_Ready]) -> bool:
+        """Paused, and every batch read before the pause was trained: the ps hold exactly the
+        pushes of ``report.steps`` steps, and each hub's position is a clean cut."""
+        return self._fetching == 0 and receive.statistics().current_buffer_used == 0
+
+    async def _checkpoint(self, report: TrainReport, waited: float) -> None:
+        assert self.checkpointer is not None
+        start = time.perf_counter()
+        await self.checkpointer(self, report)
+        pause = waited + time.perf_counter() - start
+        report.checkpoints += 1
+        self._checkpointed_step = report.steps
+        report.checkpoint_pause_seconds.append(pause)
+        log.info("checkpoint at step %d: training paused %.2f s", report.steps, pause)
+        gate, self._gate = self._gate, None
+        if gate is not None:
+            gate.set()
+
+    def state(self, report: TrainReport) -> dict[str, Any]:
+        """What a resumed trainer needs: the model and the report's counters."""
+        return {
+            "model": self.model.state(),
+            "steps": report.steps,
+            "examples": report.examples,
+            "eval_batches": report.eval_batches,
+            "train_logloss": report.train_logloss,
+            "losses": list(report.losses),
+        }
+
+    def resume_from(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`state`: the model and the report's counters (call before
+        :meth:`run`)."""
+        report = self._report
+        self.model.load_state(state["model"])
+        report.steps = int(state["steps"])
+        report.examples = int(state["examples"])
+        report.eval_batches = int(state["eval_batches"])
+        report.train_logloss = float(state["train_logloss"])
+        report.losses = [float(x) for x in state["losses"]]
+        report.resumed_from_step = report.steps
+        self._checkpointed_step = report.steps
+
+    def _finish(
+        self, report: TrainReport, seconds: float, train_auc: StreamingAuc, examples: int
+    ) -> None:
         if self.config.progress and sys.stderr.isatty():
             sys.stderr.write("\n")
         report.seconds = seconds
-        report.examples_per_second = report.examples / seconds if seconds else 0.0
+        report.examples_per_second = examples / seconds if seconds else 0.0
         report.train_auc = train_auc.value() if report.steps else 0.0
         report.train_logloss /= max(1, report.steps)
         if self._held_out:

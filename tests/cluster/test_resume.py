@@ -1,0 +1,109 @@
+"""Durable training through real processes: `sniper train --checkpoint-dir` killed with -9
+after a checkpoint, then `--resume`d (also on another number of ps), ends where an
+uninterrupted run ends: the same batches and examples, and an evaluation AUC within 0.005."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sniper.cluster._checkpoint import load_job
+from tests.data._helpers import write_criteo
+
+BATCH = 256
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("job")
+    write_criteo(root / "day.tsv", 12_000, seed=3)
+    write_criteo(root / "eval.tsv", 3_000, seed=4)
+    (root / "job.toml").write_text(
+        f'data = "criteo:{root / "day.tsv"}"\n'
+        f'eval_data = "criteo:{root / "eval.tsv"}"\n'
+        f"batch_size = {BATCH}\nnum_ps = 2\nprefetch = 1\nlr = 0.01\nprogress = false\n"
+        "checkpoint_every = 10\nworkers = 1\n[variables.default]\ndim = 8\n"
+    )
+    return root
+
+
+def train(job: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "sniper", "train", "--config", str(job / "job.toml"), *args],
+        cwd=job,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finish(process: subprocess.Popen[str]) -> dict[str, object]:
+    out, err = process.communicate(timeout=240)
+    assert process.returncode == 0, err[-3000:]
+    return {"stdout": out, "stderr": err}
+
+
+def report(path: Path) -> dict[str, object]:
+    loaded: dict[str, object] = json.loads(path.read_text())
+    return loaded
+
+
+def test_kill_9_after_a_checkpoint_then_resume_ends_like_an_uninterrupted_run(
+    job: Path,
+) -> None:
+    finish(train(job, "--checkpoint-dir", "full", "--output", "full.json"))
+    full = report(job / "full.json")
+    assert full["checkpoints"] >= 4  # type: ignore[operator]
+
+    killed = train(job, "--checkpoint-dir", "ck", "--output", "killed.json")
+    deadline = time.monotonic() + 120
+    while not (job / "ck" / "latest").is_file():
+        assert killed.poll() is None, killed.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, "no checkpoint appeared"
+        time.sleep(0.05)
+    os.kill(killed.pid, signal.SIGKILL)
+    killed.communicate(timeout=30)
+    assert not (job / "killed.json").exists()
+    step = load_job(job / "ck").step
+    assert 10 <= step < full["steps"]  # type: ignore[operator]
+
+    finish(train(job, "--resume", "ck", "--output", "resumed.json"))
+    resumed = report(job / "resumed.json")
+    assert resumed["resumed_from_step"] == step
+    for key in ("steps", "examples", "eval_batches", "eval_data_examples"):
+        assert resumed[key] == full[key], key
+    assert abs(resumed["eval_data_auc"] - full["eval_data_auc"]) < 0.005  # type: ignore[operator]
+
+
+def test_a_resume_on_three_ps_reshards_the_checkpoint_of_two(job: Path) -> None:
+    finish(train(job, "--checkpoint-dir", "two", "--max-steps", "15", "--output", "two.json"))
+    done = finish(train(job, "--resume", "two", "--num-ps", "3", "--output", "three.json"))
+    assert "resharded the checkpoint of 2 ps for 3 ps" in done["stderr"]  # type: ignore[operator]
+    three = report(job / "three.json")
+    full_steps = -(-12_000 // BATCH) - -(-12_000 // BATCH) // 10  # batches less the held-out
+    assert three["steps"] == full_steps
+    assert [p.name for p in (job / "two").iterdir() if p.name.startswith(".")] == []
+
+
+def test_resume_refuses_a_missing_checkpoint_and_a_changed_hub_count(job: Path) -> None:
+    missing = finish_error(train(job, "--resume", "nowhere"))
+    assert missing.startswith("sniper: error: ") and "holds no job checkpoint" in missing
+    finish(train(job, "--checkpoint-dir", "one", "--max-steps", "10", "--output", "one.json"))
+    hubs = finish_error(train(job, "--resume", "one", "--num-hubs", "2"))
+    assert hubs == (
+        "sniper: error: resume: the checkpoint was taken with 1 hub(s) and this run has "
+        "num_hubs = 2; hubs split the data, so keep their number\n"
+    )
+
+
+def finish_error(process: subprocess.Popen[str]) -> str:
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 2, err[-3000:]
+    return err
