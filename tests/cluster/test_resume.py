@@ -80,6 +80,19 @@ def test_kill_9_after_a_checkpoint_then_resume_ends_like_an_uninterrupted_run(
     for key in ("steps", "examples", "eval_batches", "eval_data_examples"):
         assert resumed[key] == full[key], key
     assert abs(resumed["eval_data_auc"] - full["eval_data_auc"]) < 0.005  # type: ignore[operator]
+    # keep_checkpoints = 3: the newest three complete steps stay, latest names the newest.
+    steps = sorted(p.name for p in (job / "full").iterdir() if p.name.startswith("step-"))
+    assert len(steps) == 3 and (job / "full" / "latest").read_text().strip() == steps[-1]
+
+
+def test_a_damaged_job_checkpoint_is_refused_in_one_line(job: Path) -> None:
+    finish(train(job, "--checkpoint-dir", "bad", "--max-steps", "10", "--output", "bad.json"))
+    step = load_job(job / "bad").directory
+    (step / "trainer.npz").write_bytes(b"not a model")
+    err = finish_error(train(job, "--resume", "bad"))
+    assert err == (
+        f"sniper: error: job checkpoint {step}: trainer.npz does not match its checksum\n"
+    )
 
 
 def test_a_resume_on_three_ps_reshards_the_checkpoint_of_two(job: Path) -> None:
