@@ -235,6 +235,12 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--resume", default=None, help="continue from a --checkpoint-dir (or its step-N)"
     )
+    train.add_argument(
+        "--max-restarts",
+        type=int,
+        default=None,
+        help="restarts from the latest checkpoint when a server dies (default 3)",
+    )
     train.set_defaults(run=_cmd_train)
 
     serve = commands.add_parser("serve", help="run a ps or a hub until SIGINT or SIGTERM")

@@ -30,16 +30,24 @@ import anyio
 
 from sniper._config import check_at_least, fields_of, load_config
 from sniper._table import print_table
-from sniper.cluster._checkpoint import JobCheckpoint, load_job, save_job
+from sniper.cluster._checkpoint import LATEST, JobCheckpoint, load_job, save_job
 from sniper.cluster._data import check_same_schema, probe_data
 from sniper.cluster._job import create_variables, train
-from sniper.cluster._process import serve_config_command, server_process
+from sniper.cluster._process import ServerProcess, serve_config_command, server_process
 from sniper.cluster._reshard import reshard
 from sniper.cluster._spec import DataShape, ModelSpec, TableSpec
 from sniper.data import DataSource, Reader
 from sniper.data._source import check_data_value
 from sniper.data._workload import Workload, load_workload
-from sniper.roles import HubSettings, PsCluster, PsSettings, Trainer, TrainerConfig, TrainReport
+from sniper.roles import (
+    HubSettings,
+    PsCluster,
+    PsSettings,
+    Trainer,
+    TrainerConfig,
+    TrainingError,
+    TrainReport,
+)
 from sniper.rpc import HubClient, PsClient
 from sniper.transport._serve import ServeConfig, parse_addresses
 
@@ -70,6 +78,9 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
     """Checkpoint the job here every ``checkpoint_every`` steps ("": no checkpoints)."""
     keep_checkpoints: int = 3
     """Complete checkpoints kept; older ones are removed."""
+    max_restarts: int = 3
+    """When a ps or hub this command started dies, restart every process and resume from the
+    latest checkpoint, at most this many times (needs ``checkpoint_dir``)."""
     resume: str = ""
     """Continue from this job checkpoint: a ``checkpoint_dir`` (its latest step) or one of its
     ``step-N`` directories; checkpoints then go on in that directory."""
@@ -77,6 +88,7 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_at_least(self, 1, "num_ps", "keep_checkpoints")
+        check_at_least(self, 0, "max_restarts")
         if self.checkpoint_every and not self.job_directory():
             raise ValueError("checkpoint_every needs checkpoint_dir (or resume)")
         if self.resume and self.checkpoint_dir:
@@ -227,6 +239,11 @@ def print_report(report: TrainReport, oracle_auc: float | None, eval_data: str =
     )
     if report.resumed_from_step:
         print(f"resumed from the checkpoint of step {report.resumed_from_step}")
+    if report.restarts:
+        print(
+            f"restarted {report.restarts} time(s) after a server died; "
+            f"{report.lost_steps} step(s) were trained again"
+        )
     if report.checkpoints:
         pauses = report.checkpoint_pause_seconds
         print(
@@ -269,6 +286,82 @@ def print_report(report: TrainReport, oracle_auc: float | None, eval_data: str =
     )
 
 
+class _ServerDied(Exception):
+    """Training failed and a process this launcher started had exited: worth a restart."""
+
+    def __init__(self, error: TrainingError, steps: int) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.steps = steps
+
+
+def _run_once(
+    config: TrainConfig,
+    plan: TrainPlan,
+    ps: str | None,
+    hubs: str | None,
+    resume: JobCheckpoint | None,
+) -> TrainReport:
+    """Start the servers (unless given), train, stop them; :class:`_ServerDied` when training
+    failed because one of the started servers died."""
+    with ExitStack() as stack:
+        configs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sniper-train-")))
+        started: list[ServerProcess] = []
+        if ps:
+            ps_addresses = parse_addresses(ps, "--ps")
+        else:
+            command = serve_config_command(_server_config(config, "ps"), configs / "ps.toml")
+            servers = [stack.enter_context(server_process(command)) for _ in range(config.num_ps)]
+            started += servers
+            ps_addresses = [("127.0.0.1", s.port) for s in servers]
+            print(
+                f"started {len(servers)} ps on 127.0.0.1 ports "
+                f"{', '.join(str(s.port) for s in servers)}",
+                flush=True,
+            )
+
+        def start_hubs() -> list[tuple[str, int]]:
+            ps_list = ",".join(f"{h}:{p}" for h, p in ps_addresses)
+            hub_servers = []
+            for index in range(config.num_hubs):
+                epoch, start = resume.start_of(index) if resume is not None else (0, 0)
+                hub = _server_config(
+                    config,
+                    "hub",
+                    ps=ps_list,
+                    hub_index=index,
+                    start_epoch=epoch,
+                    start_index=start,
+                )
+                command = serve_config_command(hub, configs / f"hub-{index}.toml")
+                hub_servers.append(stack.enter_context(server_process(command)))
+            started.extend(hub_servers)
+            print(
+                f"started {len(hub_servers)} hub(s) on 127.0.0.1 ports "
+                f"{', '.join(str(s.port) for s in hub_servers)}",
+                flush=True,
+            )
+            return [("127.0.0.1", s.port) for s in hub_servers]
+
+        hub_addresses = parse_addresses(hubs, "--hub") if hubs else None
+        try:
+            # grpclib runs on asyncio: the gRPC transport picks the backend.
+            return anyio.run(
+                _train,
+                config,
+                plan,
+                ps_addresses,
+                hub_addresses,
+                start_hubs,
+                resume,
+                backend="asyncio",
+            )
+        except TrainingError as exc:
+            if any(server.process.poll() is not None for server in started):
+                raise _ServerDied(exc, exc.steps) from exc
+            raise
+
+
 def _server_config(config: TrainConfig, role: str, **extra: Any) -> ServeConfig:
     """A server's config from the job's: the data and ps keys as they are, on a free port,
     stopping with the launcher."""
@@ -304,54 +397,29 @@ def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = Non
         )
     # SIGTERM unwinds like Ctrl-C, so the ExitStack below stops every server it started.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    with ExitStack() as stack:
-        configs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sniper-train-")))
-        if ps:
-            ps_addresses = parse_addresses(ps, "--ps")
-        else:
-            command = serve_config_command(_server_config(config, "ps"), configs / "ps.toml")
-            servers = [stack.enter_context(server_process(command)) for _ in range(config.num_ps)]
-            ps_addresses = [("127.0.0.1", s.port) for s in servers]
-            print(
-                f"started {len(servers)} ps on 127.0.0.1 ports "
-                f"{', '.join(str(s.port) for s in servers)}",
-                flush=True,
+    restarts = lost_steps = 0
+    while True:
+        try:
+            report = _run_once(config, plan, ps, hubs, resume)
+            break
+        except _ServerDied as died:
+            job = config.job_directory()
+            if job is None or restarts >= config.max_restarts:
+                raise died.error from None
+            restarts += 1
+            resume = load_job(job) if (job / LATEST).is_file() else None
+            lost = died.steps - (resume.step if resume is not None else 0)
+            lost_steps += lost
+            log.warning(
+                "%s; restarting every process (restart %d of %d) from %s, %d step(s) lost",
+                died.error,
+                restarts,
+                config.max_restarts,
+                f"the checkpoint of step {resume.step}" if resume else "the start",
+                lost,
             )
-
-        def start_hubs() -> list[tuple[str, int]]:
-            ps_list = ",".join(f"{h}:{p}" for h, p in ps_addresses)
-            started = []
-            for index in range(config.num_hubs):
-                epoch, start = resume.start_of(index) if resume is not None else (0, 0)
-                hub = _server_config(
-                    config,
-                    "hub",
-                    ps=ps_list,
-                    hub_index=index,
-                    start_epoch=epoch,
-                    start_index=start,
-                )
-                command = serve_config_command(hub, configs / f"hub-{index}.toml")
-                started.append(stack.enter_context(server_process(command)))
-            print(
-                f"started {len(started)} hub(s) on 127.0.0.1 ports "
-                f"{', '.join(str(s.port) for s in started)}",
-                flush=True,
-            )
-            return [("127.0.0.1", s.port) for s in started]
-
-        hub_addresses = parse_addresses(hubs, "--hub") if hubs else None
-        # grpclib runs on asyncio: the gRPC transport picks the backend.
-        report = anyio.run(
-            _train,
-            config,
-            plan,
-            ps_addresses,
-            hub_addresses,
-            start_hubs,
-            resume,
-            backend="asyncio",
-        )
+    report.restarts = restarts
+    report.lost_steps = lost_steps
     # With hubs started elsewhere their data settings are theirs, so there is no oracle to quote.
     oracle = _oracle_auc(config, workload) if not hubs else None
     print_report(report, oracle, config.eval_data)

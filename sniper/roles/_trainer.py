@@ -65,6 +65,9 @@ directly, without a transport, raises :class:`~sniper.roles.Unavailable`)."""
 class TrainingError(RuntimeError):
     """Training cannot go on: a hub or ps failed. The message names it."""
 
+    steps: int = 0
+    """Training steps done when it failed (set by :meth:`Trainer.run`)."""
+
 
 @dataclass(frozen=True)
 class TrainerConfig(RunSettings):
@@ -147,6 +150,10 @@ class TrainReport:
     """How long training stood still for each: draining the pipeline, then saving."""
     resumed_from_step: int = 0
     """The checkpoint's step this run resumed from (0: a fresh run)."""
+    restarts: int = 0
+    """Times ``sniper train`` restarted its processes after one died (``max_restarts``)."""
+    lost_steps: int = 0
+    """Training steps done after the last checkpoint before each restart, trained again."""
     losses: list[float] = field(default_factory=list)
     """Mean training logloss of each 10-batch window, in order (to see it decrease)."""
     ops: dict[str, OpStats] = field(default_factory=dict)
@@ -385,6 +392,8 @@ class Trainer:
         for clone in clones:  # a worker cancelled before it started never closed its own
             clone.close()
         if failures:
+            if isinstance(failures[0], TrainingError):
+                failures[0].steps = report.steps
             raise failures[0]
         # Training throughput leaves out the time spent scoring the evaluation data.
         seconds = time.perf_counter() - started - sum(r.seconds for r in report.eval_data_history)

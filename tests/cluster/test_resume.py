@@ -120,3 +120,47 @@ def finish_error(process: subprocess.Popen[str]) -> str:
     _, err = process.communicate(timeout=120)
     assert process.returncode == 2, err[-3000:]
     return err
+
+
+def _pid_of(job: Path, config_name: str, launcher: subprocess.Popen[str]) -> int:
+    """The pid of the server the launcher started with ``config_name`` (ps.toml, hub-0.toml)."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert launcher.poll() is None, launcher.communicate()[1][-3000:]
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                cmdline = (proc / "cmdline").read_text()
+            except OSError:
+                continue
+            if f"/{config_name}" in cmdline and "sniper-train-" in cmdline:
+                status = (proc / "status").read_text()
+                ppid = next(
+                    int(line.split()[1]) for line in status.splitlines() if line.startswith("PPid")
+                )
+                if ppid == launcher.pid:
+                    return int(proc.name)
+        time.sleep(0.05)
+    raise AssertionError(f"no {config_name} server appeared")
+
+
+@pytest.mark.parametrize("victim", ["ps.toml", "hub-0.toml"])
+def test_a_killed_server_is_restarted_and_the_job_finishes(job: Path, victim: str) -> None:
+    out = f"restart-{victim}"
+    finish(train(job, "--checkpoint-dir", "ref", "--output", "ref.json"))
+    reference = report(job / "ref.json")
+    launcher = train(job, "--checkpoint-dir", out, "--output", f"{out}.json")
+    deadline = time.monotonic() + 120
+    while not (job / out / "latest").is_file():
+        assert launcher.poll() is None, launcher.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, "no checkpoint appeared"
+        time.sleep(0.05)
+    os.kill(_pid_of(job, victim, launcher), signal.SIGKILL)
+    done = finish(launcher)
+    result = report(job / f"{out}.json")
+    assert result["restarts"] == 1, done["stderr"]
+    assert "restarting every process (restart 1 of 3)" in done["stderr"]  # type: ignore[operator]
+    for key in ("steps", "examples", "eval_data_examples"):
+        assert result[key] == reference[key], key
+    assert abs(result["eval_data_auc"] - reference["eval_data_auc"]) < 0.01  # type: ignore[operator]
