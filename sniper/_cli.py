@@ -94,6 +94,18 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return run_serve(config)
 
 
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from sniper.cluster._eval import run_eval
+    from sniper.cluster._train import load_train_config
+
+    # Only the model's shape is read from it: checkpointing keys do not apply here.
+    overrides = {"checkpoint_every": 0, "resume": "", "checkpoint_dir": ""}
+    config = load_train_config(Path(args.config) if args.config else None, overrides)
+    return run_eval(args.checkpoint, args.data, config.trainer(), config.batch_size)
+
+
 def _cmd_reshard(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -199,6 +211,16 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_workload(placement)
     placement.add_argument("--num-ps", type=_positive_int, default=4)
     placement.set_defaults(run=_cmd_placement)
+
+    evaluation = commands.add_parser(
+        "eval", help="score a data file with a job checkpoint's model (no training)"
+    )
+    evaluation.add_argument("--checkpoint", required=True, help="a --checkpoint-dir or step-N")
+    evaluation.add_argument("--data", required=True, help="criteo:PATH or parquet:PATH")
+    evaluation.add_argument(
+        "--config", default=None, help="the training TOML (for the model's hidden layers)"
+    )
+    evaluation.set_defaults(run=_cmd_eval)
 
     resharding = commands.add_parser(
         "reshard",

@@ -10,12 +10,15 @@ trainer pushes back to the ps.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["DenseModel", "sigmoid"]
+from sniper.rpc._api import Pooled
+
+__all__ = ["DenseModel", "Predictor", "sigmoid"]
 
 F32 = NDArray[np.float32]
 
@@ -46,6 +49,28 @@ class _Adam:
             m[...] = self.beta1 * m + (1 - self.beta1) * g
             v[...] = self.beta2 * v + (1 - self.beta2) * g * g
             p[...] -= (self.lr / c1) * m / (np.sqrt(v / c2) + self.eps)
+
+
+class Predictor:
+    """Click probabilities from pooled embeddings and dense features, with a dense model.
+
+    The model's input is ``[pooled embedding of each of variables ‖ dense features]``: the
+    trainer and ``sniper eval`` build it the same way, here.
+    """
+
+    def __init__(self, model: DenseModel, variables: list[str]) -> None:
+        self.model = model
+        self.variables = variables
+
+    def model_input(self, pooled: Mapping[str, Pooled], dense: F32) -> F32:
+        """``[pooled embedding of each variable ‖ dense features]``, one row per example."""
+        parts = [pooled[name].pooled for name in self.variables]
+        return np.concatenate([*parts, dense], axis=1).astype(np.float32, copy=False)
+
+    def __call__(self, pooled: Mapping[str, Pooled], dense: F32) -> F32:
+        """Click probabilities of a batch (no training)."""
+        logits, _ = self.model.forward(self.model_input(pooled, dense))
+        return sigmoid(logits)
 
 
 class DenseModel:

@@ -46,7 +46,7 @@ from sniper.roles._batch_id import BatchId
 from sniper.roles._cluster import PsCluster
 from sniper.roles._errors import Unavailable, describe_error
 from sniper.roles._evaluate import DataEvaluator, EvalResult
-from sniper.roles._model import DenseModel, sigmoid
+from sniper.roles._model import DenseModel, Predictor, sigmoid
 from sniper.rpc._api import HubApi, Pooled
 
 __all__ = ["OpStats", "TrainReport", "Trainer", "TrainerConfig", "TrainingError"]
@@ -202,6 +202,7 @@ class Trainer:
         self.model = DenseModel(
             int(bounds[-1]) + dense_features, config.hidden, config.lr, config.seed
         )
+        self._predictor = Predictor(self.model, self.variables)
         self.histograms = {op: Histogram() for op in OPS}
         self._next_hub = 0
         self._ended: set[int] = set()
@@ -297,13 +298,11 @@ class Trainer:
         self, pooled: Mapping[str, Pooled], dense: NDArray[np.float32]
     ) -> NDArray[np.float32]:
         """``[pooled embedding of each variable ‖ dense features]``, one row per example."""
-        parts = [pooled[name].pooled for name in self.variables]
-        return np.concatenate([*parts, dense], axis=1).astype(np.float32, copy=False)
+        return self._predictor.model_input(pooled, dense)
 
     def predict(self, pooled: Mapping[str, Pooled], dense: NDArray[np.float32]) -> NDArray[Any]:
         """Click probabilities of a batch (no training)."""
-        logits, _ = self.model.forward(self.model_input(pooled, dense))
-        return sigmoid(logits)
+        return self._predictor(pooled, dense)
 
     async def _train_on(
         self, ready: _Ready, report: TrainReport, train_auc: StreamingAuc, window: list[float]

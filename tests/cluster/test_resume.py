@@ -164,3 +164,22 @@ def test_a_killed_server_is_restarted_and_the_job_finishes(job: Path, victim: st
     for key in ("steps", "examples", "eval_data_examples"):
         assert result[key] == reference[key], key
     assert abs(result["eval_data_auc"] - reference["eval_data_auc"]) < 0.01  # type: ignore[operator]
+
+
+def test_sniper_eval_scores_the_checkpoints_model_like_the_run_did(job: Path) -> None:
+    finish(train(job, "--checkpoint-dir", "scored", "--output", "scored.json"))
+    expected = report(job / "scored.json")
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "sniper", "eval", "--checkpoint", str(job / "scored")),
+            *("--data", f"criteo:{job / 'eval.tsv'}", "--config", str(job / "job.toml")),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    row = done.stdout.strip().splitlines()[-1].split()
+    assert row[0] == f"{expected['eval_data_examples']:,}"
+    assert row[1] == f"{expected['eval_data_auc']:.4f}"

@@ -1,0 +1,109 @@
+"""``sniper eval``: score a data file with a job checkpoint's model, without training.
+
+The ps are started and restored from the checkpoint (their variables and widths come from
+it), the dense model is loaded from its ``trainer.npz``, and every batch of the data is fed,
+looked up with release (no gradient) and scored: AUC, logloss and examples/s. The first step
+toward serving a trained model.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+import anyio
+
+from sniper._table import print_table
+from sniper.cluster._checkpoint import JobCheckpoint, load_job
+from sniper.cluster._data import probe_data
+from sniper.cluster._process import serve_config_command, server_process
+from sniper.data._workload import load_workload
+from sniper.roles import DataEvaluator, EvalResult, PsCluster, TrainerConfig
+from sniper.roles._checkpoint import MANIFEST
+from sniper.roles._model import DenseModel, Predictor
+from sniper.rpc import PsClient
+from sniper.transport._serve import ServeConfig
+
+__all__ = ["run_eval"]
+
+log = logging.getLogger("sniper.eval")
+
+
+def _widths(job: JobCheckpoint) -> dict[str, int]:
+    """Every variable's width, from the ps manifests of the checkpoint."""
+    widths = {}
+    for index in range(job.num_ps):
+        manifest = json.loads((job.ps_directory(index) / MANIFEST).read_text())
+        for entry in manifest["variables"]:
+            widths[entry["name"]] = int(entry["config"]["dim"])
+    return widths
+
+
+def run_eval(checkpoint: str, data: str, config: TrainerConfig, batch_size: int) -> int:
+    """Score ``data`` with the model of ``checkpoint``; prints the figures, returns 0."""
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    job = load_job(Path(checkpoint).resolve())
+    shape, reader = probe_data(
+        data, workload=load_workload("seed_ctr"), scale=1.0, batch_size=batch_size, seed=0
+    )
+    widths = _widths(job)
+    missing = [name for name in shape.variables if name not in widths]
+    if missing:
+        raise ValueError(
+            f"data {data!r} has variables the checkpoint lacks: {', '.join(missing[:5])}"
+        )
+    model = DenseModel(
+        sum(widths[n] for n in shape.variables) + shape.dense_features, config.hidden, config.lr
+    )
+    model.load_state(job.trainer["model"])
+    predict = Predictor(model, list(shape.variables))
+    with ExitStack() as stack:
+        configs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sniper-eval-")))
+        server = ServeConfig(
+            role="ps",
+            port=0,
+            exit_on_stdin_eof=True,
+            workers=0,
+            checkpoint_root=str(job.directory.parent),
+        )
+        command = serve_config_command(server, configs / "ps.toml")
+        ports = [stack.enter_context(server_process(command)).port for _ in range(job.num_ps)]
+        result = anyio.run(_score, job, ports, reader, predict, backend="asyncio")
+    print(f"\nscored {data} with the model of {job.directory} (step {job.step})")
+    print_table(
+        ["examples", "AUC", "logloss", "examples/s"],
+        [
+            [
+                f"{result.examples:,}",
+                f"{result.auc:.4f}",
+                f"{result.logloss:.4f}",
+                f"{result.examples / result.seconds:,.0f}",
+            ]
+        ],
+    )
+    return 0
+
+
+async def _score(
+    job: JobCheckpoint, ports: list[int], reader: object, predict: Predictor
+) -> EvalResult:
+    cluster = PsCluster([PsClient("127.0.0.1", port) for port in ports])
+    try:
+        for index, member in enumerate(cluster.members):
+            await member.restore(f"{job.directory.name}/ps-{index}")
+        evaluator = DataEvaluator(reader, cluster, predict.variables)  # type: ignore[arg-type]
+        start = time.perf_counter()
+        result = await evaluator.score(predict, job.step)
+        log.info("scored in %.1f s", time.perf_counter() - start)
+        return result
+    finally:
+        cluster.close()
