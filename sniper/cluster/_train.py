@@ -360,6 +360,22 @@ def _run_once(
             if any(server.process.poll() is not None for server in started):
                 raise _ServerDied(exc, exc.steps) from exc
             raise
+        except BaseExceptionGroup as group:
+            # SIGTERM (SystemExit) or Ctrl-C landing in a task comes out of its task group
+            # wrapped; the command must still exit as the signal asks.
+            interrupt = _interrupt_in(group)
+            if interrupt is not None:
+                raise interrupt from None
+            raise
+
+
+def _interrupt_in(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
+    for exc in group.exceptions:
+        if isinstance(exc, SystemExit | KeyboardInterrupt):
+            return exc
+        if isinstance(exc, BaseExceptionGroup) and (inner := _interrupt_in(exc)) is not None:
+            return inner
+    return None
 
 
 def _server_config(config: TrainConfig, role: str, **extra: Any) -> ServeConfig:
