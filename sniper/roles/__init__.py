@@ -16,6 +16,7 @@ from sniper.roles._batch_id import BatchId as BatchId
 from sniper.roles._cluster import PsCluster as PsCluster
 from sniper.roles._engine import PendingLookup as PendingLookup
 from sniper.roles._engine import PsEngine as PsEngine
+from sniper.roles._errors import AlreadyPushedError as AlreadyPushedError
 from sniper.roles._errors import DataError as DataError
 from sniper.roles._errors import Unavailable as Unavailable
 from sniper.roles._errors import UnknownBatchError as UnknownBatchError
@@ -38,6 +39,7 @@ from sniper.roles._trainer import TrainReport as TrainReport
 __all__ = [
     "EVAL_HUB",
     "MAX_HUBS",
+    "AlreadyPushedError",
     "BatchId",
     "DataError",
     "DataEvaluator",

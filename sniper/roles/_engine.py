@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -30,7 +31,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from sniper._config import check_at_least, check_positive
-from sniper.roles._errors import UnknownBatchError, UnknownVariableError
+from sniper.roles._errors import AlreadyPushedError, UnknownBatchError, UnknownVariableError
 from sniper.rpc._api import Pooled
 from sniper.scheduler import Scheduler, TaskHandle, TaskKey, wait_all
 from sniper.store import CapacityError, EmbeddingTable, ShardedBatch, TableExport
@@ -60,6 +61,9 @@ class PsEngine:
         self._tables: dict[str, EmbeddingTable] = {}
         self._batches: dict[tuple[int, str], tuple[ShardedBatch, float]] = {}
         self._pending_bytes = 0
+        self._pushed: OrderedDict[tuple[int, str], None] = OrderedDict()
+        """The (batch, variable) pairs pushed most recently, so a duplicate push is told it
+        was applied (ALREADY_EXISTS) rather than that the batch is unknown."""
         self._lock = threading.Lock()
 
     # -- variables -------------------------------------------------------------------------------
@@ -184,10 +188,7 @@ class PsEngine:
             self._expire(time.monotonic())
             entry = self._batches.get((batch_id, name))
         if entry is None:
-            raise UnknownBatchError(
-                f"batch {batch_id} of variable {name!r} was not fed "
-                "to this ps (or was already pushed or expired)"
-            )
+            raise self._missing(batch_id, name)
         return entry[0]
 
     # -- lookup and push -------------------------------------------------------------------------
@@ -272,12 +273,23 @@ class PsEngine:
             if any(entry is None for entry in held.values()) or not taken >= {
                 id(b) for b in batches
             }:
-                raise UnknownBatchError(
-                    f"batch {batch_id} is being pushed by another call or was already pushed "
-                    "or expired; it is applied once"
-                )
+                raise self._missing(batch_id, names[0])
             for name in names:
                 self._drop((batch_id, name))
+                self._pushed[(batch_id, name)] = None
+            while len(self._pushed) > _PUSHED_REMEMBERED:
+                self._pushed.popitem(last=False)
+
+    def _missing(self, batch_id: int, name: str) -> UnknownBatchError:
+        if (batch_id, name) in self._pushed:
+            return AlreadyPushedError(
+                f"batch {batch_id} of variable {name!r} was already pushed; "
+                "a gradient is applied once"
+            )
+        return UnknownBatchError(
+            f"batch {batch_id} of variable {name!r} was not fed "
+            "to this ps (or was already pushed or expired)"
+        )
 
     # A push frees its batch whatever happens: once any shard may have applied its gradient,
     # a retry of the same batch must fail with NOT_FOUND rather than apply it a second time.
@@ -384,6 +396,10 @@ def _collect(tasks: list[list[_Done]]) -> dict[str, Pooled]:
                 pooled[name] = part
             seconds[name] = seconds.get(name, 0.0) + elapsed
     return {name: Pooled(pooled[name], seconds[name]) for name in pooled}
+
+
+_PUSHED_REMEMBERED = 1 << 16
+"""Pushed (batch, variable) pairs remembered for ALREADY_EXISTS: minutes of training."""
 
 
 def _nbytes(batch: ShardedBatch) -> int:

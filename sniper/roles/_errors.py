@@ -10,6 +10,7 @@ from __future__ import annotations
 from grpclib.exceptions import GRPCError
 
 __all__ = [
+    "AlreadyPushedError",
     "DataError",
     "Unavailable",
     "UnknownBatchError",
@@ -32,6 +33,10 @@ class UnknownVariableError(_Message):
 
 class UnknownBatchError(_Message):
     """A request named a batch id this ps was never fed, or has already freed."""
+
+
+class AlreadyPushedError(UnknownBatchError):
+    """A PushGrad named a batch whose gradients were already applied: it is applied once."""
 
 
 class VariableExistsError(ValueError):

@@ -19,6 +19,7 @@ from grpclib.exceptions import GRPCError
 
 from sniper.roles._checkpoint import CheckpointPathError, CorruptCheckpointError
 from sniper.roles._errors import (
+    AlreadyPushedError,
     Unavailable,
     UnknownBatchError,
     UnknownVariableError,
@@ -31,6 +32,7 @@ __all__ = ["STATUS_OF", "grpc_error"]
 
 STATUS_OF: tuple[tuple[type[BaseException], Status], ...] = (
     (UnknownVariableError, Status.NOT_FOUND),
+    (AlreadyPushedError, Status.ALREADY_EXISTS),
     (UnknownBatchError, Status.NOT_FOUND),
     (FileNotFoundError, Status.NOT_FOUND),
     (VariableExistsError, Status.ALREADY_EXISTS),

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from sniper.roles import PsEngine, UnknownBatchError, UnknownVariableError
+from sniper.roles import AlreadyPushedError, PsEngine, UnknownBatchError, UnknownVariableError
 from sniper.scheduler import SCHEDULER_NAMES, open_scheduler
 from sniper.store import SGD, Adagrad, CapacityError, EmbeddingTable, zeros
 
@@ -194,6 +194,7 @@ def test_the_same_push_sent_twice_at_once_is_applied_once() -> None:
             for thread in threads:
                 thread.join()
             assert sorted(o is None for o in outcomes) == [False, True]
+            assert isinstance(next(o for o in outcomes if o is not None), AlreadyPushedError)
             refused += 1
         # Every sign received exactly one gradient of 1.0 per batch: SGD(1.0) took 30 steps.
         np.testing.assert_array_equal(engine.table("a").get(signs), np.full((2000, 2), -30.0))

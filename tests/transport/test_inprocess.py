@@ -77,10 +77,15 @@ async def test_a_training_step_and_the_caller_mistakes_of_the_grpc_contract() ->
             client.push_grad(7, {"emb": np.ones((3, 4), np.float32)}),
         )
         assert await client.push_grad(7, {"emb": np.ones((2, 4), np.float32)}) == 0
-        await expect(  # the refused push changed nothing; the applied one freed the batch
-            Status.NOT_FOUND,
-            "batch 7 of variable 'emb' was not fed to this ps (or was already pushed or expired)",
+        await expect(  # the refused push changed nothing; the applied one is not repeated
+            Status.ALREADY_EXISTS,
+            "batch 7 of variable 'emb' was already pushed; a gradient is applied once",
             client.push_grad(7, {"emb": np.ones((2, 4), np.float32)}),
+        )
+        await expect(
+            Status.NOT_FOUND,
+            "batch 8 of variable 'emb' was not fed to this ps (or was already pushed or expired)",
+            client.push_grad(8, {"emb": np.ones((2, 4), np.float32)}),
         )
         await expect(Status.NOT_FOUND, "unknown variable 'nope'", client.pull("nope", SIGNS))
         assert role.engine.pending_batches() == 0
