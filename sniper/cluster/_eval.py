@@ -22,6 +22,7 @@ from sniper._table import print_table
 from sniper.cluster._checkpoint import JobCheckpoint, load_job
 from sniper.cluster._data import probe_data
 from sniper.cluster._process import serve_config_command, server_process
+from sniper.data import Reader
 from sniper.data._workload import load_workload
 from sniper.roles import DataEvaluator, EvalResult, PsCluster, TrainerConfig
 from sniper.roles._checkpoint import MANIFEST
@@ -94,13 +95,13 @@ def run_eval(checkpoint: str, data: str, config: TrainerConfig, batch_size: int)
 
 
 async def _score(
-    job: JobCheckpoint, ports: list[int], reader: object, predict: Predictor
+    job: JobCheckpoint, ports: list[int], reader: Reader, predict: Predictor
 ) -> EvalResult:
     cluster = PsCluster([PsClient("127.0.0.1", port) for port in ports])
     try:
         for index, member in enumerate(cluster.members):
             await member.restore(f"{job.directory.name}/ps-{index}")
-        evaluator = DataEvaluator(reader, cluster, predict.variables)  # type: ignore[arg-type]
+        evaluator = DataEvaluator(reader, cluster, predict.variables)
         start = time.perf_counter()
         result = await evaluator.score(predict, job.step)
         log.info("scored in %.1f s", time.perf_counter() - start)
