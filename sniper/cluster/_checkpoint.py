@@ -22,7 +22,6 @@ import functools
 import hashlib
 import io
 import json
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +31,7 @@ import anyio.to_thread
 import numpy as np
 
 from sniper.roles._batch_id import BatchId
-from sniper.roles._checkpoint import MANIFEST, CorruptCheckpointError
+from sniper.roles._checkpoint import MANIFEST, CorruptCheckpointError, replace_file
 from sniper.roles._cluster import PsCluster, gather
 from sniper.roles._trainer import Trainer, TrainReport
 
@@ -108,35 +107,18 @@ def _write_step(
 ) -> None:
     buffer = io.BytesIO()
     np.savez(buffer, **model)
-    _write_atomically(directory / "trainer.npz", buffer.getvalue())
     job["sha256"] = {
-        "trainer.npz": _sha256(directory / "trainer.npz"),
+        "trainer.npz": replace_file(directory / "trainer.npz", buffer.getvalue()),
         **{
             f"ps-{i}/{MANIFEST}": _sha256(directory / f"ps-{i}" / MANIFEST)
             for i in range(job["num_ps"])
         },
     }
-    _write_atomically(directory / JOB, json.dumps(job, indent=1).encode())
-    _write_atomically(root / LATEST, f"{directory.name}\n".encode())
+    replace_file(directory / JOB, json.dumps(job, indent=1).encode())
+    replace_file(root / LATEST, f"{directory.name}\n".encode())
     steps = sorted(p for p in root.glob("step-*") if (p / JOB).is_file())
     for old in steps[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
-
-
-def _write_atomically(path: Path, content: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(content)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def _sha256(path: Path) -> str:

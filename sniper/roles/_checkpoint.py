@@ -49,6 +49,7 @@ __all__ = [
     "CorruptCheckpointError",
     "confined",
     "load_checkpoint",
+    "replace_file",
     "save_checkpoint",
     "variable_file",
     "write_checkpoint",
@@ -146,6 +147,17 @@ def _write_new(path: Path, content: bytes) -> str:
         handle.flush()
         os.fsync(handle.fileno())
     return hashlib.sha256(content).hexdigest()
+
+
+def replace_file(path: Path, content: bytes) -> str:
+    """Write ``path`` whole or not at all: a new temporary file beside it (never following a
+    symlink), fsynced, renamed over it, the directory fsynced. Returns the SHA-256."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.unlink(missing_ok=True)
+    digest = _write_new(tmp, content)
+    os.replace(tmp, path)
+    _fsync_directory(path.parent)
+    return digest
 
 
 def _fsync_directory(path: Path) -> None:
