@@ -103,7 +103,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     # Only the model's shape is read from it: checkpointing keys do not apply here.
     overrides = {"checkpoint_every": 0, "resume": "", "checkpoint_dir": ""}
     config = load_train_config(Path(args.config) if args.config else None, overrides)
-    return run_eval(args.checkpoint, args.data, config.trainer(), config.batch_size)
+    return run_eval(args.checkpoint, args.data, config)
 
 
 def _cmd_reshard(args: argparse.Namespace) -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 import tempfile
 import time
 from contextlib import ExitStack
@@ -22,13 +21,14 @@ from sniper._table import print_table
 from sniper.cluster._checkpoint import JobCheckpoint, load_job
 from sniper.cluster._data import probe_data
 from sniper.cluster._process import serve_config_command, server_process
+from sniper.cluster._train import TrainConfig, _server_config
 from sniper.data import Reader
 from sniper.data._workload import load_workload
-from sniper.roles import DataEvaluator, EvalResult, PsCluster, TrainerConfig
+from sniper.roles import DataEvaluator, EvalResult, PsCluster
 from sniper.roles._checkpoint import MANIFEST
 from sniper.roles._model import DenseModel, Predictor
 from sniper.rpc import PsClient
-from sniper.transport._serve import ServeConfig
+from sniper.runtime import log_to_stderr
 
 __all__ = ["run_eval"]
 
@@ -45,16 +45,13 @@ def _widths(job: JobCheckpoint) -> dict[str, int]:
     return widths
 
 
-def run_eval(checkpoint: str, data: str, config: TrainerConfig, batch_size: int) -> int:
-    """Score ``data`` with the model of ``checkpoint``; prints the figures, returns 0."""
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+def run_eval(checkpoint: str, data: str, config: TrainConfig) -> int:
+    """Score ``data`` with the model of ``checkpoint`` (``config``: the training config, for
+    the model's layers and the ps settings); prints the figures, returns 0."""
+    log_to_stderr()
     job = load_job(Path(checkpoint).resolve())
     shape, reader = probe_data(
-        data, workload=load_workload("seed_ctr"), scale=1.0, batch_size=batch_size, seed=0
+        data, workload=load_workload("seed_ctr"), scale=1.0, batch_size=config.batch_size, seed=0
     )
     widths = _widths(job)
     missing = [name for name in shape.variables if name not in widths]
@@ -69,11 +66,10 @@ def run_eval(checkpoint: str, data: str, config: TrainerConfig, batch_size: int)
     predict = Predictor(model, list(shape.variables))
     with ExitStack() as stack:
         configs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sniper-eval-")))
-        server = ServeConfig(
-            role="ps",
-            port=0,
-            exit_on_stdin_eof=True,
-            workers=0,
+        server = _server_config(
+            config,
+            "ps",
+            workers=config.worker_threads(job.num_ps),
             checkpoint_root=str(job.directory.parent),
         )
         command = serve_config_command(server, configs / "ps.toml")

@@ -15,11 +15,11 @@ happens on every exit path (end of data, an error, Ctrl-C), so no server outlive
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import shutil
 import signal
-import sys
 import tempfile
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -49,6 +49,7 @@ from sniper.roles import (
     TrainReport,
 )
 from sniper.rpc import HubClient, PsClient
+from sniper.runtime import log_to_stderr
 from sniper.transport._serve import ServeConfig, parse_addresses
 
 __all__ = ["TrainConfig", "TrainPlan", "load_train_config", "plan_training", "run_train"]
@@ -139,23 +140,18 @@ class TrainPlan:
 
 def plan_training(config: TrainConfig, workload: Workload) -> TrainPlan:
     """Read the data's shape and resolve the model spec against it; errors name the key."""
-    shape, _ = probe_data(
-        config.data,
+    probe = functools.partial(
+        probe_data,
         workload=workload,
         scale=config.scale,
         batch_size=config.batch_size,
         seed=config.seed,
     )
+    shape, _ = probe(config.data)
     tables = config.model_spec(workload.embedding_dim).resolve(shape)
     eval_reader = None
     if config.eval_data:
-        eval_shape, eval_reader = probe_data(
-            config.eval_data,
-            workload=workload,
-            scale=config.scale,
-            batch_size=config.batch_size,
-            seed=config.seed,
-        )
+        eval_shape, eval_reader = probe(config.eval_data)
         check_same_schema(eval_shape, shape)
     return TrainPlan(shape, tables, eval_reader)
 
@@ -398,11 +394,7 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
 
 def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = None) -> int:
     """Run ``sniper train``; returns the exit status."""
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    log_to_stderr()
     workload = load_workload(config.workload)
     plan = plan_training(config, workload)  # before any process: a bad config starts nothing
     resume = load_job(Path(config.resume).resolve()) if config.resume else None

@@ -4,6 +4,7 @@ The ``sniper`` command applies them at start-up; an application that runs a ps o
 in its own process calls them once, early.
 """
 
+from sniper.runtime._logging import log_to_stderr as log_to_stderr
 from sniper.runtime._malloc import reuse_freed_memory as reuse_freed_memory
 
-__all__ = ["reuse_freed_memory"]
+__all__ = ["log_to_stderr", "reuse_freed_memory"]

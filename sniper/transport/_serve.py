@@ -28,6 +28,7 @@ from sniper.data import DataSource
 from sniper.roles._hub import HubConfig
 from sniper.roles._ps import PsRole, PsSettings
 from sniper.rpc._http2 import Server
+from sniper.runtime import log_to_stderr
 from sniper.scheduler import open_scheduler
 from sniper.transport._grpc import (
     GrpcSettings,
@@ -204,10 +205,6 @@ async def serve_hub(config: ServeConfig) -> None:
 
 def run_serve(config: ServeConfig) -> int:
     """Entry point of ``sniper serve``: logs to stderr, returns the exit status."""
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    log_to_stderr()
     asyncio.run(serve_ps(config) if config.role == "ps" else serve_hub(config))
     return 0
