@@ -114,17 +114,26 @@ def check_fields(message: betterproto.Message, path: str = "") -> None:
     if sniper were wrong). Comparing each field with the type of its default names the field
     as the caller's mistake instead.
     """
-    fresh = type(message)()
-    for field in dataclasses.fields(message):  # type: ignore[arg-type]
-        value, default = getattr(message, field.name), getattr(fresh, field.name)
-        expected = type(default)
-        if isinstance(value, bool) != isinstance(default, bool) or not isinstance(value, expected):
+    for name, expected in _field_types(type(message)):
+        value = getattr(message, name)
+        if isinstance(value, bool) != (expected is bool) or not isinstance(value, expected):
             raise ValueError(
-                f"{path}{field.name} is malformed: expected {expected.__name__}, "
+                f"{path}{name} is malformed: expected {expected.__name__}, "
                 f"got {type(value).__name__}"
             )
         if isinstance(value, betterproto.Message):
-            check_fields(value, f"{path}{field.name}.")
+            check_fields(value, f"{path}{name}.")
+
+
+@functools.cache
+def _field_types(cls: type[betterproto.Message]) -> tuple[tuple[str, type], ...]:
+    """Each field of a message class with the type of its default, found once per class: the
+    check runs on every EmbeddingLookup, which need not build a default message each time."""
+    fresh = cls()
+    return tuple(
+        (field.name, type(getattr(fresh, field.name)))
+        for field in dataclasses.fields(fresh)  # type: ignore[arg-type]
+    )
 
 
 class PsService(PsBase):
