@@ -22,6 +22,15 @@ pytestmark = pytest.mark.anyio
 NAMES = [f"var_{i}" for i in range(9)]
 
 
+def rows_of(role: PsRole, name: str) -> dict[int, tuple[object, ...]]:
+    """Every row of variable ``name`` by sign: its weights, optimizer state and step count."""
+    data = role.engine.table(name).export()
+    return {
+        int(s): (w.tobytes(), st.tobytes(), int(k))
+        for s, w, st, k in zip(data.signs, data.weights, data.state, data.steps, strict=True)
+    }
+
+
 async def trained_job(root: Path, num_ps: int) -> dict[str, dict[int, tuple[object, ...]]]:
     """``num_ps`` ps, each with the variables it owns, trained a few steps and saved to
     ``root/ps-i``; returns every row by variable and sign (weights, state, steps)."""
@@ -46,13 +55,7 @@ async def trained_job(root: Path, num_ps: int) -> dict[str, dict[int, tuple[obje
                 await role.push_grad(batch, grads)
             await role.save(f"ps-{index}")
             for name in mine:
-                data = role.engine.table(name).export()
-                expected[name] = {
-                    int(s): (w.tobytes(), st.tobytes(), int(k))
-                    for s, w, st, k in zip(
-                        data.signs, data.weights, data.state, data.steps, strict=True
-                    )
-                }
+                expected[name] = rows_of(role, name)
     return expected
 
 
@@ -65,13 +68,7 @@ async def restored_rows(root: Path, num_ps: int) -> dict[str, dict[int, tuple[ob
             assert all(ps_for_variable(n, num_ps) == index for n in done.variables)
             for name in done.variables:
                 assert name not in found, f"{name} restored on two ps"
-                data = role.engine.table(name).export()
-                found[name] = {
-                    int(s): (w.tobytes(), st.tobytes(), int(k))
-                    for s, w, st, k in zip(
-                        data.signs, data.weights, data.state, data.steps, strict=True
-                    )
-                }
+                found[name] = rows_of(role, name)
     return found
 
 

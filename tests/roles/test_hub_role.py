@@ -26,13 +26,18 @@ class SlowFeeds(PsRole):
         await super().feed_sample(batch_id, variables)
 
 
+async def created(role: PsRole, reader: SyntheticCtr) -> PsRole:
+    """``role`` with a small table for every variable of ``reader``."""
+    for name in reader.variables:
+        await role.create_variable(variable_request(name, 4, 10_000))
+    return role
+
+
 async def test_batches_are_handed_out_in_reading_order_and_the_end_reaches_all() -> None:
     workload = load_workload("seed_ctr")
     reader = SyntheticCtr(workload, num_batches=30, scale=0.01, seed=1, batch_size=64)
     async with open_scheduler("thread_pool", workers=2) as scheduler:
-        ps = SlowFeeds(PsEngine(scheduler))
-        for name in reader.variables:
-            await ps.create_variable(variable_request(name, 4, 10_000))
+        ps = await created(SlowFeeds(PsEngine(scheduler)), reader)
         hub = HubRole(reader, PsCluster([ps]), HubConfig(epochs=2, max_in_flight=8))
         read: list[BatchId] = []
         async with anyio.create_task_group() as group:
@@ -52,9 +57,7 @@ async def test_a_cancelled_hub_tells_its_readers_it_shut_down() -> None:
     workload = load_workload("seed_ctr")
     reader = SyntheticCtr(workload, num_batches=1000, scale=0.01, seed=1, batch_size=64)
     async with open_scheduler("inline", workers=1) as scheduler:
-        ps = PsRole(PsEngine(scheduler))
-        for name in reader.variables:
-            await ps.create_variable(variable_request(name, 4, 10_000))
+        ps = await created(PsRole(PsEngine(scheduler)), reader)
         hub = HubRole(reader, PsCluster([ps]), HubConfig(queue_size=2))
         async with anyio.create_task_group() as group:
             group.start_soon(hub.run)
@@ -97,9 +100,7 @@ async def test_batches_read_before_a_failed_feed_are_still_handed_out() -> None:
     workload = load_workload("seed_ctr")
     reader = SyntheticCtr(workload, num_batches=20, scale=0.01, seed=1, batch_size=32)
     async with open_scheduler("inline", workers=1) as scheduler:
-        ps = FailsFromBatch(PsEngine(scheduler))
-        for name in reader.variables:
-            await ps.create_variable(variable_request(name, 4, 10_000))
+        ps = await created(FailsFromBatch(PsEngine(scheduler)), reader)
         hub = HubRole(reader, PsCluster([ps]), HubConfig(max_in_flight=8))
         await hub.run()
         read = []
