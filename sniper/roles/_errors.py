@@ -7,9 +7,10 @@ mistakes (an unknown variable or batch, a bad value) are theirs to fix, ``Unavai
 
 from __future__ import annotations
 
-from grpclib.exceptions import GRPCError
+from grpclib.exceptions import GRPCError, StreamTerminatedError
 
 __all__ = [
+    "RPC_ERRORS",
     "AlreadyPushedError",
     "DataError",
     "Unavailable",
@@ -49,6 +50,11 @@ class Unavailable(Exception):
 
 class DataError(Exception):
     """A hub's reader failed: the data's fault (a malformed line), not the cluster's."""
+
+
+RPC_ERRORS = (GRPCError, StreamTerminatedError, OSError, TimeoutError, Unavailable)
+"""What a call to a hub or ps raises when the server fails or goes away (a role called
+directly, without a transport, raises :class:`Unavailable`)."""
 
 
 def describe_error(exc: BaseException) -> str:

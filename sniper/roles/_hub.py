@@ -4,10 +4,12 @@ An actor on anyio. :meth:`HubRole.run` walks the reader's batches (``epochs`` ti
 shard of them) on a worker thread, gives each one an id, and sends every variable's signs to
 the ps that owns the variable (FeedSample through :class:`~sniper.roles.PsCluster`, at most
 ``max_in_flight`` batches being fed at once, each in the run's task group). A batch whose signs
-every ps holds goes into a bounded memory object stream; :meth:`HubRole.read_sample` takes from
-it. When the trainer stops reading, the stream fills and the producer waits: that is the
-backpressure. When the input is exhausted the stream closes and ``read_sample`` answers None
-(end of data) to every reader.
+every ps holds goes into a bounded :class:`~sniper.roles._handout.HandOut` queue;
+:meth:`HubRole.read_sample` takes from it and leases the batch to its reader until
+:meth:`HubRole.acknowledge` (AckSample): a batch whose reader gave up is handed out again after
+``read_lease_seconds``. When the trainer stops reading, the queue fills and the producer waits:
+that is the backpressure. When the input is exhausted and every lease is settled,
+``read_sample`` answers None (end of data) to every reader.
 
 Batch ids are ``sniper.roles._batch_id``'s: several hubs never hand out the same id, and a
 batch has the same index (so the same held-out status) in every epoch.
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -38,6 +40,7 @@ from sniper._metrics import Histogram
 from sniper.roles._batch_id import MAX_HUBS, BatchId
 from sniper.roles._cluster import PsCluster
 from sniper.roles._errors import DataError, Unavailable, describe_error
+from sniper.roles._handout import HandOut
 from sniper.rpc._api import Sample
 
 __all__ = ["BatchLike", "HubConfig", "HubRole", "HubSettings", "ReaderLike"]
@@ -76,13 +79,16 @@ class HubSettings(Validated):
     feed_retry_seconds: float = 120.0
     """How long a FeedSample answered NOT_FOUND is retried: the trainer may still be creating
     the variables when the hub starts."""
+    read_lease_seconds: float = 30.0
+    """A batch handed out by ReadSample and not acknowledged (AckSample) within this long is
+    handed out again: its reader gave up or died."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not 1 <= self.num_hubs <= MAX_HUBS:
             raise ValueError(f"num_hubs must be in [1, {MAX_HUBS}], got {self.num_hubs}")
         check_at_least(self, 1, "epochs", "max_in_flight", "queue_size")
-        check_positive(self, "feed_retry_seconds")
+        check_positive(self, "feed_retry_seconds", "read_lease_seconds")
 
 
 @dataclass(frozen=True)
@@ -126,9 +132,7 @@ class HubRole:
         self.feed_latency = Histogram()
         self.batches_fed = 0
         self.error: BaseException | None = None
-        self._send, self._receive = anyio.create_memory_object_stream[tuple[int, BatchLike]](
-            config.queue_size
-        )
+        self.handout = HandOut[BatchLike](config.queue_size, config.read_lease_seconds)
 
     @property
     def healthy(self) -> bool:
@@ -143,11 +147,12 @@ class HubRole:
         """
         index = self.config.hub_index
         try:
-            async with self._send:  # closing it tells the readers the data ended
-                self.error = await self._produce()
+            self.error = await self._produce()
         except anyio.get_cancelled_exc_class():
             self.error = Unavailable(f"hub {index} is shutting down")
             raise
+        finally:
+            self.handout.close()  # readers hear the end once every lease is settled
         if isinstance(self.error, DataError):
             log.error("hub %d stopped reading its data: %s", index, self.error)
         elif self.error is not None:
@@ -224,7 +229,7 @@ class HubRole:
             if turn.previous is not None:
                 await turn.previous.wait()
             if not failed_at or turn.position < min(failed_at):
-                await self._send.send((batch_id, batch))
+                await self.handout.put(batch_id, batch)
         finally:
             turn.done.set()
             turn.slots.release()
@@ -244,16 +249,22 @@ class HubRole:
 
     def close(self) -> None:
         """Stop handing out batches: later reads answer as if the data had ended."""
-        self._receive.close()
+        self.handout.stop()
 
     async def read_sample(self) -> Sample | None:
-        """The next fed batch; None at the end of the data; :class:`Unavailable` if failed."""
-        try:
-            batch_id, batch = await self._receive.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
+        """The next fed batch, leased to the caller until :meth:`acknowledge`; None at the end
+        of the data; :class:`Unavailable` if reading or feeding failed."""
+        taken = await self.handout.take()
+        if taken is None:
             self._raise_failure()
             return None
+        batch_id, batch = taken
         return Sample(batch_id, batch.labels, batch.dense)
+
+    async def acknowledge(self, batch_ids: Sequence[int]) -> int:
+        """The reader has these batches: they are never handed out again. Answers how many
+        were outstanding (an unknown or repeated id is not an error: a retried AckSample)."""
+        return self.handout.acknowledge(batch_ids)
 
     def _raise_failure(self) -> None:
         index = self.config.hub_index

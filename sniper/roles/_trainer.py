@@ -1,11 +1,13 @@
 """The trainer: prefetches batches from the hubs, trains the dense model, pushes gradients.
 
-Pipeline. ``prefetch`` worker tasks (one anyio task group) each loop over: ReadSample from the
-next hub, then EmbeddingLookup of every variable on every ps at once, then hand the batch to the
-training loop through a bounded memory object stream. So up to ``prefetch`` batches are in
-flight while the model trains on the current one. This is the seeds' feed_queue, and it means
-a pushed gradient may land after up to ``prefetch`` newer lookups: the usual asynchronous-PS
-staleness.
+Pipeline. ``prefetch`` worker tasks (one anyio task group) each loop over: take the next read
+of :class:`~sniper.roles._reading.HubReader` (a ticket), ReadSample from its hub, then
+EmbeddingLookup of every variable on every ps at once, then hand the batch to the training loop
+through a memory object stream. So up to ``prefetch`` batches are in flight while the model
+trains on the current one. This is the seeds' feed_queue, and it means a pushed gradient may
+land after up to ``prefetch`` newer lookups: the usual asynchronous-PS staleness. The training
+loop trains the tickets in number order, whichever arrives first: the same batches in the same
+order on every run, and after a resume.
 
 Training. Every ``eval_every``-th batch of each hub is held out: looked up with ``release``
 (no PushGrad), scored, and counted in the evaluation AUC and logloss only (progressive
@@ -35,7 +37,6 @@ import anyio
 import numpy as np
 from anyio import CancelScope
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from grpclib.exceptions import GRPCError, StreamTerminatedError
 from numpy.typing import NDArray
 from threadpoolctl import threadpool_limits
 
@@ -44,9 +45,10 @@ from sniper._metrics import Histogram
 from sniper.data import StreamingAuc, log_loss
 from sniper.roles._batch_id import BatchId
 from sniper.roles._cluster import PsCluster
-from sniper.roles._errors import Unavailable, describe_error
+from sniper.roles._errors import RPC_ERRORS, describe_error
 from sniper.roles._evaluate import DataEvaluator, EvalResult
 from sniper.roles._model import DenseModel, Predictor, sigmoid
+from sniper.roles._reading import HubReader, Ticket
 from sniper.rpc._api import HubApi, Pooled
 
 __all__ = ["OpStats", "TrainReport", "Trainer", "TrainerConfig", "TrainingError"]
@@ -56,10 +58,6 @@ OPS = ("ReadSample", "EmbeddingLookup", "PushGrad", "Dense")
 Checkpointer = Callable[["Trainer", "TrainReport"], Awaitable[None]]
 """Saves the job when the pipeline is drained: every ps, the trainer's :meth:`Trainer.state`
 and each hub's position (:attr:`Trainer.positions`)."""
-
-RPC_ERRORS = (GRPCError, StreamTerminatedError, OSError, TimeoutError, Unavailable)
-"""What a call to a hub or ps raises when the server fails or goes away (a role called
-directly, without a transport, raises :class:`~sniper.roles.Unavailable`)."""
 
 
 class TrainingError(RuntimeError):
@@ -204,8 +202,10 @@ class Trainer:
         )
         self._predictor = Predictor(self.model, self.variables)
         self.histograms = {op: Histogram() for op in OPS}
-        self._next_hub = 0
-        self._ended: set[int] = set()
+        self.reader = HubReader(hubs, self.histograms["ReadSample"])
+        self._window = anyio.Semaphore(config.prefetch)  # tickets read and not yet trained
+        self._arrived: dict[int, _Ready | None] = {}  # by ticket, until its turn to train
+        self._next_ticket = 0
         self._held_out: list[tuple[NDArray[np.float32], NDArray[np.float32]]] = []
         self.checkpointer = checkpointer
         self.positions: dict[int, BatchId] = {}
@@ -217,54 +217,42 @@ class Trainer:
 
     # -- the prefetch workers ---------------------------------------------------------------
 
-    def _pick_hub(self) -> int | None:
-        live = [i for i in range(len(self.hubs)) if i not in self._ended]
-        if not live:
-            return None
-        index = live[self._next_hub % len(live)]
-        self._next_hub += 1
-        return index
-
     async def _timed(self, op: str, awaitable: Any) -> Any:
         start = time.perf_counter()
         result = await awaitable
         self.histograms[op].record(time.perf_counter() - start)
         return result
 
-    async def _prefetch_one(self) -> _Ready | None:
-        while (index := self._pick_hub()) is not None:
-            address, hub = self.hubs[index]
-            try:
-                sample = await self._timed("ReadSample", hub.read_sample())
-            except RPC_ERRORS as exc:
-                raise TrainingError(
-                    f"hub {address} failed on ReadSample: {describe_error(exc)}"
-                ) from exc
-            if sample is None:
-                self._ended.add(index)
-                continue
-            counter = BatchId.unpack(sample.batch_id).index
-            held_out = (
-                self.config.eval_every > 0
-                and counter % self.config.eval_every == self.config.eval_every - 1
+    async def _prefetch_one(self, ticket: Ticket) -> _Ready | None:
+        """The ticket's batch with its embeddings; None for an empty ticket."""
+        try:
+            sample = await self.reader.read(ticket)
+        except RPC_ERRORS as exc:
+            address = self.hubs[ticket.hub][0]
+            raise TrainingError(
+                f"hub {address} failed on ReadSample: {describe_error(exc)}"
+            ) from exc
+        if sample is None:
+            return None
+        counter = BatchId.unpack(sample.batch_id).index
+        held_out = (
+            self.config.eval_every > 0
+            and counter % self.config.eval_every == self.config.eval_every - 1
+        )
+        try:
+            pooled = await self._timed(
+                "EmbeddingLookup",
+                self.cluster.embedding_lookup(sample.batch_id, self.variables, release=held_out),
             )
-            try:
-                pooled = await self._timed(
-                    "EmbeddingLookup",
-                    self.cluster.embedding_lookup(
-                        sample.batch_id, self.variables, release=held_out
-                    ),
-                )
-            except RPC_ERRORS as exc:
-                raise TrainingError(
-                    f"EmbeddingLookup of batch {sample.batch_id} failed: {describe_error(exc)}"
-                ) from exc
-            return _Ready(sample.batch_id, sample.labels, sample.dense, pooled, held_out)
-        return None
+        except RPC_ERRORS as exc:
+            raise TrainingError(
+                f"EmbeddingLookup of batch {sample.batch_id} failed: {describe_error(exc)}"
+            ) from exc
+        return _Ready(sample.batch_id, sample.labels, sample.dense, pooled, held_out)
 
     async def _worker(
         self,
-        send: MemoryObjectSendStream[_Ready],
+        send: MemoryObjectSendStream[tuple[int, _Ready | None]],
         failures: list[BaseException],
         scope: CancelScope,
     ) -> None:
@@ -277,10 +265,12 @@ class Trainer:
                         await self._gate.wait()
                     self._fetching += 1
                     try:
-                        ready = await self._prefetch_one()
-                        if ready is None:
+                        await self._window.acquire()
+                        ticket = self.reader.next_ticket()
+                        if ticket is None:
+                            self._window.release()
                             break
-                        await send.send(ready)
+                        await send.send((ticket.number, await self._prefetch_one(ticket)))
                     finally:
                         self._fetching -= 1
             except anyio.BrokenResourceError:
@@ -375,7 +365,9 @@ class Trainer:
         resumed_examples = report.examples
         train_auc = StreamingAuc()
         started = time.perf_counter()
-        send, receive = anyio.create_memory_object_stream[_Ready](self.config.prefetch)
+        send, receive = anyio.create_memory_object_stream[tuple[int, _Ready | None]](
+            self.config.prefetch
+        )
         failures: list[BaseException] = []
         clones = [send.clone() for _ in range(self.config.prefetch)]
         send.close()
@@ -405,14 +397,27 @@ class Trainer:
         self._finish(report, seconds, train_auc, report.examples - resumed_examples)
         return report
 
+    async def _in_order(
+        self, receive: MemoryObjectReceiveStream[tuple[int, _Ready | None]]
+    ) -> _Ready | None:
+        """The next ticket's batch (None: an empty ticket), whichever ticket arrived first;
+        ``anyio.EndOfStream`` once every worker is done."""
+        while self._next_ticket not in self._arrived:
+            number, ready = await receive.receive()
+            self._arrived[number] = ready
+        item = self._arrived.pop(self._next_ticket)
+        self._next_ticket += 1
+        self._window.release()
+        return item
+
     async def _consume(
         self,
-        receive: MemoryObjectReceiveStream[_Ready],
+        receive: MemoryObjectReceiveStream[tuple[int, _Ready | None]],
         report: TrainReport,
         train_auc: StreamingAuc,
         started: float,
     ) -> None:
-        """The training loop: train on (or score) each prefetched batch, in arrival order;
+        """The training loop: train on (or score) each prefetched batch, in ticket order;
         every ``checkpoint_every`` steps, drain the pipeline and checkpoint."""
         last_log = started
         window: list[float] = []
@@ -422,9 +427,11 @@ class Trainer:
             if self._gate is not None and self._drained(receive):
                 await self._checkpoint(report, time.perf_counter() - pause_started)
             try:
-                item = await receive.receive()
+                item = await self._in_order(receive)
             except anyio.EndOfStream:
                 return
+            if item is None:
+                continue  # an empty ticket: its hub's data had ended
             self._take(item, report)
             if not item.held_out:
                 await self._train_on(item, report, train_auc, window)
@@ -449,10 +456,14 @@ class Trainer:
         if item.held_out:
             self._evaluate(item, report)
 
-    def _drained(self, receive: MemoryObjectReceiveStream[_Ready]) -> bool:
+    def _drained(self, receive: MemoryObjectReceiveStream[tuple[int, _Ready | None]]) -> bool:
         """Paused, and every batch read before the pause was trained: the ps hold exactly the
         pushes of ``report.steps`` steps, and each hub's position is a clean cut."""
-        return self._fetching == 0 and receive.statistics().current_buffer_used == 0
+        return (
+            self._fetching == 0
+            and receive.statistics().current_buffer_used == 0
+            and self._next_ticket == self.reader.issued
+        )
 
     async def _checkpoint(self, report: TrainReport, waited: float) -> None:
         assert self.checkpointer is not None
@@ -476,6 +487,7 @@ class Trainer:
             "eval_batches": report.eval_batches,
             "train_logloss": report.train_logloss,
             "losses": list(report.losses),
+            "tickets": self._next_ticket,
         }
 
     def resume_from(self, state: dict[str, Any]) -> None:
@@ -490,6 +502,8 @@ class Trainer:
         report.losses = [float(x) for x in state["losses"]]
         report.resumed_from_step = report.steps
         self._checkpointed_step = report.steps
+        self._next_ticket = int(state.get("tickets", 0))  # older checkpoints: from hub 0
+        self.reader.start_at(self._next_ticket)
 
     def _finish(
         self, report: TrainReport, seconds: float, train_auc: StreamingAuc, examples: int

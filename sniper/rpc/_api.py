@@ -136,5 +136,10 @@ class HubApi(Protocol):
     """The call of ``sniper.v1.Hub``."""
 
     async def read_sample(self) -> Sample | None:
-        """The next fed batch, or None at the end of the hub's data."""
+        """The next fed batch, or None at the end of the hub's data. The batch is leased to
+        the caller: acknowledge it, or the hub hands it out again after its lease."""
+        ...
+
+    async def acknowledge(self, batch_ids: Sequence[int]) -> int:
+        """Settle batches read (AckSample); how many of them were outstanding."""
         ...

@@ -24,6 +24,7 @@ from numpy.typing import NDArray
 
 from sniper.rpc._api import Checkpointed, Pooled, Sample, Signs
 from sniper.rpc._generated.sniper.v1 import (
+    AckSampleRequest,
     CreateVariableRequest,
     EmbeddingLookupRequest,
     FeedSampleResponse,
@@ -181,7 +182,8 @@ class PsClient:
 
 class HubClient:
     """A connection to one hub. ReadSample is never retried: a batch handed out to a call
-    that then failed is not handed out again."""
+    that then failed is handed out again when its lease expires. Nor is AckSample: an
+    acknowledgement lost means the batch comes once more, and the reader knows it by its id."""
 
     def __init__(self, host: str, port: int, *, timeout: float = 600.0) -> None:
         self.address = f"{host}:{port}"
@@ -200,3 +202,7 @@ class HubClient:
             decode(response.labels, "labels", "float32", 1),
             decode(response.dense, "dense", "float32", 2),
         )
+
+    async def acknowledge(self, batch_ids: Sequence[int]) -> int:
+        response = await self.stub.ack_sample(AckSampleRequest(batch_ids=list(batch_ids)))
+        return response.acknowledged

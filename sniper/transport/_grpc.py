@@ -32,6 +32,8 @@ from sniper.roles._ps import PsRole
 from sniper.rpc._api import HubApi, PsApi, Signs
 from sniper.rpc._client import HubClient, PsClient
 from sniper.rpc._generated.sniper.v1 import (
+    AckSampleRequest,
+    AckSampleResponse,
     CreateVariableRequest,
     CreateVariableResponse,
     EmbeddingLookupRequest,
@@ -241,6 +243,10 @@ class HubService(HubBase):
         return ReadSampleResponse(
             batch_id=sample.batch_id, labels=encode(sample.labels), dense=encode(sample.dense)
         )
+
+    @_rpc("AckSample")
+    async def ack_sample(self, request: AckSampleRequest) -> AckSampleResponse:
+        return AckSampleResponse(acknowledged=await self.role.acknowledge(request.batch_ids))
 
 
 def bound_address(server: grpclib.server.Server) -> tuple[str, int]:

@@ -206,3 +206,7 @@ class InProcessHubClient:
     async def read_sample(self) -> Sample | None:
         sample: Sample | None = await self._mailbox.call("read_sample")
         return sample
+
+    async def acknowledge(self, batch_ids: Sequence[int]) -> int:
+        settled: int = await self._mailbox.call("acknowledge", list(batch_ids))
+        return settled

@@ -12,7 +12,7 @@ import pytest
 
 from sniper.data import SyntheticCtr, load_workload
 from sniper.roles import BatchId, HubConfig, HubRole, PsCluster, PsEngine, PsRole, Unavailable
-from sniper.rpc import Signs, variable_request
+from sniper.rpc import Sample, Signs, variable_request
 from sniper.scheduler import open_scheduler
 
 pytestmark = pytest.mark.anyio
@@ -24,6 +24,14 @@ class SlowFeeds(PsRole):
     async def feed_sample(self, batch_id: int, variables: Mapping[str, Signs]) -> None:
         await anyio.sleep(random.random() * 0.02)
         await super().feed_sample(batch_id, variables)
+
+
+async def read(hub: HubRole) -> Sample | None:
+    """ReadSample and AckSample, as a reader that got its batch does."""
+    sample = await hub.read_sample()
+    if sample is not None:
+        assert await hub.acknowledge([sample.batch_id]) == 1
+    return sample
 
 
 async def created(role: PsRole, reader: SyntheticCtr) -> PsRole:
@@ -39,14 +47,14 @@ async def test_batches_are_handed_out_in_reading_order_and_the_end_reaches_all()
     async with open_scheduler("thread_pool", workers=2) as scheduler:
         ps = await created(SlowFeeds(PsEngine(scheduler)), reader)
         hub = HubRole(reader, PsCluster([ps]), HubConfig(epochs=2, max_in_flight=8))
-        read: list[BatchId] = []
+        got: list[BatchId] = []
         async with anyio.create_task_group() as group:
             group.start_soon(hub.run)
-            while (sample := await hub.read_sample()) is not None:
-                read.append(BatchId.unpack(sample.batch_id))
+            while (sample := await read(hub)) is not None:
+                got.append(BatchId.unpack(sample.batch_id))
                 assert sample.labels.shape == (64,)
-        assert read == [BatchId(0, epoch, index) for epoch in (0, 1) for index in range(30)]
-        assert await hub.read_sample() is None  # every later reader hears the end too
+        assert got == [BatchId(0, epoch, index) for epoch in (0, 1) for index in range(30)]
+        assert await read(hub) is None  # every later reader hears the end too
         assert hub.healthy and hub.batches_fed == 60
         # Fed, never pushed: every (batch, variable) pair is still held, nothing lost.
         assert ps.engine.pending_batches() == 60 * len(reader.variables)
@@ -61,14 +69,14 @@ async def test_a_cancelled_hub_tells_its_readers_it_shut_down() -> None:
         hub = HubRole(reader, PsCluster([ps]), HubConfig(queue_size=2))
         async with anyio.create_task_group() as group:
             group.start_soon(hub.run)
-            assert await hub.read_sample() is not None
+            assert await read(hub) is not None
             await anyio.sleep(0.2)  # the queue fills; the producer waits
             group.cancel_scope.cancel()
         assert not hub.healthy
         for _ in range(2):  # the batches fed before the stop are still handed out
-            assert await hub.read_sample() is not None
+            assert await read(hub) is not None
         with pytest.raises(Unavailable, match=r"^hub 0 is shutting down$"):
-            await hub.read_sample()
+            await read(hub)
         hub.close()
 
 
@@ -103,9 +111,68 @@ async def test_batches_read_before_a_failed_feed_are_still_handed_out() -> None:
         ps = await created(FailsFromBatch(PsEngine(scheduler)), reader)
         hub = HubRole(reader, PsCluster([ps]), HubConfig(max_in_flight=8))
         await hub.run()
-        read = []
+        got = []
         with pytest.raises(Unavailable, match="hub 0 could not feed the ps: ValueError"):
-            while (sample := await hub.read_sample()) is not None:
-                read.append(BatchId.unpack(sample.batch_id).index)
-        assert read == [0, 1, 2]
+            while (sample := await read(hub)) is not None:
+                got.append(BatchId.unpack(sample.batch_id).index)
+        assert got == [0, 1, 2]
         hub.close()
+
+
+async def test_a_batch_not_acknowledged_is_handed_out_again_first_and_the_end_waits_for_it() -> (
+    None
+):
+    workload = load_workload("seed_ctr")
+    reader = SyntheticCtr(workload, num_batches=4, scale=0.01, seed=1, batch_size=32)
+    async with open_scheduler("inline", workers=1) as scheduler:
+        ps = await created(PsRole(PsEngine(scheduler)), reader)
+        hub = HubRole(reader, PsCluster([ps]), HubConfig(read_lease_seconds=0.3))
+        await hub.run()
+        lost = await hub.read_sample()  # its reader gives up: never acknowledged
+        assert lost is not None and BatchId.unpack(lost.batch_id).index == 0
+        indices = [
+            BatchId.unpack(s.batch_id).index
+            for s in [await read(hub) for _ in range(3)]
+            if s is not None
+        ]
+        assert indices == [1, 2, 3]
+        with anyio.fail_after(5):  # not "end of data" while batch 0 may still be lost
+            again = await read(hub)
+        assert again is not None and again.batch_id == lost.batch_id
+        np.testing.assert_array_equal(again.labels, lost.labels)
+        assert hub.handout.redelivered == 1
+        assert await read(hub) is None
+        # Settling is idempotent: a repeated or unknown id is not an error, and counts 0.
+        assert await hub.acknowledge([lost.batch_id, 12345]) == 0
+
+
+async def test_an_acknowledgement_cannot_settle_a_batch_nobody_was_given() -> None:
+    workload = load_workload("seed_ctr")
+    reader = SyntheticCtr(workload, num_batches=3, scale=0.01, seed=1, batch_size=32)
+    async with open_scheduler("inline", workers=1) as scheduler:
+        ps = await created(PsRole(PsEngine(scheduler)), reader)
+        hub = HubRole(reader, PsCluster([ps]), HubConfig())
+        await hub.run()
+        queued = [BatchId(0, 0, index).pack() for index in range(3)]
+        assert await hub.acknowledge(queued) == 0
+        got = [s.batch_id for s in [await read(hub) for _ in range(3)] if s is not None]
+        assert got == queued and await read(hub) is None
+
+
+async def test_a_late_acknowledgement_settles_a_batch_queued_again() -> None:
+    workload = load_workload("seed_ctr")
+    reader = SyntheticCtr(workload, num_batches=2, scale=0.01, seed=1, batch_size=32)
+    async with open_scheduler("inline", workers=1) as scheduler:
+        ps = await created(PsRole(PsEngine(scheduler)), reader)
+        hub = HubRole(reader, PsCluster([ps]), HubConfig(read_lease_seconds=0.05))
+        await hub.run()
+        first = await hub.read_sample()
+        assert first is not None
+        await anyio.sleep(0.1)  # the lease expires ...
+        second = await read(hub)  # ... so batch 0 is queued again, ahead of batch 1
+        assert second is not None and second.batch_id == first.batch_id
+        third = await hub.read_sample()
+        assert third is not None and BatchId.unpack(third.batch_id).index == 1
+        await anyio.sleep(0.1)  # batch 1 expires and is queued again; then its ack arrives
+        assert await hub.acknowledge([third.batch_id]) == 1
+        assert await read(hub) is None

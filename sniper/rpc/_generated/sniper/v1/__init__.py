@@ -237,6 +237,22 @@ class ReadSampleRequest(betterproto.Message):
 
 
 @dataclass(eq=False, repr=False)
+class AckSampleRequest(betterproto.Message):
+    """
+    A batch handed out by ReadSample is leased to its reader until acknowledged here; one not
+     acknowledged within the hub's read_lease_seconds is handed out again (first), so a reader
+     that gave up or died loses no batch. Unknown or already acknowledged ids are ignored.
+    """
+
+    batch_ids: List[int] = betterproto.uint64_field(1)
+
+
+@dataclass(eq=False, repr=False)
+class AckSampleResponse(betterproto.Message):
+    acknowledged: int = betterproto.uint32_field(1)
+
+
+@dataclass(eq=False, repr=False)
 class ReadSampleResponse(betterproto.Message):
     batch_id: int = betterproto.uint64_field(1)
     labels: "Tensor" = betterproto.message_field(2)
@@ -417,6 +433,23 @@ class HubStub(betterproto.ServiceStub):
             metadata=metadata,
         )
 
+    async def ack_sample(
+        self,
+        ack_sample_request: "AckSampleRequest",
+        *,
+        timeout: Optional[float] = None,
+        deadline: Optional["Deadline"] = None,
+        metadata: Optional["MetadataLike"] = None
+    ) -> "AckSampleResponse":
+        return await self._unary_unary(
+            "/sniper.v1.Hub/AckSample",
+            ack_sample_request,
+            AckSampleResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
 
 class PsBase(ServiceBase):
 
@@ -586,11 +619,23 @@ class HubBase(ServiceBase):
     ) -> "ReadSampleResponse":
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
+    async def ack_sample(
+        self, ack_sample_request: "AckSampleRequest"
+    ) -> "AckSampleResponse":
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
     async def __rpc_read_sample(
         self, stream: "grpclib.server.Stream[ReadSampleRequest, ReadSampleResponse]"
     ) -> None:
         request = await stream.recv_message()
         response = await self.read_sample(request)
+        await stream.send_message(response)
+
+    async def __rpc_ack_sample(
+        self, stream: "grpclib.server.Stream[AckSampleRequest, AckSampleResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        response = await self.ack_sample(request)
         await stream.send_message(response)
 
     def __mapping__(self) -> Dict[str, grpclib.const.Handler]:
@@ -600,5 +645,11 @@ class HubBase(ServiceBase):
                 grpclib.const.Cardinality.UNARY_UNARY,
                 ReadSampleRequest,
                 ReadSampleResponse,
+            ),
+            "/sniper.v1.Hub/AckSample": grpclib.const.Handler(
+                self.__rpc_ack_sample,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                AckSampleRequest,
+                AckSampleResponse,
             ),
         }
