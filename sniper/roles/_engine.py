@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -51,16 +51,19 @@ class PsEngine:
         batch_ttl: float = 300.0,
         min_task_signs: int = 32_768,
         max_pending_mb: float = 2048.0,
+        max_pending_batches: int = 4096,
     ) -> None:
         self.min_task_signs = min_task_signs
         self.scheduler = scheduler
         self.batch_ttl = batch_ttl
         self.max_pending_mb = max_pending_mb
+        self.max_pending_batches = max_pending_batches
         check_positive(self, "batch_ttl", "max_pending_mb")
-        check_at_least(self, 1, "min_task_signs")
+        check_at_least(self, 1, "min_task_signs", "max_pending_batches")
         self._tables: dict[str, EmbeddingTable] = {}
         self._batches: dict[tuple[int, str], tuple[ShardedBatch, float]] = {}
         self._pending_bytes = 0
+        self._variables_of: Counter[int] = Counter()  # batch id -> its variables held
         self._pushed: OrderedDict[tuple[int, str], None] = OrderedDict()
         """The (batch, variable) pairs pushed most recently, so a duplicate push is told it
         was applied (ALREADY_EXISTS) rather than that the batch is unknown."""
@@ -121,11 +124,20 @@ class PsEngine:
                 # Re-feeding moves the key to the end, keeping the dict ordered by feed time.
                 self._drop((batch_id, name))
                 self._batches[(batch_id, name)] = (batch, now)
+                self._variables_of[batch_id] += 1
                 self._pending_bytes += _nbytes(batch)
 
     def _check_room(self, batch_id: int, split: list[tuple[str, ShardedBatch]]) -> None:
-        """Refuse a feed that would hold more than ``max_pending_mb`` of unpushed batches: a
-        trainer that feeds and never pushes must not grow a ps without bound."""
+        """Refuse a feed that would hold more than ``max_pending_batches`` batches or
+        ``max_pending_mb`` of them unpushed: a hub that feeds batches nobody trains must not
+        grow a ps without bound (nor make it walk millions of entries to expire them)."""
+        held = len(self._variables_of)
+        if split and batch_id not in self._variables_of and held >= self.max_pending_batches:
+            raise CapacityError(
+                f"this ps holds {held} fed batches not yet pushed or released "
+                f"(max_pending_batches={self.max_pending_batches}); push or release them, "
+                "or raise max_pending_batches"
+            )
         replaced = sum(
             _nbytes(entry[0])
             for name, _ in split
@@ -143,6 +155,9 @@ class PsEngine:
         entry = self._batches.pop(key, None)
         if entry is not None:
             self._pending_bytes -= _nbytes(entry[0])
+            self._variables_of[key[0]] -= 1
+            if not self._variables_of[key[0]]:
+                del self._variables_of[key[0]]
 
     async def feed_async(
         self, batch_id: int, variables: Iterable[tuple[str, ArrayLike, ArrayLike]]

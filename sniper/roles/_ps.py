@@ -96,6 +96,8 @@ class PsSettings(PsRoleConfig, RunSettings):
     max_pending_mb: float = 2048.0
     """Fed batches not yet pushed or released this ps may hold; past it FeedSample answers
     RESOURCE_EXHAUSTED."""
+    max_pending_batches: int = 4096
+    """The same cap in batches (a job's hubs and trainer hold a few dozen at a time)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -104,11 +106,17 @@ class PsSettings(PsRoleConfig, RunSettings):
                 f"scheduler must be one of {', '.join(scheduler_names())}, got {self.scheduler!r}"
             )
         check_at_least(self, 0, "workers")
+        check_at_least(self, 1, "max_pending_batches")
         check_positive(self, "batch_ttl", "max_pending_mb")
 
     def engine(self, scheduler: Scheduler) -> PsEngine:
         """An engine on ``scheduler`` with these settings' batch limits."""
-        return PsEngine(scheduler, batch_ttl=self.batch_ttl, max_pending_mb=self.max_pending_mb)
+        return PsEngine(
+            scheduler,
+            batch_ttl=self.batch_ttl,
+            max_pending_mb=self.max_pending_mb,
+            max_pending_batches=self.max_pending_batches,
+        )
 
     def worker_threads(self, num_ps: int = 1) -> int:
         """Threads each of ``num_ps`` ps on this machine runs: ``workers``, or a share."""

@@ -216,3 +216,26 @@ def test_fed_batches_that_are_never_pushed_are_capped() -> None:
         engine.release(1)
         engine.feed(3, "a", signs, offsets)  # room again
         assert engine.pending_batches() == 2
+
+
+def test_fed_batches_are_capped_in_number_too() -> None:
+    with open_scheduler("inline", workers=1) as scheduler:
+        engine = PsEngine(scheduler, max_pending_batches=3)
+        for name in ("a", "b"):
+            engine.create_variable(name, EmbeddingTable(2, capacity=100, optimizer=SGD(1.0)))
+        signs, offsets = np.arange(1, 4, dtype=np.uint64), np.array([0, 3])
+        for batch in range(3):
+            engine.feed(batch, "a", signs, offsets)
+        engine.feed(2, "b", signs, offsets)  # another variable of a batch held: not a new one
+        with pytest.raises(
+            CapacityError,
+            match=r"^this ps holds 3 fed batches not yet pushed or released "
+            r"\(max_pending_batches=3\); push or release them, or raise max_pending_batches$",
+        ):
+            engine.feed(3, "a", signs, offsets)
+        assert engine.pending_batches() == 4  # (batch, variable) pairs: the refused one kept none
+        engine.release(2)  # both of batch 2's variables: room for one batch again
+        engine.feed(3, "a", signs, offsets)
+        engine.push_grad(0, {"a": np.ones((1, 2), dtype=np.float32)})
+        engine.feed(4, "a", signs, offsets)
+        assert engine.pending_batches() == 3
