@@ -63,7 +63,11 @@ class PsRoleConfig(Validated):
     """Policies of a ps; validated at construction."""
 
     nonfinite: Literal["reject", "drop"] = "reject"
-    """What a NaN or Inf gradient gets: an INVALID_ARGUMENT, or dropped and counted."""
+    """What a NaN or Inf gradient gets: an INVALID_ARGUMENT, or dropped and counted. A finite
+    gradient that the optimizer would turn into a NaN or Inf row (one too large for the row's
+    state) is found only while rows are updated, so it cannot refuse the whole push: under
+    either policy that row keeps its values and is counted (Stats ``nonfinite_updates``).
+    No lookup is ever served a non-finite row."""
     max_table_gb: float = 16.0
     """Memory all tables of this ps may preallocate together."""
     checkpoint_root: str = ""
@@ -395,6 +399,7 @@ def _variable_stats(name: str, table: EmbeddingTable) -> VariableStats:
         admitted=s.admitted,
         rejected=s.rejected,
         dropped_gradients=s.dropped_gradients,
+        nonfinite_updates=s.nonfinite_updates,
         bytes=s.bytes,
         shards=s.shards,
     )

@@ -33,6 +33,9 @@ class TableStatistics:
     """Misses the admission filter held back: they read as zeros."""
     dropped_gradients: int
     """Gradients discarded because their sign had no row (not admitted)."""
+    nonfinite_updates: int
+    """Row updates the optimizer would have made NaN or Inf (a finite gradient too large for
+    the row's state): the row kept its values."""
     bytes: int
     """Memory of all preallocated arrays: weights, optimizer state, index, CLOCK, sketch."""
     shards: int

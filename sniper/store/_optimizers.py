@@ -58,7 +58,6 @@ class Optimizer(ABC):
         """Initial value of each state slot for a new row."""
         return np.zeros(self.slots, dtype=np.float32)
 
-    @abstractmethod
     def apply(
         self,
         weights: NDArray[np.float32],
@@ -66,8 +65,43 @@ class Optimizer(ABC):
         steps: NDArray[np.int32],
         rows: NDArray[np.int64],
         grads: NDArray[np.float32],
-    ) -> None:
-        """Update ``weights[rows[i]]`` (and its state) with the summed gradient ``grads[i]``."""
+        *,
+        largest: float | None = None,
+    ) -> int:
+        """Update ``weights[rows[i]]`` (and its state) with the summed gradient ``grads[i]``.
+
+        A row whose new values would not all be finite keeps its old ones; returns how many
+        rows were left so. Rows are checked only when some gradient may exceed
+        :attr:`unchecked_gradient` (see ``sniper.store._kernels``): the check is a second pass.
+        ``largest`` is a bound on ``|grads|`` the caller already knows (else it is found).
+        """
+        if largest is None:
+            largest = _kernels.max_abs(np.ascontiguousarray(grads).reshape(-1))
+        guard = not largest <= self.unchecked_gradient  # NaN: check
+        return int(self._update(weights, state, steps, rows, grads, guard))
+
+    @property
+    def unchecked_gradient(self) -> float:
+        """The largest ``|gradient|`` whose step cannot take any finite row to NaN or Inf:
+        every value it changes moves by less than half a float32 ulp at the top of the range
+        (1e31), so nothing can round past the largest float32. 0: always check."""
+        return 0.0
+
+    @abstractmethod
+    def _update(
+        self,
+        weights: NDArray[np.float32],
+        state: NDArray[np.float32],
+        steps: NDArray[np.int32],
+        rows: NDArray[np.int64],
+        grads: NDArray[np.float32],
+        guard: bool,
+    ) -> int:
+        """The update kernel; with ``guard``, rows whose new values are not finite are left."""
+
+
+_SMALL_STEP = 1e15
+"""A gradient bound whose square (1e30) is under half an ulp of float32's top binade."""
 
 
 @dataclass(frozen=True)
@@ -79,15 +113,20 @@ class SGD(Optimizer):
     def __post_init__(self) -> None:
         _positive("lr", self.lr)
 
-    def apply(
+    @property
+    def unchecked_gradient(self) -> float:
+        return 1e30 / max(self.lr, 1.0)  # w moves by lr * g
+
+    def _update(
         self,
         weights: NDArray[np.float32],
         state: NDArray[np.float32],
         steps: NDArray[np.int32],
         rows: NDArray[np.int64],
         grads: NDArray[np.float32],
-    ) -> None:
-        _kernels.sgd_update(weights, rows, grads, self.lr)
+        guard: bool,
+    ) -> int:
+        return _kernels.sgd_update(weights, rows, grads, self.lr, guard)
 
 
 @dataclass(frozen=True)
@@ -107,15 +146,21 @@ class Adagrad(Optimizer):
     def state_init(self) -> NDArray[np.float32]:
         return np.array([self.initial_accumulator_value], dtype=np.float32)
 
-    def apply(
+    @property
+    def unchecked_gradient(self) -> float:
+        # acc moves by g*g; w by at most lr (acc >= g*g), after lr * g is formed.
+        return _SMALL_STEP if self.lr <= 1e20 else 0.0
+
+    def _update(
         self,
         weights: NDArray[np.float32],
         state: NDArray[np.float32],
         steps: NDArray[np.int32],
         rows: NDArray[np.int64],
         grads: NDArray[np.float32],
-    ) -> None:
-        _kernels.adagrad_update(weights, state, rows, grads, self.lr, self.eps)
+        guard: bool,
+    ) -> int:
+        return _kernels.adagrad_update(weights, state, rows, grads, self.lr, self.eps, guard)
 
 
 @dataclass(frozen=True)
@@ -135,16 +180,22 @@ class Adam(Optimizer):
         _require(0.0 <= self.beta2 < 1.0, f"beta2 must be in [0, 1), got {self.beta2}")
         _positive("eps", self.eps)
 
-    def apply(
+    @property
+    def unchecked_gradient(self) -> float:
+        # m and v are convex mixes of g and g*g; w moves by a bounded multiple of lr.
+        return _SMALL_STEP if self.lr <= 1e20 else 0.0
+
+    def _update(
         self,
         weights: NDArray[np.float32],
         state: NDArray[np.float32],
         steps: NDArray[np.int32],
         rows: NDArray[np.int64],
         grads: NDArray[np.float32],
-    ) -> None:
-        _kernels.adam_update(
-            weights, state, steps, rows, grads, self.lr, self.beta1, self.beta2, self.eps
+        guard: bool,
+    ) -> int:
+        return _kernels.adam_update(
+            weights, state, steps, rows, grads, self.lr, self.beta1, self.beta2, self.eps, guard
         )
 
 
@@ -179,15 +230,18 @@ class Ftrl(Optimizer):
     def state_init(self) -> NDArray[np.float32]:
         return np.array([0.0, self.initial_accumulator_value], dtype=np.float32)
 
-    def apply(
+    def _update(
         self,
         weights: NDArray[np.float32],
         state: NDArray[np.float32],
         steps: NDArray[np.int32],
         rows: NDArray[np.int64],
         grads: NDArray[np.float32],
-    ) -> None:
-        _kernels.ftrl_update(weights, state, rows, grads, self.alpha, self.beta, self.l1, self.l2)
+        guard: bool,
+    ) -> int:
+        return _kernels.ftrl_update(
+            weights, state, rows, grads, self.alpha, self.beta, self.l1, self.l2, guard
+        )
 
 
 OPTIMIZERS: dict[str, type[Optimizer]] = {

@@ -302,9 +302,18 @@ class EmbeddingTable(EmbeddingStore):
                 unique_rows, summed, n = k.sum_by_row(
                     rows, offsets, grads, self._slot_of_row, self._counters, shard
                 )
-            self.optimizer.apply(
-                self._weights, self._state, self._steps, unique_rows[:n], summed[:n]
+            # A summed gradient is at most the batch's largest times the signs summed: a
+            # bound found on [batch, dim], far fewer values than the summed rows.
+            largest = k.max_abs(grads.reshape(-1)) * signs.shape[0]
+            left = self.optimizer.apply(
+                self._weights,
+                self._state,
+                self._steps,
+                unique_rows[:n],
+                summed[:n],
+                largest=largest,
             )
+            self._counters[shard, k.NONFINITE_UPDATES] += left
 
     def lookup_pool(self, signs: ArrayLike, offsets: ArrayLike) -> NDArray[np.float32]:
         batch = self.split(signs, offsets)
@@ -356,6 +365,7 @@ class EmbeddingTable(EmbeddingStore):
             admitted=int(totals[k.ADMITTED]),
             rejected=int(totals[k.REJECTED]),
             dropped_gradients=int(totals[k.DROPPED_GRADIENTS]),
+            nonfinite_updates=int(totals[k.NONFINITE_UPDATES]),
             bytes=self.nbytes,
             shards=self._num_shards,
         )

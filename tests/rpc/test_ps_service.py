@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pytest
@@ -158,6 +159,31 @@ async def test_nonfinite_drop_policy_drops_and_counts() -> None:
         np.testing.assert_array_equal(await client.pull("emb", SIGNS), before)
         assert not np.array_equal(await client.pull("other", SIGNS), before)
         assert service.engine.pending_batches() == 0
+
+
+@pytest.mark.parametrize("policy", ["reject", "drop"])
+async def test_an_optimizer_overflow_never_serves_a_nonfinite_row(
+    policy: Literal["reject", "drop"],
+) -> None:
+    """A finite gradient too large for Adagrad's accumulator (g*g past float32's range):
+    before, the ps served -inf/NaN rows from then on. Now the row keeps its values under either
+    policy and Stats counts it."""
+    async with running_ps(config=PsRoleConfig(nonfinite=policy)) as (_service, client):
+        await create(client)
+        await client.feed_sample(1, {"emb": (SIGNS, OFFSETS)})
+        await client.embedding_lookup(1, ["emb"])
+        before = await client.pull("emb", SIGNS)
+        huge = GRADS.copy()
+        huge[0] = 3e38  # the first example's signs (5, 6, 5)
+        assert await client.push_grad(1, {"emb": huge}) == 0
+        after = await client.pull("emb", SIGNS)
+        assert np.isfinite(after).all()
+        np.testing.assert_array_equal(after[:3], before[:3])  # 5 and 6 kept their values
+        assert not np.array_equal(after[3:], before[3:])  # the others were updated
+        await client.feed_sample(2, {"emb": (SIGNS, OFFSETS)})
+        assert np.isfinite((await client.embedding_lookup(2, ["emb"]))["emb"].pooled).all()
+        stats = (await client.stats()).variables[0]
+        assert stats.nonfinite_updates == 2
 
 
 async def test_oversized_message_is_resource_exhausted() -> None:

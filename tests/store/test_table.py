@@ -175,6 +175,26 @@ def test_bad_grads_change_nothing() -> None:
 
 
 @pytest.mark.parametrize(
+    "optimizer", [SGD(1e30), Adagrad(lr=0.1), Adam(lr=0.1), Ftrl()], ids=lambda o: type(o).__name__
+)
+def test_an_update_that_would_overflow_leaves_its_row_and_is_counted(optimizer: Optimizer) -> None:
+    """A finite gradient too large for the row's state (g*g past float32's range) must not
+    leave a NaN or Inf row to be served: the row keeps its values, other rows update."""
+    table = EmbeddingTable(4, capacity=64, optimizer=optimizer)
+    signs, offsets = u64(5, 6), np.array([0, 1, 2])
+    before = table.lookup_pool(signs, offsets).copy()
+    grads = np.array([[3e38] * 4, [0.5] * 4], dtype=np.float32)
+    table.push_grad(signs, offsets, grads)
+    after = table.lookup_pool(signs, offsets)
+    assert np.isfinite(after).all()
+    np.testing.assert_array_equal(after[0], before[0])  # the overflowing row kept its values
+    assert not np.array_equal(after[1], before[1])  # the other row was updated
+    assert table.statistics().nonfinite_updates == 1
+    exported = table.export()  # its optimizer state too stayed finite
+    assert np.isfinite(exported.state).all()
+
+
+@pytest.mark.parametrize(
     ("kwargs", "message"),
     [
         ({"dim": 0}, "dim must be at least 1, got 0"),

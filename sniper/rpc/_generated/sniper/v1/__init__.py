@@ -220,6 +220,7 @@ class VariableStats(betterproto.Message):
     dropped_gradients: int = betterproto.uint64_field(10)
     bytes: int = betterproto.uint64_field(11)
     shards: int = betterproto.uint32_field(12)
+    nonfinite_updates: int = betterproto.uint64_field(13)
 
 
 @dataclass(eq=False, repr=False)
