@@ -163,6 +163,12 @@ class PsRole:
         """True once :meth:`drain` was called: new calls are refused."""
         return self._draining
 
+    @property
+    def healthy(self) -> bool:
+        """Whether this ps can serve (its health answer): not draining, and its scheduler,
+        which runs every kernel, still takes work."""
+        return not self._draining and not self.engine.scheduler.closed
+
     async def drain(self) -> None:
         """Refuse new calls and wait until the calls in flight have answered."""
         self._draining = True

@@ -308,11 +308,11 @@ class GrpcTransport(Transport):
     async def serve(self, role: PsRole | HubRole, address: str) -> AsyncIterator[str]:
         if isinstance(role, PsRole):
             services: list[Any] = [PsService(role, self.settings.max_message_mb)]
-            health = HealthService(("sniper.v1.Ps",), lambda: not role.draining)
+            name = "sniper.v1.Ps"
         else:
             services = [HubService(role)]
-            health = HealthService(("sniper.v1.Hub",), lambda: role.healthy)
-        server = self.server([*services, health])
+            name = "sniper.v1.Hub"
+        server = self.server([*services, HealthService((name,), lambda: role.healthy)])
         await server.start(*split_address(address))
         try:
             host, port = bound_address(server)

@@ -98,7 +98,7 @@ async def serve_ps(config: ServeConfig) -> None:
     workers = config.worker_threads()
     async with open_scheduler(config.scheduler, workers=workers) as scheduler:
         role = PsRole(config.engine(scheduler), config)
-        health = HealthService(("sniper.v1.Ps",), lambda: not role.draining)
+        health = HealthService(("sniper.v1.Ps",), lambda: role.healthy)
         server = _grpc_server([PsService(role, config.max_message_mb), health], config)
         await server.start(config.host, config.port)
 

@@ -14,6 +14,11 @@ from grpclib.exceptions import GRPCError
 
 from sniper.roles import PsRoleConfig
 from sniper.rpc import Checkpointed, PsClient, variable_request
+from sniper.rpc._generated.grpc.health.v1 import (
+    HealthCheckRequest,
+    HealthCheckResponseServingStatus,
+    HealthStub,
+)
 from sniper.store import Adagrad, EmbeddingTable, uniform
 from sniper.testing import running_ps
 
@@ -276,6 +281,20 @@ async def test_push_overwrites_rows() -> None:
         rows = np.arange(8, dtype=np.float32).reshape(2, 4)
         await client.push("emb", SIGNS[:2], rows)
         np.testing.assert_array_equal(await client.pull("emb", SIGNS[:2]), rows)
+
+
+async def test_health_turns_not_serving_once_the_ps_cannot_serve() -> None:
+    request = HealthCheckRequest(service="sniper.v1.Ps")
+    for stop in ("drain", "close the scheduler"):
+        async with running_ps() as (service, client):
+            health = HealthStub(client.channel)
+            assert (await health.check(request)).status == HealthCheckResponseServingStatus.SERVING
+            if stop == "drain":
+                await service.drain()
+            else:
+                service.engine.scheduler.close()  # nothing can run its kernels any more
+            answer = await health.check(request)
+            assert answer.status == HealthCheckResponseServingStatus.NOT_SERVING, stop
 
 
 async def test_draining_refuses_new_calls() -> None:
