@@ -34,9 +34,9 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def train(job: Path, *args: str) -> subprocess.Popen[str]:
+def train(job: Path, *args: str, config: str = "job.toml") -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "sniper", "train", "--config", str(job / "job.toml"), *args],
+        [sys.executable, "-m", "sniper", "train", "--config", str(job / config), *args],
         cwd=job,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -58,11 +58,16 @@ def report(path: Path) -> dict[str, object]:
 def test_kill_9_after_a_checkpoint_then_resume_ends_like_an_uninterrupted_run(
     job: Path,
 ) -> None:
-    finish(train(job, "--checkpoint-dir", "full", "--output", "full.json"))
+    # Two hubs and three reads in flight: the batches still reach training in one order.
+    config = "hubs.toml"
+    (job / config).write_text(
+        "num_hubs = 2\n" + (job / "job.toml").read_text().replace("prefetch = 1", "prefetch = 3")
+    )
+    finish(train(job, "--checkpoint-dir", "full", "--output", "full.json", config=config))
     full = report(job / "full.json")
     assert full["checkpoints"] >= 4  # type: ignore[operator]
 
-    killed = train(job, "--checkpoint-dir", "ck", "--output", "killed.json")
+    killed = train(job, "--checkpoint-dir", "ck", "--output", "killed.json", config=config)
     deadline = time.monotonic() + 120
     while not (job / "ck" / "latest").is_file():
         assert killed.poll() is None, killed.communicate()[1][-3000:]
@@ -74,7 +79,7 @@ def test_kill_9_after_a_checkpoint_then_resume_ends_like_an_uninterrupted_run(
     step = load_job(job / "ck").step
     assert 10 <= step < full["steps"]  # type: ignore[operator]
 
-    finish(train(job, "--resume", "ck", "--output", "resumed.json"))
+    finish(train(job, "--resume", "ck", "--output", "resumed.json", config=config))
     resumed = report(job / "resumed.json")
     assert resumed["resumed_from_step"] == step
     for key in ("steps", "examples", "eval_batches", "eval_data_examples"):
