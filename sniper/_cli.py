@@ -125,9 +125,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from sniper.cluster._train import TrainConfig, load_train_config, run_train
     from sniper.roles._trainer import TrainingError
 
-    config = load_train_config(
-        Path(args.config) if args.config else None, _flags_of(TrainConfig, args)
-    )
+    flags = _flags_of(TrainConfig, args)
+    if args.quiet:
+        flags["progress"] = False
+    config = load_train_config(Path(args.config) if args.config else None, flags)
     try:
         return run_train(config, ps=args.ps, hubs=args.hub)
     except TrainingError as exc:
@@ -263,6 +264,16 @@ def _build_parser() -> argparse.ArgumentParser:
         default=None,
         help="restarts from the latest checkpoint when a server dies (default 3)",
     )
+    train.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="Prometheus metrics of the trainer here (0: a free port); the servers it starts "
+        "get free ports, and every URL is printed",
+    )
+    train.add_argument(
+        "--quiet", action="store_true", default=None, help="no progress bar or progress lines"
+    )
     train.set_defaults(run=_cmd_train)
 
     serve = commands.add_parser("serve", help="run a ps or a hub until SIGINT or SIGTERM")
@@ -289,7 +300,13 @@ def _build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--checkpoint-root",
         default=None,
-        help="Save and Restore only under this directory (default: the working directory)",
+        help="Save and Restore only under this directory (default: none, both refused)",
+    )
+    serve.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve Prometheus metrics here (0: a free port, printed after the listening line)",
     )
     serve.add_argument(
         "--stats-interval",

@@ -134,10 +134,19 @@ class RunSettings(Validated):
     """Seeds the synthetic data, the tables' initializers and the dense model."""
     stats_interval: float = 10.0
     """Seconds between statistics lines in the log."""
+    metrics_port: int = -1
+    """Serve Prometheus metrics on this port (0: a free one, printed; -1: none)."""
+    metrics_host: str = "127.0.0.1"
+    """Interface of the metrics endpoint (loopback by default: it has no authentication)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_positive(self, "stats_interval")
+        if not -1 <= self.metrics_port <= 65535:
+            raise ValueError(
+                "metrics_port must be -1 (none), 0 (a free port) or a port, "
+                f"got {self.metrics_port}"
+            )
 
 
 def fields_of(config: object, part: type) -> dict[str, Any]:

@@ -134,6 +134,20 @@ class Histogram:
         """Largest recorded value in seconds, 0.0 when empty."""
         return self._max
 
+    def cumulative(self, every: int = 1) -> tuple[list[tuple[float, int]], float]:
+        """``([(upper bound, values at or below it), ...], sum)``, every ``every``-th bucket
+        bound and +Inf last, read at one moment: a Prometheus histogram's buckets, exact
+        because the bounds are bucket edges."""
+        with self._lock:
+            counts, total = list(self._counts), self._sum
+        buckets, seen = [], 0
+        for index, n in enumerate(counts):
+            seen += n
+            if index < self._last and index % every == every - 1:
+                buckets.append((self._upper_bound(index), seen))
+        buckets.append((math.inf, seen))
+        return buckets, total
+
     def percentile(self, q: float) -> float:
         """Return the ``q``-th percentile (``0 <= q <= 100``) in seconds, 0.0 when empty.
 

@@ -15,6 +15,7 @@ PACKAGES = [
     "sniper.roles",
     "sniper.rpc",
     "sniper.store",
+    "sniper.monitoring",
     "sniper.testing",
     "sniper.transport",
 ]

@@ -7,7 +7,10 @@ so what a test trains is what the command trains.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
 
 from sniper.cluster._checkpoint import JobCheckpoint
 from sniper.cluster._spec import TableSpec
@@ -17,7 +20,10 @@ from sniper.roles._evaluate import DataEvaluator
 from sniper.roles._trainer import Checkpointer, Trainer, TrainerConfig, TrainReport
 from sniper.rpc._api import HubApi, variable_request
 
-__all__ = ["create_variables", "train"]
+__all__ = ["Watch", "create_variables", "train"]
+
+Watch = Callable[[Trainer], AbstractContextManager[Any]]
+"""Watches a trainer while it trains (``sniper train``'s progress display and metrics)."""
 
 
 async def create_variables(cluster: PsCluster, tables: Mapping[str, TableSpec], seed: int) -> None:
@@ -48,6 +54,7 @@ async def train(
     eval_reader: Reader | None = None,
     checkpointer: Checkpointer | None = None,
     resume: JobCheckpoint | None = None,
+    watch: Watch | None = None,
 ) -> TrainReport:
     """Train on ``hubs``' batches until their data ends (or ``max_steps``); the report.
 
@@ -68,6 +75,7 @@ async def train(
     if resume is not None:
         trainer.resume_from(resume.trainer)
         trainer.positions.update(resume.positions)
-    report = await trainer.run()
+    with watch(trainer) if watch is not None else contextlib.nullcontext():
+        report = await trainer.run()
     trainer.log_op_statistics()
     return report

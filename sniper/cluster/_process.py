@@ -59,6 +59,8 @@ class ServerProcess:
         self.process = process
         self.port = port
         self.returncode: int | None = None
+        self.metrics_url: str | None = None
+        """Its Prometheus endpoint, when it was started with one."""
 
 
 def _first_line(process: subprocess.Popen[str], timeout: float) -> str:
@@ -75,20 +77,29 @@ def _first_line(process: subprocess.Popen[str], timeout: float) -> str:
 
 @contextmanager
 def server_process(
-    command: Sequence[str], start_timeout: float = 120.0, stop_timeout: float = 45.0
+    command: Sequence[str],
+    start_timeout: float = 120.0,
+    stop_timeout: float = 45.0,
+    *,
+    metrics: bool = False,
 ) -> Iterator[ServerProcess]:
     """Run ``command`` until the block ends; raise if it does not start listening in time.
+    With ``metrics``, the server prints its metrics URL after the listening line.
 
     The server's stderr goes to a temporary file, quoted when it fails to start. Its stdin is a
     pipe closed on exit, which a server started with ``--exit-on-stdin-eof`` also obeys.
     ``stop_timeout`` exceeds a ps's 30 s drain, so a draining ps is not killed mid-drain.
     """
     with tempfile.TemporaryFile(mode="w+") as stderr:
-        yield from _run(command, stderr, start_timeout, stop_timeout)
+        yield from _run(command, stderr, start_timeout, stop_timeout, metrics)
 
 
 def _run(
-    command: Sequence[str], stderr: IO[str], start_timeout: float, stop_timeout: float
+    command: Sequence[str],
+    stderr: IO[str],
+    start_timeout: float,
+    stop_timeout: float,
+    metrics: bool,
 ) -> Iterator[ServerProcess]:
     process = subprocess.Popen(
         list(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True
@@ -103,6 +114,8 @@ def _run(
             tail = stderr.read().strip().splitlines()[-1:] or [f"exit status {process.poll()}"]
             raise RuntimeError(f"{' '.join(command[3:6])} did not start: {tail[0]}")
         server = ServerProcess(process, int(line.rsplit(":", 1)[1]))
+        if metrics:
+            server.metrics_url = _first_line(process, start_timeout).removeprefix("metrics on ")
         yield server
     finally:
         _stop(process, stop_timeout)

@@ -14,6 +14,7 @@ happens on every exit path (end of data, an error, Ctrl-C), so no server outlive
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -21,6 +22,7 @@ import logging
 import shutil
 import signal
 import tempfile
+from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +36,7 @@ from sniper.cluster._checkpoint import LATEST, JobCheckpoint, load_job, save_job
 from sniper.cluster._data import check_same_schema, probe_data
 from sniper.cluster._job import create_variables, train
 from sniper.cluster._process import ServerProcess, serve_config_command, server_process
+from sniper.cluster._progress import show_progress, trainer_metrics
 from sniper.cluster._reshard import reshard
 from sniper.cluster._spec import DataShape, ModelSpec, TableSpec
 from sniper.data import DataSource, Reader
@@ -178,6 +181,16 @@ async def _train(
             assert job is not None
             await save_job(job, cluster, trainer, report, keep=config.keep_checkpoints)
 
+        @contextlib.contextmanager
+        def watch(trainer: Trainer) -> Iterator[None]:
+            with trainer_metrics(trainer, config.metrics_port, config.metrics_host) as url:
+                if url is not None:
+                    print(f"metrics of the trainer on {url}", flush=True)
+                with show_progress(
+                    trainer, quiet=not config.progress, interval=config.stats_interval
+                ):
+                    yield
+
         return await train(
             cluster,
             [(client.address, client) for client in clients],
@@ -187,6 +200,7 @@ async def _train(
             plan.eval_reader,
             checkpoint if job is not None else None,
             resume,
+            watch,
         )
     finally:
         for client in clients:
@@ -303,11 +317,15 @@ def _run_once(
     with ExitStack() as stack:
         configs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sniper-train-")))
         started: list[ServerProcess] = []
+        metrics = config.metrics_port >= 0
         if ps:
             ps_addresses = parse_addresses(ps, "--ps")
         else:
             command = serve_config_command(_server_config(config, "ps"), configs / "ps.toml")
-            servers = [stack.enter_context(server_process(command)) for _ in range(config.num_ps)]
+            servers = [
+                stack.enter_context(server_process(command, metrics=metrics))
+                for _ in range(config.num_ps)
+            ]
             started += servers
             ps_addresses = [("127.0.0.1", s.port) for s in servers]
             print(
@@ -315,6 +333,7 @@ def _run_once(
                 f"{', '.join(str(s.port) for s in servers)}",
                 flush=True,
             )
+            _print_metrics("ps", servers)
 
         def start_hubs() -> list[tuple[str, int]]:
             ps_list = ",".join(f"{h}:{p}" for h, p in ps_addresses)
@@ -330,13 +349,14 @@ def _run_once(
                     start_index=start,
                 )
                 command = serve_config_command(hub, configs / f"hub-{index}.toml")
-                hub_servers.append(stack.enter_context(server_process(command)))
+                hub_servers.append(stack.enter_context(server_process(command, metrics=metrics)))
             started.extend(hub_servers)
             print(
                 f"started {len(hub_servers)} hub(s) on 127.0.0.1 ports "
                 f"{', '.join(str(s.port) for s in hub_servers)}",
                 flush=True,
             )
+            _print_metrics("hub", hub_servers)
             return [("127.0.0.1", s.port) for s in hub_servers]
 
         hub_addresses = parse_addresses(hubs, "--hub") if hubs else None
@@ -365,6 +385,12 @@ def _run_once(
             raise
 
 
+def _print_metrics(role: str, servers: list[ServerProcess]) -> None:
+    for index, server in enumerate(servers):
+        if server.metrics_url:
+            print(f"metrics of {role} {index} on {server.metrics_url}", flush=True)
+
+
 def _interrupt_in(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
     for exc in group.exceptions:
         if isinstance(exc, SystemExit | KeyboardInterrupt):
@@ -384,6 +410,7 @@ def _server_config(config: TrainConfig, role: str, **extra: Any) -> ServeConfig:
         | {"role": role, "port": 0, "exit_on_stdin_eof": True}
         | {"workers": config.worker_threads(config.num_ps)}
         | ({"checkpoint_root": str(job)} if (job := config.job_directory()) else {})
+        | {"metrics_port": 0 if config.metrics_port >= 0 else -1}
         | extra
     )
 

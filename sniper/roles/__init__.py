@@ -30,6 +30,7 @@ from sniper.roles._hub import HubSettings as HubSettings
 from sniper.roles._ps import PsRole as PsRole
 from sniper.roles._ps import PsRoleConfig as PsRoleConfig
 from sniper.roles._ps import PsSettings as PsSettings
+from sniper.roles._trainer import LiveProgress as LiveProgress
 from sniper.roles._trainer import OpStats as OpStats
 from sniper.roles._trainer import Trainer as Trainer
 from sniper.roles._trainer import TrainerConfig as TrainerConfig
@@ -47,6 +48,7 @@ __all__ = [
     "HubConfig",
     "HubRole",
     "HubSettings",
+    "LiveProgress",
     "OpStats",
     "PendingLookup",
     "PsCluster",

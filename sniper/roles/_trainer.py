@@ -27,7 +27,7 @@ retries.
 from __future__ import annotations
 
 import logging
-import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -51,7 +51,7 @@ from sniper.roles._model import DenseModel, Predictor, sigmoid
 from sniper.roles._reading import HubReader, Ticket
 from sniper.rpc._api import HubApi, Pooled
 
-__all__ = ["OpStats", "TrainReport", "Trainer", "TrainerConfig", "TrainingError"]
+__all__ = ["LiveProgress", "OpStats", "TrainReport", "Trainer", "TrainerConfig", "TrainingError"]
 
 log = logging.getLogger("sniper.trainer")
 OPS = ("ReadSample", "EmbeddingLookup", "PushGrad", "Dense")
@@ -86,7 +86,9 @@ class TrainerConfig(RunSettings):
     checkpoint_every: int = 0
     """Checkpoint the job every this many training steps, and at the end (0: never)."""
     progress: bool = True
-    """Draw a progress line on standard error when it is a terminal."""
+    """Show progress on standard error: a bar on a terminal, else a line every
+    ``stats_interval`` seconds (``sniper train --quiet``: none). The trainer itself draws
+    nothing; ``sniper train`` reads :meth:`Trainer.live`."""
     blas_threads: int = 1
     """Threads for the dense model's BLAS (0: the library's default, one per core). The MLP is
     small, and OpenBLAS's idle threads spin: with its default of one thread per core, half of
@@ -160,6 +162,24 @@ class TrainReport:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class LiveProgress:
+    """Where a training run is now (:meth:`Trainer.live`): what the progress line and the
+    Prometheus metrics show while it trains."""
+
+    steps: int
+    examples: int
+    seconds: float
+    """Since this run started (a resumed run counts from its resume)."""
+    examples_per_second: float
+    loss: float
+    """Mean training logloss of the latest 10-batch window (of every step before the first)."""
+    eval_auc: float
+    """AUC of every held-out batch scored so far (0.0 before the first)."""
+    max_steps: int
+    """The run's step limit (0: until the data ends)."""
+
+
 @dataclass
 class _Ready:
     batch_id: int
@@ -214,6 +234,10 @@ class Trainer:
         self._fetching = 0  # workers between the gate and handing their batch over
         self._report = TrainReport()
         self._checkpointed_step = 0
+        self._live_auc = StreamingAuc()  # held-out AUC so far, read by live() from any thread
+        self._live_lock = threading.Lock()
+        self._started: float | None = None
+        self._resumed_examples = 0
 
     # -- the prefetch workers ---------------------------------------------------------------
 
@@ -327,8 +351,32 @@ class Trainer:
             window.clear()
 
     def _evaluate(self, ready: _Ready, report: TrainReport) -> None:
-        self._held_out.append((ready.labels, self.predict(ready.pooled, ready.dense)))
+        probs = self.predict(ready.pooled, ready.dense)
+        self._held_out.append((ready.labels, probs))
+        with self._live_lock:
+            self._live_auc.update(ready.labels, probs)
         report.eval_batches += 1
+
+    def live(self) -> LiveProgress:
+        """Where training is now; cheap, and safe to call from another thread (a scrape)."""
+        report = self._report
+        seconds = time.perf_counter() - self._started if self._started is not None else 0.0
+        trained = report.examples - self._resumed_examples
+        if report.losses:
+            loss = report.losses[-1]
+        else:
+            loss = report.train_logloss / report.steps if report.steps else 0.0
+        with self._live_lock:
+            auc = self._live_auc.value() if self._live_auc.positives else 0.0
+        return LiveProgress(
+            steps=report.steps,
+            examples=report.examples,
+            seconds=seconds,
+            examples_per_second=trained / seconds if seconds > 0 else 0.0,
+            loss=loss,
+            eval_auc=auc,
+            max_steps=self.config.max_steps,
+        )
 
     async def _score_eval_data(self, report: TrainReport) -> None:
         """Score the evaluation data with the model as it is now; record it in the report."""
@@ -362,9 +410,9 @@ class Trainer:
 
     async def _run(self) -> TrainReport:
         report = self._report
-        resumed_examples = report.examples
+        resumed_examples = self._resumed_examples = report.examples
         train_auc = StreamingAuc()
-        started = time.perf_counter()
+        started = self._started = time.perf_counter()
         send, receive = anyio.create_memory_object_stream[tuple[int, _Ready | None]](
             self.config.prefetch
         )
@@ -445,7 +493,6 @@ class Trainer:
             if now - last_log >= self.config.stats_interval:
                 self.log_op_statistics()
                 last_log = now
-            self._progress(report, now - started, train_auc)
             if self.config.max_steps and report.steps >= self.config.max_steps:
                 return
 
@@ -508,8 +555,6 @@ class Trainer:
     def _finish(
         self, report: TrainReport, seconds: float, train_auc: StreamingAuc, examples: int
     ) -> None:
-        if self.config.progress and sys.stderr.isatty():
-            sys.stderr.write("\n")
         report.seconds = seconds
         report.examples_per_second = examples / seconds if seconds else 0.0
         report.train_auc = train_auc.value() if report.steps else 0.0
@@ -521,15 +566,6 @@ class Trainer:
             labels = np.concatenate([labels for labels, _ in late])
             report.eval_logloss = log_loss(labels, np.concatenate([p for _, p in late]))
         report.ops = self.op_statistics()
-
-    def _progress(self, report: TrainReport, elapsed: float, train_auc: StreamingAuc) -> None:
-        if not (self.config.progress and sys.stderr.isatty()) or report.steps % 5:
-            return
-        sys.stderr.write(
-            f"\rstep {report.steps:6d}  {report.examples / elapsed:9,.0f} ex/s  "
-            f"train auc {train_auc.value():.4f}  "
-        )
-        sys.stderr.flush()
 
     def op_statistics(self) -> dict[str, OpStats]:
         stats = {}

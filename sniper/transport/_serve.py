@@ -17,14 +17,17 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import anyio
+from prometheus_client.registry import Collector
 
 from sniper._config import check_positive, load_config
 from sniper.data import DataSource
+from sniper.monitoring import HubCollector, MetricsServer, PsCollector, serve_metrics
 from sniper.roles._hub import HubConfig
 from sniper.roles._ps import PsRole, PsSettings
 from sniper.rpc._http2 import Server
@@ -112,11 +115,25 @@ async def serve_ps(config: ServeConfig) -> None:
                     "calls still in flight after %.0f s; closing anyway", config.drain_timeout
                 )
 
-        async with anyio.create_task_group() as group:
-            group.start_soon(_report, role, config.stats_interval)
-            await _serve_until_signal(server, config, drain)
-            group.cancel_scope.cancel()
+        with _metrics(config, PsCollector(role)) as metrics:
+            async with anyio.create_task_group() as group:
+                group.start_soon(_report, role, config.stats_interval)
+                await _serve_until_signal(server, config, drain, metrics)
+                group.cancel_scope.cancel()
     role.log_statistics()
+
+
+@contextlib.contextmanager
+def _metrics(config: ServeConfig, collector: Collector) -> Iterator[MetricsServer | None]:
+    """The role's Prometheus endpoint while it serves, if ``metrics_port`` asks for one."""
+    if config.metrics_port < 0:
+        yield None
+        return
+    server = serve_metrics([collector], config.metrics_port, config.metrics_host)
+    try:
+        yield server
+    finally:
+        server.close()
 
 
 async def _report(role: PsRole, interval: float) -> None:
@@ -141,8 +158,14 @@ def parse_addresses(text: str, what: str) -> list[tuple[str, int]]:
     return addresses
 
 
-async def _serve_until_signal(server: Server, config: ServeConfig, on_stop: Any = None) -> None:
-    """Print the listening line, wait for SIGINT or SIGTERM, then close the server."""
+async def _serve_until_signal(
+    server: Server,
+    config: ServeConfig,
+    on_stop: Any = None,
+    metrics: MetricsServer | None = None,
+) -> None:
+    """Print the listening line (then the metrics line), wait for SIGINT or SIGTERM, then
+    close the server."""
     # Handlers first: a supervisor may signal as soon as it reads the listening line.
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -152,6 +175,8 @@ async def _serve_until_signal(server: Server, config: ServeConfig, on_stop: Any 
         threading.Thread(target=_wait_for_eof, args=(loop, stop), daemon=True).start()
     host, port = bound_address(server)
     print(f"listening on {host}:{port}", flush=True)
+    if metrics is not None:
+        print(f"metrics on {metrics.url}", flush=True)
     try:
         await stop.wait()
         if on_stop is not None:
@@ -194,10 +219,11 @@ async def serve_hub(config: ServeConfig) -> None:
         health.changed()  # the data ended or failed: watchers see NOT_SERVING at once
 
     try:
-        async with anyio.create_task_group() as group:
-            group.start_soon(produce)
-            await _serve_until_signal(server, config)
-            group.cancel_scope.cancel()
+        with _metrics(config, HubCollector(hub)) as metrics:
+            async with anyio.create_task_group() as group:
+                group.start_soon(produce)
+                await _serve_until_signal(server, config, metrics=metrics)
+                group.cancel_scope.cancel()
     finally:
         hub.close()
         cluster.close()

@@ -1,0 +1,141 @@
+"""Watching a training run: every role's Prometheus endpoint scraped during a real `sniper
+train` (and parsed with prometheus_client's own parser), and the progress display on a
+terminal, in a log, and silenced."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+SMALL = (
+    'scale = 0.01\nnum_batches = {batches}\nhidden = [16]\nstats_interval = 1\noutput = "r.json"\n'
+)
+
+
+def sniper_train(
+    tmp_path: Path, batches: int, *args: str, **popen: object
+) -> subprocess.Popen[str]:
+    (tmp_path / "job.toml").write_text(SMALL.format(batches=batches))
+    return subprocess.Popen(  # type: ignore[call-overload, no-any-return]
+        [sys.executable, "-m", "sniper", "train", "--config", "job.toml", *args],
+        cwd=tmp_path,
+        text=True,
+        **{"stdout": subprocess.PIPE, "stderr": subprocess.PIPE} | popen,
+    )
+
+
+def samples(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of a scrape, by name and labels."""
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        text = answer.read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def value(
+    scrape: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str
+) -> float:
+    return scrape[(name, tuple(sorted(labels.items())))]
+
+
+def test_every_role_is_scraped_while_it_trains_and_the_counters_move(tmp_path: Path) -> None:
+    launcher = sniper_train(tmp_path, 100_000, "--metrics-port", "0")
+    try:
+        assert launcher.stdout is not None
+        urls: dict[str, str] = {}
+        while len(urls) < 4:  # 2 ps, 1 hub, the trainer
+            line = launcher.stdout.readline()
+            assert line, launcher.communicate(timeout=30)[1][-3000:]
+            if match := re.match(r"metrics of (.+) on (http://\S+)$", line.strip()):
+                urls[match[1]] = match[2]
+        assert set(urls) == {"ps 0", "ps 1", "hub 0", "the trainer"}
+        time.sleep(3)
+        first = {role: samples(url) for role, url in urls.items()}
+        time.sleep(3)
+        second = {role: samples(url) for role, url in urls.items()}
+    finally:
+        launcher.send_signal(signal.SIGTERM)
+        launcher.communicate(timeout=60)
+
+    def moved(server: str, name: str, **labels: str) -> bool:
+        return value(second[server], name, **labels) > value(first[server], name, **labels)
+
+    assert moved("the trainer", "sniper_trainer_steps_total")
+    assert moved("the trainer", "sniper_trainer_examples_total")
+    assert moved(
+        "the trainer",
+        "sniper_rpc_duration_seconds_count",
+        role="trainer",
+        rpc="PushGrad",
+        stage="total",
+    )
+    assert 0.0 < value(second["the trainer"], "sniper_trainer_loss") < 1.0
+    for ps in ("ps 0", "ps 1"):
+        assert moved(
+            ps,
+            "sniper_rpc_duration_seconds_count",
+            role="ps",
+            rpc="EmbeddingLookup",
+            stage="kernel",
+        )
+        assert value(second[ps], "sniper_up") == 1.0
+        rows = [v for (name, _), v in second[ps].items() if name == "sniper_table_rows"]
+        assert rows and sum(rows) > 0
+        assert value(second[ps], "process_resident_memory_bytes") > 0
+    assert moved("hub 0", "sniper_hub_batches_fed_total")
+    # Buckets are cumulative and end at +Inf with the count.
+    trainer = second["the trainer"]
+    labels = {"role": "trainer", "rpc": "Dense", "stage": "total"}
+    assert value(trainer, "sniper_rpc_duration_seconds_bucket", le="+Inf", **labels) == value(
+        trainer, "sniper_rpc_duration_seconds_count", **labels
+    )
+
+
+def test_progress_is_a_bar_on_a_terminal_lines_in_a_log_and_nothing_when_quiet(
+    tmp_path: Path,
+) -> None:
+    # A log (stderr is a pipe): one plain line a second.
+    done = sniper_train(tmp_path, 400, "--max-steps", "150")
+    _, err = done.communicate(timeout=240)
+    assert done.returncode == 0, err[-3000:]
+    lines = [line for line in err.splitlines() if line.startswith("step ")]
+    assert lines, err[-3000:]
+    assert re.fullmatch(
+        r"step \d+/150  [\d,]+ ex/s  loss \d\.\d{4}  held-out auc (\d\.\d{4}|-)  \d+ s", lines[-1]
+    )
+
+    quiet = sniper_train(tmp_path, 400, "--max-steps", "150", "--quiet")
+    _, err = quiet.communicate(timeout=240)
+    assert quiet.returncode == 0 and not [x for x in err.splitlines() if x.startswith("step ")]
+
+    # A terminal: rich draws a bar with the same figures.
+    primary, secondary = pty.openpty()
+    bar = sniper_train(tmp_path, 400, "--max-steps", "150", stderr=secondary)
+    os.close(secondary)
+    drawn = b""
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # the terminal closed: the run is over
+            break
+        if not chunk:
+            break
+        drawn += chunk
+    bar.communicate(timeout=240)
+    os.close(primary)
+    assert bar.returncode == 0
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", drawn.decode(errors="replace"))
+    assert re.search(r"step 150 .*ex/s  loss \d\.\d{4}  auc \d\.\d{4}", text), text[-2000:]
+    assert "━" in text  # the bar itself
