@@ -13,7 +13,10 @@ import tomllib
 import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeVar, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args, get_origin
+
+if TYPE_CHECKING:
+    from sniper.rpc._security import Security
 
 __all__ = [
     "RunSettings",
@@ -138,10 +141,27 @@ class RunSettings(Validated):
     """Serve Prometheus metrics on this port (0: a free one, printed; -1: none)."""
     metrics_host: str = "127.0.0.1"
     """Interface of the metrics endpoint (loopback by default: it has no authentication)."""
+    tls_cert: str = ""
+    """This process's TLS certificate (PEM; with ``tls_key``): its servers speak TLS."""
+    tls_key: str = ""
+    tls_ca: str = ""
+    """The CA (PEM) that signs every role's certificate: clients verify servers with it, and
+    servers then require client certificates (mutual TLS)."""
+    auth_token_file: str = ""
+    """A file holding the bearer token every call must carry (health checks excepted)."""
+
+    def security(self) -> Security:
+        """The TLS and token settings, the token read from its file (errors name the key)."""
+        from sniper.rpc._security import Security, load_token  # grpclib: only when used
+
+        token = load_token(self.auth_token_file) if self.auth_token_file else ""
+        return Security(self.tls_cert, self.tls_key, self.tls_ca, token)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_positive(self, "stats_interval")
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ValueError("tls_cert and tls_key go together: give both or neither")
         if not -1 <= self.metrics_port <= 65535:
             raise ValueError(
                 "metrics_port must be -1 (none), 0 (a free port) or a port, "

@@ -27,7 +27,7 @@ from sniper.data._workload import load_workload
 from sniper.roles import DataEvaluator, EvalResult, PsCluster
 from sniper.roles._checkpoint import MANIFEST
 from sniper.roles._model import DenseModel, Predictor
-from sniper.rpc import PsClient
+from sniper.rpc import PsClient, Security
 from sniper.runtime import log_to_stderr
 
 __all__ = ["run_eval"]
@@ -71,10 +71,12 @@ def run_eval(checkpoint: str, data: str, config: TrainConfig) -> int:
             "ps",
             workers=config.worker_threads(job.num_ps),
             checkpoint_root=str(job.directory.parent),
+            metrics_port=-1,
         )
         command = serve_config_command(server, configs / "ps.toml")
         ports = [stack.enter_context(server_process(command)).port for _ in range(job.num_ps)]
-        result = anyio.run(_score, job, ports, reader, predict, backend="asyncio")
+        security = config.security()
+        result = anyio.run(_score, job, ports, reader, predict, security, backend="asyncio")
     print(f"\nscored {data} with the model of {job.directory} (step {job.step})")
     print_table(
         ["examples", "AUC", "logloss", "examples/s"],
@@ -91,9 +93,9 @@ def run_eval(checkpoint: str, data: str, config: TrainConfig) -> int:
 
 
 async def _score(
-    job: JobCheckpoint, ports: list[int], reader: Reader, predict: Predictor
+    job: JobCheckpoint, ports: list[int], reader: Reader, predict: Predictor, security: Security
 ) -> EvalResult:
-    cluster = PsCluster([PsClient("127.0.0.1", port) for port in ports])
+    cluster = PsCluster([PsClient("127.0.0.1", port, security=security) for port in ports])
     try:
         for index, member in enumerate(cluster.members):
             await member.restore(f"{job.directory.name}/ps-{index}")

@@ -167,14 +167,15 @@ async def _train(
     start_hubs: Any,
     resume: JobCheckpoint | None,
 ) -> TrainReport:
-    cluster = PsCluster([PsClient(host, port) for host, port in ps])
+    security = config.security()
+    cluster = PsCluster([PsClient(host, port, security=security) for host, port in ps])
     clients: list[HubClient] = []
     try:
         if resume is not None:
             await _restore_ps(cluster, resume, config.job_directory())
         await create_variables(cluster, plan.tables, config.seed)
         hub_addresses = hubs if hubs is not None else start_hubs()
-        clients = [HubClient(host, port) for host, port in hub_addresses]
+        clients = [HubClient(host, port, security=security) for host, port in hub_addresses]
         job = config.job_directory()
 
         async def checkpoint(trainer: Trainer, report: TrainReport) -> None:

@@ -20,6 +20,7 @@ from sniper.rpc._client import PsClient as PsClient
 from sniper.rpc._codec import SniperCodec as SniperCodec
 from sniper.rpc._http2 import Channel as Channel
 from sniper.rpc._http2 import Server as Server
+from sniper.rpc._security import Security as Security
 from sniper.rpc._tensor import TensorError as TensorError
 from sniper.rpc._tensor import decode as decode_tensor
 from sniper.rpc._tensor import encode as encode_tensor
@@ -33,6 +34,7 @@ __all__ = [
     "PsApi",
     "PsClient",
     "Sample",
+    "Security",
     "Server",
     "Signs",
     "SniperCodec",

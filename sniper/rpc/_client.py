@@ -40,6 +40,7 @@ from sniper.rpc._generated.sniper.v1 import (
     StatsResponse,
 )
 from sniper.rpc._http2 import Channel
+from sniper.rpc._security import Security
 from sniper.rpc._tensor import decode, encode, wire_array
 from sniper.rpc._wire import (
     Encoded,
@@ -73,6 +74,7 @@ class PsClient:
         max_message_mb: float = 256.0,
         http2_window_mb: float = 16.0,
         http2_frame_kb: int = 512,
+        security: Security | None = None,
     ) -> None:
         self.address = f"{host}:{port}"
         self.channel = Channel(
@@ -81,6 +83,7 @@ class PsClient:
             max_message_bytes=int(max_message_mb * _MB),
             window_bytes=int(http2_window_mb * _MB),
             frame_bytes=http2_frame_kb * 1024,
+            security=security,
         )
         self.stub = PsStub(self.channel, timeout=timeout)
         self.timeout = timeout
@@ -185,9 +188,11 @@ class HubClient:
     that then failed is handed out again when its lease expires. Nor is AckSample: an
     acknowledgement lost means the batch comes once more, and the reader knows it by its id."""
 
-    def __init__(self, host: str, port: int, *, timeout: float = 600.0) -> None:
+    def __init__(
+        self, host: str, port: int, *, timeout: float = 600.0, security: Security | None = None
+    ) -> None:
         self.address = f"{host}:{port}"
-        self.channel = Channel(host, port)
+        self.channel = Channel(host, port, security=security)
         self.stub = HubStub(self.channel, timeout=timeout)
 
     def close(self) -> None:

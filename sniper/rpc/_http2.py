@@ -31,6 +31,7 @@ from grpclib.protocol import H2Protocol
 from h2.settings import SettingCodes
 
 from sniper.rpc._codec import SniperCodec
+from sniper.rpc._security import Security
 
 _MB = 2**20
 FRAME_BYTES = 512 * 1024
@@ -90,7 +91,8 @@ def _tuned(protocol: H2Protocol, frame_bytes: int) -> _Protocol:
 
 
 class Server(server.Server):
-    """A ``grpclib.server.Server`` with sniper's codec, 16 MiB windows and 512 KiB frames."""
+    """A ``grpclib.server.Server`` with sniper's codec, 16 MiB windows and 512 KiB frames;
+    with ``security``, TLS and a token check (:class:`~sniper.rpc.Security`)."""
 
     def __init__(
         self,
@@ -99,11 +101,21 @@ class Server(server.Server):
         max_message_bytes: int = MAX_MESSAGE_BYTES,
         window_bytes: int = WINDOW_BYTES,
         frame_bytes: int = FRAME_BYTES,
+        security: Security | None = None,
     ) -> None:
         self._frame_bytes = _check_frame_bytes(frame_bytes)
         super().__init__(
             handlers, codec=SniperCodec(max_message_bytes), config=_configuration(window_bytes)
         )
+        security = security or Security()
+        self._ssl = security.server_context()
+        security.guard(self)
+
+    async def start(self, *args: Any, **kwargs: Any) -> None:
+        """``grpclib.server.Server.start``, over TLS when this server has a certificate."""
+        if self._ssl is not None:
+            kwargs.setdefault("ssl", self._ssl)
+        await super().start(*args, **kwargs)
 
     def _protocol_factory(self) -> H2Protocol:
         return _tuned(super()._protocol_factory(), self._frame_bytes)
@@ -120,11 +132,18 @@ class Channel(client.Channel):
         max_message_bytes: int = MAX_MESSAGE_BYTES,
         window_bytes: int = WINDOW_BYTES,
         frame_bytes: int = FRAME_BYTES,
+        security: Security | None = None,
     ) -> None:
         self._frame_bytes = _check_frame_bytes(frame_bytes)
+        security = security or Security()
         super().__init__(
-            host, port, codec=SniperCodec(max_message_bytes), config=_configuration(window_bytes)
+            host,
+            port,
+            codec=SniperCodec(max_message_bytes),
+            config=_configuration(window_bytes),
+            ssl=security.client_context(),
         )
+        security.authorize(self)
 
     def _protocol_factory(self) -> H2Protocol:
         return _tuned(super()._protocol_factory(), self._frame_bytes)

@@ -60,6 +60,7 @@ from sniper.rpc._generated.sniper.v1 import (
     VariableSigns,
 )
 from sniper.rpc._http2 import Server
+from sniper.rpc._security import Security
 from sniper.rpc._tensor import decode, encode
 from sniper.rpc._wire import (
     FeedSampleView,
@@ -291,9 +292,17 @@ class GrpcTransport(Transport):
 
     name = "grpc"
 
-    def __init__(self, settings: GrpcSettings | None = None, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        settings: GrpcSettings | None = None,
+        *,
+        timeout: float = 30.0,
+        security: Security | None = None,
+    ) -> None:
         self.settings = settings or GrpcSettings()
         self.timeout = timeout
+        self.security = security or Security()
+        """TLS and token of this transport's servers and clients."""
 
     def server(self, services: list[Any]) -> Server:
         """A grpclib server with sniper's codec (size limit) and HTTP/2 windows and frames."""
@@ -302,6 +311,7 @@ class GrpcTransport(Transport):
             max_message_bytes=int(self.settings.max_message_mb * _MB),
             window_bytes=int(self.settings.http2_window_mb * _MB),
             frame_bytes=self.settings.http2_frame_kb * 1024,
+            security=self.security,
         )
 
     @asynccontextmanager
@@ -328,7 +338,8 @@ class GrpcTransport(Transport):
             max_message_mb=self.settings.max_message_mb,
             http2_window_mb=self.settings.http2_window_mb,
             http2_frame_kb=self.settings.http2_frame_kb,
+            security=self.security,
         )
 
     def hub_client(self, address: str) -> HubApi:
-        return HubClient(*split_address(address))
+        return HubClient(*split_address(address), security=self.security)

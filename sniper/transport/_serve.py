@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import os
 import signal
@@ -92,8 +93,23 @@ def load_serve_config(path: Path | None, overrides: dict[str, Any]) -> ServeConf
 
 
 def _grpc_server(services: list[Any], config: ServeConfig) -> Server:
-    """A grpclib server with the size limit, HTTP/2 windows and frames of ``config``."""
-    return GrpcTransport(config).server(services)
+    """A grpclib server with the size limit, HTTP/2 windows, frames, TLS and token of
+    ``config``; a bind beyond loopback with neither TLS nor a token is logged as a risk."""
+    security = config.security()
+    if not (security.tls or security.token) and not _loopback(config.host):
+        log.warning(
+            "serving on %s without TLS or a token: anyone who reaches this port can read and "
+            "overwrite the tables; set tls_cert/tls_key/tls_ca or auth_token_file",
+            config.host,
+        )
+    return GrpcTransport(config, security=security).server(services)
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 async def serve_ps(config: ServeConfig) -> None:
@@ -205,7 +221,7 @@ async def serve_hub(config: ServeConfig) -> None:
     reader = config.open()
     cluster = PsCluster(
         [
-            PsClient(host, port, http2_window_mb=config.http2_window_mb)
+            PsClient(host, port, http2_window_mb=config.http2_window_mb, security=config.security())
             for host, port in parse_addresses(config.ps, "ps")
         ]
     )
