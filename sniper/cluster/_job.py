@@ -8,6 +8,7 @@ so what a test trains is what the command trains.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
@@ -15,12 +16,15 @@ from typing import Any
 from sniper.cluster._checkpoint import JobCheckpoint
 from sniper.cluster._spec import TableSpec
 from sniper.data import Reader
-from sniper.roles._cluster import PsCluster
+from sniper.roles._cluster import PsCluster, gather
+from sniper.roles._errors import RPC_ERRORS, describe_error
 from sniper.roles._evaluate import DataEvaluator
-from sniper.roles._trainer import Checkpointer, Trainer, TrainerConfig, TrainReport
+from sniper.roles._trainer import Checkpointer, OpStats, Trainer, TrainerConfig, TrainReport
 from sniper.rpc._api import HubApi, variable_request
 
 __all__ = ["Watch", "create_variables", "train"]
+
+log = logging.getLogger("sniper.trainer")
 
 Watch = Callable[[Trainer], AbstractContextManager[Any]]
 """Watches a trainer while it trains (``sniper train``'s progress display and metrics)."""
@@ -43,6 +47,20 @@ async def create_variables(cluster: PsCluster, tables: Mapping[str, TableSpec], 
                 seed=seed,
             )
         )
+
+
+async def _ps_timings(cluster: PsCluster) -> list[dict[str, OpStats]]:
+    """Each ps's latency of every call and stage (empty if a ps no longer answers: the
+    report is still worth writing)."""
+    try:
+        answers = await gather([member.stats for member in cluster.members])
+    except RPC_ERRORS as exc:
+        log.warning("could not read the ps' own timings for the report: %s", describe_error(exc))
+        return []
+    return [
+        {s.name: OpStats(s.count, s.p50_us, s.p95_us, s.p99_us, s.max_us) for s in a.latencies}
+        for a in answers
+    ]
 
 
 async def train(
@@ -77,5 +95,6 @@ async def train(
         trainer.positions.update(resume.positions)
     with watch(trainer) if watch is not None else contextlib.nullcontext():
         report = await trainer.run()
+    report.ps_ops = await _ps_timings(cluster)
     trainer.log_op_statistics()
     return report

@@ -44,6 +44,7 @@ from sniper.data._source import check_data_value
 from sniper.data._workload import Workload, load_workload
 from sniper.roles import (
     HubSettings,
+    OpStats,
     PsCluster,
     PsSettings,
     Trainer,
@@ -295,6 +296,42 @@ def print_report(report: TrainReport, oracle_auc: float | None, eval_data: str =
             for op, s in report.ops.items()
         ],
     )
+    if report.ps_ops:
+        print("\nwhere the ps calls' time goes (each ps's own timings of the same calls)")
+        print_table(["op", "layer", "count", "p50 ms", "p99 ms"], path_rows(report))
+
+
+_STAGES = ("decode", "dispatch", "wait", "kernel", "apply", "encode")
+
+
+def path_rows(report: TrainReport) -> list[list[str]]:
+    """The trainer's EmbeddingLookup and PushGrad beside each ps's timing of them and of
+    their stages, and what neither side's work explains: transport and codecs (about: a
+    difference of medians)."""
+    rows = []
+    for op in ("EmbeddingLookup", "PushGrad"):
+        whole = report.ops.get(op)
+        if whole is None or not whole.count:
+            continue
+        rows.append([op, "trainer: the whole call", *_figures(whole)])
+        slowest = 0.0
+        for index, ps in enumerate(report.ps_ops):
+            if op not in ps:
+                continue
+            slowest = max(slowest, ps[op].p50_us)
+            rows.append(["", f"ps {index}: call", *_figures(ps[op])])
+            for stage in _STAGES:
+                if (timing := ps.get(f"{op}.{stage}")) is not None:
+                    label = "kernel (each task)" if stage == "kernel" else stage
+                    rows.append(["", f"ps {index}:   {label}", *_figures(timing)])
+        rows.append(
+            ["", "transport and codecs (about)", "", f"{(whole.p50_us - slowest) / 1e3:.2f}", ""]
+        )
+    return rows
+
+
+def _figures(s: OpStats) -> list[str]:
+    return [str(s.count), f"{s.p50_us / 1e3:.2f}", f"{s.p99_us / 1e3:.2f}"]
 
 
 class _ServerDied(Exception):

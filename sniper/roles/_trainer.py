@@ -157,6 +157,11 @@ class TrainReport:
     losses: list[float] = field(default_factory=list)
     """Mean training logloss of each 10-batch window, in order (to see it decrease)."""
     ops: dict[str, OpStats] = field(default_factory=dict)
+    """The trainer's view of each op: ReadSample, EmbeddingLookup, PushGrad, Dense."""
+    ps_ops: list[dict[str, OpStats]] = field(default_factory=list)
+    """Each ps's own timings of its calls (``EmbeddingLookup``) and their stages
+    (``EmbeddingLookup.decode``, ``.dispatch``, ``.wait``, ``.kernel``, ``.encode``...), read
+    at the end of training: with :attr:`ops`, where a step's time goes across the layers."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -4,6 +4,7 @@ terminal, in a log, and silenced."""
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import re
@@ -108,8 +109,12 @@ def test_progress_is_a_bar_on_a_terminal_lines_in_a_log_and_nothing_when_quiet(
 ) -> None:
     # A log (stderr is a pipe): one plain line a second.
     done = sniper_train(tmp_path, 400, "--max-steps", "150")
-    _, err = done.communicate(timeout=240)
+    out, err = done.communicate(timeout=240)
     assert done.returncode == 0, err[-3000:]
+    # The report joins the trainer's view of each call with each ps's own stages.
+    assert "ps 1:   wait" in out and "transport and codecs (about)" in out
+    ps_ops = json.loads((tmp_path / "r.json").read_text())["ps_ops"]
+    assert len(ps_ops) == 2 and all(ps["EmbeddingLookup.kernel"]["count"] > 0 for ps in ps_ops)
     lines = [line for line in err.splitlines() if line.startswith("step ")]
     assert lines, err[-3000:]
     assert re.fullmatch(
