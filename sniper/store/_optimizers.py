@@ -78,7 +78,7 @@ class Optimizer(ABC):
         if largest is None:
             largest = _kernels.max_abs(np.ascontiguousarray(grads).reshape(-1))
         guard = not largest <= self.unchecked_gradient  # NaN: check
-        return int(self._update(weights, state, steps, rows, grads, guard))
+        return int(self._update(_Rows(weights, state, steps, rows, grads, guard)))
 
     @property
     def unchecked_gradient(self) -> float:
@@ -88,16 +88,21 @@ class Optimizer(ABC):
         return 0.0
 
     @abstractmethod
-    def _update(
-        self,
-        weights: NDArray[np.float32],
-        state: NDArray[np.float32],
-        steps: NDArray[np.int32],
-        rows: NDArray[np.int64],
-        grads: NDArray[np.float32],
-        guard: bool,
-    ) -> int:
-        """The update kernel; with ``guard``, rows whose new values are not finite are left."""
+    def _update(self, rows: _Rows) -> int:
+        """The update kernel; with ``rows.guard``, rows whose new values are not finite are
+        left as they were."""
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """One update's arrays: the table's, the distinct rows and their summed gradients."""
+
+    weights: NDArray[np.float32]
+    state: NDArray[np.float32]
+    steps: NDArray[np.int32]
+    rows: NDArray[np.int64]
+    grads: NDArray[np.float32]
+    guard: bool
 
 
 _SMALL_STEP = 1e15
@@ -117,16 +122,8 @@ class SGD(Optimizer):
     def unchecked_gradient(self) -> float:
         return 1e30 / max(self.lr, 1.0)  # w moves by lr * g
 
-    def _update(
-        self,
-        weights: NDArray[np.float32],
-        state: NDArray[np.float32],
-        steps: NDArray[np.int32],
-        rows: NDArray[np.int64],
-        grads: NDArray[np.float32],
-        guard: bool,
-    ) -> int:
-        return _kernels.sgd_update(weights, rows, grads, self.lr, guard)
+    def _update(self, rows: _Rows) -> int:
+        return _kernels.sgd_update(rows.weights, rows.rows, rows.grads, self.lr, rows.guard)
 
 
 @dataclass(frozen=True)
@@ -151,16 +148,10 @@ class Adagrad(Optimizer):
         # acc moves by g*g; w by at most lr (acc >= g*g), after lr * g is formed.
         return _SMALL_STEP if self.lr <= 1e20 else 0.0
 
-    def _update(
-        self,
-        weights: NDArray[np.float32],
-        state: NDArray[np.float32],
-        steps: NDArray[np.int32],
-        rows: NDArray[np.int64],
-        grads: NDArray[np.float32],
-        guard: bool,
-    ) -> int:
-        return _kernels.adagrad_update(weights, state, rows, grads, self.lr, self.eps, guard)
+    def _update(self, rows: _Rows) -> int:
+        return _kernels.adagrad_update(
+            rows.weights, rows.state, rows.rows, rows.grads, self.lr, self.eps, rows.guard
+        )
 
 
 @dataclass(frozen=True)
@@ -185,17 +176,18 @@ class Adam(Optimizer):
         # m and v are convex mixes of g and g*g; w moves by a bounded multiple of lr.
         return _SMALL_STEP if self.lr <= 1e20 else 0.0
 
-    def _update(
-        self,
-        weights: NDArray[np.float32],
-        state: NDArray[np.float32],
-        steps: NDArray[np.int32],
-        rows: NDArray[np.int64],
-        grads: NDArray[np.float32],
-        guard: bool,
-    ) -> int:
+    def _update(self, rows: _Rows) -> int:
         return _kernels.adam_update(
-            weights, state, steps, rows, grads, self.lr, self.beta1, self.beta2, self.eps, guard
+            rows.weights,
+            rows.state,
+            rows.steps,
+            rows.rows,
+            rows.grads,
+            self.lr,
+            self.beta1,
+            self.beta2,
+            self.eps,
+            rows.guard,
         )
 
 
@@ -230,17 +222,17 @@ class Ftrl(Optimizer):
     def state_init(self) -> NDArray[np.float32]:
         return np.array([0.0, self.initial_accumulator_value], dtype=np.float32)
 
-    def _update(
-        self,
-        weights: NDArray[np.float32],
-        state: NDArray[np.float32],
-        steps: NDArray[np.int32],
-        rows: NDArray[np.int64],
-        grads: NDArray[np.float32],
-        guard: bool,
-    ) -> int:
+    def _update(self, rows: _Rows) -> int:
         return _kernels.ftrl_update(
-            weights, state, rows, grads, self.alpha, self.beta, self.l1, self.l2, guard
+            rows.weights,
+            rows.state,
+            rows.rows,
+            rows.grads,
+            self.alpha,
+            self.beta,
+            self.l1,
+            self.l2,
+            rows.guard,
         )
 
 

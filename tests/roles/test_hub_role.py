@@ -4,7 +4,8 @@ order, the end of data is heard by every reader, and a stopped hub says so."""
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 
 import anyio
 import numpy as np
@@ -104,13 +105,23 @@ class FailsFromBatch(PsRole):
         await super().feed_sample(batch_id, variables)
 
 
-async def test_batches_read_before_a_failed_feed_are_still_handed_out() -> None:
-    workload = load_workload("seed_ctr")
-    reader = SyntheticCtr(workload, num_batches=20, scale=0.01, seed=1, batch_size=32)
+@asynccontextmanager
+async def fed_hub(
+    batches: int, config: HubConfig, ps_class: type[PsRole] = PsRole
+) -> AsyncIterator[HubRole]:
+    """A hub over one ps (of ``ps_class``) that has fed its ``batches`` (or failed)."""
+    reader = SyntheticCtr(
+        load_workload("seed_ctr"), num_batches=batches, scale=0.01, seed=1, batch_size=32
+    )
     async with open_scheduler("inline", workers=1) as scheduler:
-        ps = await created(FailsFromBatch(PsEngine(scheduler)), reader)
-        hub = HubRole(reader, PsCluster([ps]), HubConfig(max_in_flight=8))
+        ps = await created(ps_class(PsEngine(scheduler)), reader)
+        hub = HubRole(reader, PsCluster([ps]), config)
         await hub.run()
+        yield hub
+
+
+async def test_batches_read_before_a_failed_feed_are_still_handed_out() -> None:
+    async with fed_hub(20, HubConfig(max_in_flight=8), FailsFromBatch) as hub:
         got = []
         with pytest.raises(Unavailable, match="hub 0 could not feed the ps: ValueError"):
             while (sample := await read(hub)) is not None:
@@ -122,12 +133,7 @@ async def test_batches_read_before_a_failed_feed_are_still_handed_out() -> None:
 async def test_a_batch_not_acknowledged_is_handed_out_again_first_and_the_end_waits_for_it() -> (
     None
 ):
-    workload = load_workload("seed_ctr")
-    reader = SyntheticCtr(workload, num_batches=4, scale=0.01, seed=1, batch_size=32)
-    async with open_scheduler("inline", workers=1) as scheduler:
-        ps = await created(PsRole(PsEngine(scheduler)), reader)
-        hub = HubRole(reader, PsCluster([ps]), HubConfig(read_lease_seconds=0.3))
-        await hub.run()
+    async with fed_hub(4, HubConfig(read_lease_seconds=0.3)) as hub:
         lost = await hub.read_sample()  # its reader gives up: never acknowledged
         assert lost is not None and BatchId.unpack(lost.batch_id).index == 0
         indices = [
@@ -147,12 +153,7 @@ async def test_a_batch_not_acknowledged_is_handed_out_again_first_and_the_end_wa
 
 
 async def test_an_acknowledgement_cannot_settle_a_batch_nobody_was_given() -> None:
-    workload = load_workload("seed_ctr")
-    reader = SyntheticCtr(workload, num_batches=3, scale=0.01, seed=1, batch_size=32)
-    async with open_scheduler("inline", workers=1) as scheduler:
-        ps = await created(PsRole(PsEngine(scheduler)), reader)
-        hub = HubRole(reader, PsCluster([ps]), HubConfig())
-        await hub.run()
+    async with fed_hub(3, HubConfig()) as hub:
         queued = [BatchId(0, 0, index).pack() for index in range(3)]
         assert await hub.acknowledge(queued) == 0
         got = [s.batch_id for s in [await read(hub) for _ in range(3)] if s is not None]
@@ -160,12 +161,7 @@ async def test_an_acknowledgement_cannot_settle_a_batch_nobody_was_given() -> No
 
 
 async def test_a_late_acknowledgement_settles_a_batch_queued_again() -> None:
-    workload = load_workload("seed_ctr")
-    reader = SyntheticCtr(workload, num_batches=2, scale=0.01, seed=1, batch_size=32)
-    async with open_scheduler("inline", workers=1) as scheduler:
-        ps = await created(PsRole(PsEngine(scheduler)), reader)
-        hub = HubRole(reader, PsCluster([ps]), HubConfig(read_lease_seconds=0.05))
-        await hub.run()
+    async with fed_hub(2, HubConfig(read_lease_seconds=0.05)) as hub:
         first = await hub.read_sample()
         assert first is not None
         await anyio.sleep(0.1)  # the lease expires ...
