@@ -88,9 +88,17 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     from sniper.transport._serve import ServeConfig, load_serve_config, run_serve
 
-    config = load_serve_config(
-        Path(args.config) if args.config else None, _flags_of(ServeConfig, args)
-    )
+    flags = _flags_of(ServeConfig, args)
+    if args.cluster_spec:
+        from sniper.cluster._hosts import load_cluster_spec
+
+        if args.index is None or args.role is None:
+            raise ValueError("--cluster-spec needs --role and --index: which server this is")
+        # The spec says where this server listens and what it feeds; flags cannot disagree.
+        flags |= load_cluster_spec(Path(args.cluster_spec)).server(args.role, args.index)
+    elif args.index is not None:
+        raise ValueError("--index picks a server of --cluster-spec; give the spec too")
+    config = load_serve_config(Path(args.config) if args.config else None, flags)
     return run_serve(config)
 
 
@@ -128,9 +136,18 @@ def _cmd_train(args: argparse.Namespace) -> int:
     flags = _flags_of(TrainConfig, args)
     if args.quiet:
         flags["progress"] = False
+    ps, hubs = args.ps, args.hub
+    if args.cluster_spec:
+        from sniper.cluster._hosts import load_cluster_spec
+
+        if ps or hubs:
+            raise ValueError("give --cluster-spec or --ps/--hub, not both")
+        spec = load_cluster_spec(Path(args.cluster_spec))
+        ps, hubs = spec.ps_addresses, spec.hub_addresses
+        flags |= {"num_ps": len(spec.ps), "num_hubs": len(spec.hubs)}
     config = load_train_config(Path(args.config) if args.config else None, flags)
     try:
-        return run_train(config, ps=args.ps, hubs=args.hub)
+        return run_train(config, ps=ps, hubs=hubs)
     except TrainingError as exc:
         print(f"sniper: error: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -239,6 +256,9 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--ps", default=None, help="use these ps (host:port,...) instead")
     train.add_argument("--hub", default=None, help="use these hubs (host:port,...) instead")
     train.add_argument(
+        "--cluster-spec", default=None, help="TOML of every ps and hub (started elsewhere)"
+    )
+    train.add_argument(
         "--data", default=None, help="synthetic, criteo:PATH or parquet:PATH (file, dir, glob)"
     )
     train.add_argument(
@@ -289,6 +309,14 @@ def _build_parser() -> argparse.ArgumentParser:
         "--workers", type=int, default=None, help="scheduler threads (default 0: one per core)"
     )
     serve.add_argument("--config", default=None, help="TOML file with the same keys")
+    serve.add_argument(
+        "--cluster-spec",
+        default=None,
+        help="TOML of every ps and hub: this server's address (and a hub's ps) come from it",
+    )
+    serve.add_argument(
+        "--index", type=int, default=None, help="which ps or hub of --cluster-spec this is"
+    )
     serve.add_argument("--max-message-mb", type=float, default=None)
     serve.add_argument(
         "--nonfinite",

@@ -1,0 +1,133 @@
+"""The cluster spec: which host and port each ps and hub of a job has, for any launcher.
+
+``sniper train`` starts every role on this machine by itself; on several machines something
+else starts them (Slurm's ``srun``, a Kubernetes StatefulSet, ``mpirun``, a shell loop), each
+process knowing only its role and its index. One TOML file tells them all the same layout::
+
+    [[ps]]
+    host = "ps-0.sniper"   # where the others reach it
+    port = 7000
+    bind = "0.0.0.0"       # the interface it listens on (default: host)
+    [[ps]]
+    host = "ps-1.sniper"
+    port = 7000
+    [[hub]]
+    host = "hub-0.sniper"
+    port = 7100
+
+``sniper serve --cluster-spec FILE --role ps --index I`` listens on ps I's ``bind:port``; a hub
+also learns every ps address and its share of the data (``hub_index`` I of ``num_hubs``).
+``sniper train --cluster-spec FILE`` trains against them from wherever it runs. Nothing
+assumes loopback or a shared working directory: give ``checkpoint_dir`` (and every ps's
+``checkpoint_root``) as a path that every host mounts at the same place.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sniper._config import Validated, from_mapping
+
+__all__ = ["ClusterSpec", "Endpoint", "load_cluster_spec"]
+
+
+@dataclass(frozen=True)
+class Endpoint(Validated):
+    """One server of the spec."""
+
+    host: str = ""
+    """The name or address the other roles reach it at (its advertised address)."""
+    port: int = 0
+    bind: str = ""
+    """The interface it listens on ("": ``host``; ``0.0.0.0`` for every interface)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.host:
+            raise ValueError("host must name the machine the others reach this server at")
+        if not 1 <= self.port <= 65535:
+            raise ValueError(f"port must be in [1, 65535], got {self.port}")
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def listen_host(self) -> str:
+        return self.bind or self.host
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """Every ps and hub of a job, in cluster order (see the module doc)."""
+
+    ps: tuple[Endpoint, ...]
+    hubs: tuple[Endpoint, ...]
+
+    def __post_init__(self) -> None:
+        if not self.ps or not self.hubs:
+            raise ValueError("a cluster spec needs at least one [[ps]] and one [[hub]]")
+        addresses = [e.address for e in (*self.ps, *self.hubs)]
+        repeated = sorted({a for a in addresses if addresses.count(a) > 1})
+        if repeated:
+            raise ValueError(f"{repeated[0]} is given to two servers; each needs its own")
+
+    @property
+    def ps_addresses(self) -> str:
+        """``host:port,...`` of every ps, in cluster order (what ``--ps`` takes)."""
+        return ",".join(e.address for e in self.ps)
+
+    @property
+    def hub_addresses(self) -> str:
+        return ",".join(e.address for e in self.hubs)
+
+    def server(self, role: str, index: int) -> dict[str, Any]:
+        """The ``sniper serve`` keys of the ``index``-th server of ``role``: where it listens,
+        and for a hub the ps it feeds and its share of the data."""
+        servers = self.ps if role == "ps" else self.hubs
+        if not 0 <= index < len(servers):
+            raise ValueError(
+                f"--index {index} is not a {role} of the cluster spec: it lists "
+                f"{len(servers)} ({role} 0 to {len(servers) - 1})"
+            )
+        own = servers[index]
+        keys: dict[str, Any] = {"role": role, "host": own.listen_host, "port": own.port}
+        if role == "hub":
+            keys |= {"ps": self.ps_addresses, "hub_index": index, "num_hubs": len(self.hubs)}
+        return keys
+
+
+def load_cluster_spec(path: Path) -> ClusterSpec:
+    """Read and check a cluster spec; errors name the file and the entry."""
+    where = f"cluster spec {path}"
+    try:
+        values = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"{where}: {exc}") from None
+    unknown = sorted(set(values) - {"ps", "hub"})
+    if unknown:
+        raise ValueError(f"{where}: unknown table {unknown[0]!r}; a spec has [[ps]] and [[hub]]")
+    ps, hubs = _endpoints(values, "ps", where), _endpoints(values, "hub", where)
+    try:
+        return ClusterSpec(tuple(ps), tuple(hubs))
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+def _endpoints(values: dict[str, Any], role: str, where: str) -> list[Endpoint]:
+    entries = values.get(role, [])
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise ValueError(f"{where}: {role} must be an array of tables ([[{role}]])")
+    endpoints = []
+    for index, entry in enumerate(entries):
+        try:
+            endpoints.append(from_mapping(Endpoint, entry, f"{where} [[{role}]] {index}"))
+        except ValueError as exc:
+            message = str(exc)
+            if not message.startswith(where):
+                message = f"{where} [[{role}]] {index}: {message}"
+            raise ValueError(message) from None
+    return endpoints
