@@ -15,6 +15,7 @@ PACKAGES = [
     "sniper.roles",
     "sniper.rpc",
     "sniper.store",
+    "sniper.cluster",
     "sniper.monitoring",
     "sniper.testing",
     "sniper.transport",

@@ -9,6 +9,9 @@ against ps and hub processes, or in one process through ``sniper.testing.local_c
 """
 
 from sniper.cluster._data import probe_data as probe_data
+from sniper.cluster._hosts import ClusterSpec as ClusterSpec
+from sniper.cluster._hosts import Endpoint as Endpoint
+from sniper.cluster._hosts import load_cluster_spec as load_cluster_spec
 from sniper.cluster._job import create_variables as create_variables
 from sniper.cluster._job import train as train
 from sniper.cluster._reshard import reshard as reshard
@@ -20,12 +23,15 @@ from sniper.cluster._train import TrainPlan as TrainPlan
 from sniper.cluster._train import plan_training as plan_training
 
 __all__ = [
+    "ClusterSpec",
     "DataShape",
+    "Endpoint",
     "ModelSpec",
     "TableSpec",
     "TrainConfig",
     "TrainPlan",
     "create_variables",
+    "load_cluster_spec",
     "plan_training",
     "probe_data",
     "reshard",
