@@ -294,6 +294,15 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--quiet", action="store_true", default=None, help="no progress bar or progress lines"
     )
+    train.add_argument(
+        "--launcher",
+        choices=["local", "ray"],
+        default=None,
+        help="run the ps and hubs as local processes (default) or Ray actors (sniper[ray])",
+    )
+    train.add_argument(
+        "--ray-address", default=None, help='the Ray cluster ("": a new local one; "auto")'
+    )
     train.set_defaults(run=_cmd_train)
 
     serve = commands.add_parser("serve", help="run a ps or a hub until SIGINT or SIGTERM")
@@ -466,7 +475,13 @@ def _build_parser() -> argparse.ArgumentParser:
     e2e.add_argument("--batches", type=_positive_int, default=100)
     e2e.add_argument("--threads", type=_positive_int, default=2)
     e2e.add_argument("--seed", type=int, default=0)
-    e2e.set_defaults(run=_workload_bench("_e2e", "scale", "batches", "seed", "threads"))
+    e2e.add_argument(
+        "--launcher",
+        choices=["local", "ray"],
+        default="local",
+        help="ray: the same job on Ray actors against local processes (start-up, examples/s)",
+    )
+    e2e.set_defaults(run=_workload_bench("_e2e", "scale", "batches", "seed", "threads", "launcher"))
     ps_bench = benches.add_parser(
         "ps", help="the ps side of training steps (FeedSample, lookup, push) on a workload"
     )

@@ -39,7 +39,10 @@ HIDDEN = 64
 EVAL_EVERY = TrainerConfig().eval_every
 
 
-def _sniper(workload: Workload, data: SyntheticCtr, seed: int) -> dict[str, Any]:
+def _sniper(
+    workload: Workload, data: SyntheticCtr, seed: int, launcher: str = "local"
+) -> dict[str, Any]:
+    """``sniper train``'s report, with ``wall_seconds``: the whole command, start-up in."""
     batches = data.num_batches
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "data.parquet"
@@ -49,8 +52,9 @@ def _sniper(workload: Workload, data: SyntheticCtr, seed: int) -> dict[str, Any]
         config.write_text(
             f'workload = "{workload.name}"\ndata = "parquet:{path}"\n'
             f"num_batches = {batches}\nseed = {seed}\nstats_interval = 3600\n"
-            f'output = "{output}"\n'
+            f'output = "{output}"\nlauncher = "{launcher}"\nprogress = false\n'
         )
+        started = time.perf_counter()
         done = subprocess.run(
             [sys.executable, "-m", "sniper", "train", "--config", str(config)],
             capture_output=True,
@@ -61,6 +65,7 @@ def _sniper(workload: Workload, data: SyntheticCtr, seed: int) -> dict[str, Any]
         if done.returncode != 0:
             raise RuntimeError(f"sniper train failed: {done.stderr.strip().splitlines()[-1:]}")
         report: dict[str, Any] = json.loads(output.read_text())
+        report["wall_seconds"] = time.perf_counter() - started
         return report
 
 
@@ -119,8 +124,45 @@ def _torch(workload: Workload, data: SyntheticCtr, threads: int) -> tuple[float,
     return trained * workload.batch_size / seconds, trained
 
 
-def run(workload: Workload, *, scale: float, batches: int, seed: int, threads: int) -> None:
-    """Train both ways on the same data; print examples/s, the ratio and sniper's per-op time."""
+def run_launchers(workload: Workload, *, scale: float, batches: int, seed: int) -> None:
+    """The same job with its ps and hubs as Ray actors and as local processes: start-up (the
+    command's wall time less the training time) and examples/s, and their ratios."""
+    print(
+        f"sniper bench e2e --launcher ray: {workload.name} at scale {scale} ({batches} batches"
+        f" of {workload.batch_size}); peer = the same job with local processes"
+    )
+    data = SyntheticCtr(workload, num_batches=batches, scale=scale, seed=seed)
+    local = _sniper(workload, data, seed, "local")
+    ray = _sniper(workload, data, seed, "ray")
+    rows = []
+    for name, report in (("Ray actors (a new local Ray)", ray), ("local processes", local)):
+        start_up = report["wall_seconds"] - report["seconds"]
+        rows.append(
+            [
+                name,
+                f"{start_up:.1f}",
+                f"{report['examples_per_second']:,.0f}",
+                f"{report['examples_per_second'] / local['examples_per_second']:.2f}x",
+            ]
+        )
+    print()
+    print_table(["launcher", "start-up + stop s", "examples/s", "ratio"], rows)
+
+
+def run(
+    workload: Workload,
+    *,
+    scale: float,
+    batches: int,
+    seed: int,
+    threads: int,
+    launcher: str = "local",
+) -> None:
+    """Train both ways on the same data; print examples/s, the ratio and sniper's per-op time
+    (``launcher="ray"``: Ray placement against local processes instead)."""
+    if launcher == "ray":
+        run_launchers(workload, scale=scale, batches=batches, seed=seed)
+        return
     print(
         f"sniper bench e2e: {workload.name} at scale {scale} ({batches} batches of "
         f"{workload.batch_size}), sniper = 2 ps + 1 hub + trainer processes on loopback, "

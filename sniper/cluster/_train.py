@@ -22,11 +22,11 @@ import logging
 import shutil
 import signal
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 
@@ -37,6 +37,7 @@ from sniper.cluster._data import check_same_schema, probe_data
 from sniper.cluster._job import create_variables, train
 from sniper.cluster._process import ServerProcess, serve_config_command, server_process
 from sniper.cluster._progress import show_progress, trainer_metrics
+from sniper.cluster._ray import check_resources
 from sniper.cluster._reshard import reshard
 from sniper.cluster._spec import DataShape, ModelSpec, TableSpec
 from sniper.data import DataSource, Reader
@@ -54,6 +55,7 @@ from sniper.roles import (
 )
 from sniper.rpc import HubClient, PsClient
 from sniper.runtime import log_to_stderr
+from sniper.transport._grpc import split_address
 from sniper.transport._serve import ServeConfig, parse_addresses
 
 __all__ = ["TrainConfig", "TrainPlan", "load_train_config", "plan_training", "run_train"]
@@ -89,6 +91,17 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
     resume: str = ""
     """Continue from this job checkpoint: a ``checkpoint_dir`` (its latest step) or one of its
     ``step-N`` directories; checkpoints then go on in that directory."""
+    launcher: Literal["local", "ray"] = "local"
+    """Where the ps and hubs run: processes on this machine, or Ray actors placed on a Ray
+    cluster (``sniper[ray]``; see ``sniper.cluster._ray``)."""
+    ray_address: str = ""
+    """The Ray cluster to use ("": start a local Ray; "auto": the one this machine is in)."""
+    ray_strategy: Literal["SPREAD", "PACK", "STRICT_SPREAD", "STRICT_PACK"] = "SPREAD"
+    """How the ps (and, apart, the hubs) are placed on Ray's nodes."""
+    resources: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+    """What each ps and hub asks of Ray: ``[resources.ps] num_cpus = 2`` (default 0.5 for a
+    ps, 0.25 for a hub), ``memory`` (bytes), ``num_gpus``, or a custom resource such as a node
+    label (``ps_node = 1``)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -105,6 +118,14 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
             check_data_value("eval_data", self.eval_data, synthetic=False)
         elif self.eval_every_steps:
             raise ValueError("eval_every_steps needs eval_data (criteo:PATH or parquet:PATH)")
+        if self.launcher not in ("local", "ray"):
+            raise ValueError(f"launcher must be 'local' or 'ray', got {self.launcher!r}")
+        if self.ray_strategy not in ("SPREAD", "PACK", "STRICT_SPREAD", "STRICT_PACK"):
+            raise ValueError(
+                "ray_strategy must be SPREAD, PACK, STRICT_SPREAD or STRICT_PACK, "
+                f"got {self.ray_strategy!r}"
+            )
+        check_resources(self.resources)
         self.model_spec()  # every [variables] key, named when wrong
         if not Path(self.output).resolve().parent.is_dir():
             raise ValueError(f"output {self.output!r}: its directory does not exist")
@@ -377,14 +398,8 @@ def _run_once(
             ps_list = ",".join(f"{h}:{p}" for h, p in ps_addresses)
             hub_servers = []
             for index in range(config.num_hubs):
-                epoch, start = resume.start_of(index) if resume is not None else (0, 0)
                 hub = _server_config(
-                    config,
-                    "hub",
-                    ps=ps_list,
-                    hub_index=index,
-                    start_epoch=epoch,
-                    start_index=start,
+                    config, "hub", ps=ps_list, hub_index=index, **_start(resume, index)
                 )
                 command = serve_config_command(hub, configs / f"hub-{index}.toml")
                 hub_servers.append(stack.enter_context(server_process(command, metrics=metrics)))
@@ -398,29 +413,86 @@ def _run_once(
             return [("127.0.0.1", s.port) for s in hub_servers]
 
         hub_addresses = parse_addresses(hubs, "--hub") if hubs else None
+        return _run_training(
+            config,
+            plan,
+            ps_addresses,
+            hub_addresses,
+            start_hubs,
+            resume,
+            lambda: any(server.process.poll() is not None for server in started),
+        )
+
+
+def _run_training(
+    config: TrainConfig,
+    plan: TrainPlan,
+    ps: list[tuple[str, int]],
+    hubs: list[tuple[str, int]] | None,
+    start_hubs: Callable[[], list[tuple[str, int]]],
+    resume: JobCheckpoint | None,
+    died: Callable[[], bool],
+) -> TrainReport:
+    """Train against started servers; :class:`_ServerDied` when training failed and
+    ``died()`` says a server this launcher started is gone (worth a restart)."""
+    try:
+        # grpclib runs on asyncio: the gRPC transport picks the backend.
+        return anyio.run(_train, config, plan, ps, hubs, start_hubs, resume, backend="asyncio")
+    except TrainingError as exc:
+        if died():
+            raise _ServerDied(exc, exc.steps) from exc
+        raise
+    except BaseExceptionGroup as group:
+        # SIGTERM (SystemExit) or Ctrl-C landing in a task comes out of its task group
+        # wrapped; the command must still exit as the signal asks.
+        interrupt = _interrupt_in(group)
+        if interrupt is not None:
+            raise interrupt from None
+        raise
+
+
+def _run_on_ray(config: TrainConfig, plan: TrainPlan, resume: JobCheckpoint | None) -> TrainReport:
+    """One attempt with every ps and hub a Ray actor (``sniper.cluster._ray``)."""
+    from sniper.cluster._ray import RayPlacement, ray_runtime
+
+    with ray_runtime(config.ray_address) as ray:
+        placement = RayPlacement(ray, config.resources, config.ray_strategy)
         try:
-            # grpclib runs on asyncio: the gRPC transport picks the backend.
-            return anyio.run(
-                _train,
-                config,
-                plan,
-                ps_addresses,
-                hub_addresses,
-                start_hubs,
-                resume,
-                backend="asyncio",
-            )
-        except TrainingError as exc:
-            if any(server.process.poll() is not None for server in started):
-                raise _ServerDied(exc, exc.steps) from exc
-            raise
-        except BaseExceptionGroup as group:
-            # SIGTERM (SystemExit) or Ctrl-C landing in a task comes out of its task group
-            # wrapped; the command must still exit as the signal asks.
-            interrupt = _interrupt_in(group)
-            if interrupt is not None:
-                raise interrupt from None
-            raise
+            ps = [
+                split_address(a)
+                for a in placement.start("ps", [_server_config(config, "ps")] * config.num_ps)
+            ]
+            print(f"started {len(ps)} ps on Ray: {_placed(placement, 'ps', ps)}", flush=True)
+
+            def start_hubs() -> list[tuple[str, int]]:
+                ps_list = ",".join(f"{h}:{p}" for h, p in ps)
+                configs = [
+                    _server_config(config, "hub", ps=ps_list, hub_index=i, **_start(resume, i))
+                    for i in range(config.num_hubs)
+                ]
+                hubs = [split_address(a) for a in placement.start("hub", configs)]
+                print(
+                    f"started {len(hubs)} hub(s) on Ray: {_placed(placement, 'hub', hubs)}",
+                    flush=True,
+                )
+                return hubs
+
+            return _run_training(config, plan, ps, None, start_hubs, resume, placement.any_died)
+        finally:
+            placement.close()
+
+
+def _placed(placement: Any, role: str, addresses: list[tuple[str, int]]) -> str:
+    return ", ".join(
+        f"{host}:{port} (node {placement.nodes[f'{role} {i}'][:12]})"
+        for i, (host, port) in enumerate(addresses)
+    )
+
+
+def _start(resume: JobCheckpoint | None, hub: int) -> dict[str, int]:
+    """Where hub ``hub`` starts reading: after what the checkpoint trained."""
+    epoch, index = resume.start_of(hub) if resume is not None else (0, 0)
+    return {"start_epoch": epoch, "start_index": index}
 
 
 def _print_metrics(role: str, servers: list[ServerProcess]) -> None:
@@ -473,7 +545,10 @@ def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = Non
     restarts = lost_steps = 0
     while True:
         try:
-            report = _run_once(config, plan, ps, hubs, resume)
+            if config.launcher == "ray":
+                report = _run_on_ray(config, plan, resume)
+            else:
+                report = _run_once(config, plan, ps, hubs, resume)
             break
         except _ServerDied as died:
             job = config.job_directory()

@@ -1,0 +1,214 @@
+"""``sniper train --launcher ray``: each ps and hub as a Ray actor, the trainer in the driver.
+
+Why Ray and not a launcher of our own: a parameter server exists because the tables outgrow
+one machine, and Ray already places processes on a cluster by resources, restarts them and
+cleans up after them. Each role runs in its own Ray worker process as an *async actor*: its
+gRPC server lives on the actor's asyncio loop, the same server ``sniper serve`` runs
+(:meth:`~sniper.transport.GrpcTransport.serve`), on the node's address and a free port. The
+actors are placed by one placement group (``SPREAD`` by default, so the ps land on different
+nodes where the cluster has them) with the resources ``[resources.ps]`` and
+``[resources.hub]`` ask for (``num_cpus``, ``memory`` in bytes, any custom resource such as a
+node label). Their addresses come back from the actors; nothing assumes loopback.
+
+Failure: when training fails because an actor died, the launcher's usual supervision
+(``max_restarts``) removes every actor, places them again and resumes the job from its latest
+checkpoint, as it does for local processes. Every actor and the placement group are removed
+on every exit path, and a Ray runtime this command started is shut down with them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Iterator, Mapping
+from contextlib import AsyncExitStack
+from typing import Any
+
+import anyio
+
+from sniper.roles import HubRole, PsCluster, PsRole
+from sniper.rpc import PsClient
+from sniper.scheduler import open_scheduler
+from sniper.transport._grpc import GrpcTransport
+from sniper.transport._serve import ServeConfig, parse_addresses
+
+__all__ = ["RayPlacement", "RoleActor", "check_resources", "import_ray"]
+
+log = logging.getLogger("sniper.ray")
+DEFAULT_CPUS = {"ps": 0.5, "hub": 0.25}
+"""Ray's logical CPUs a ps or hub asks for unless ``[resources.ROLE] num_cpus`` says: small
+enough that a job of 2 ps and a hub fits a 2-core machine's local Ray."""
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or a one-line error saying how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise ValueError(
+            "launcher = 'ray' needs Ray, an optional extra: pip install 'sniper[ray]'"
+        ) from None
+    return ray
+
+
+def check_resources(resources: Mapping[str, Mapping[str, float]]) -> None:
+    """``[resources.ps]`` and ``[resources.hub]``: numbers only, for those two roles."""
+    for role, request in resources.items():
+        if role not in ("ps", "hub"):
+            raise ValueError(f"resources.{role}: only [resources.ps] and [resources.hub] exist")
+        for key, amount in request.items():
+            if not isinstance(amount, int | float) or isinstance(amount, bool) or amount < 0:
+                raise ValueError(f"resources.{role}.{key} must be a number >= 0, got {amount!r}")
+
+
+class RoleActor:
+    """One ps or hub serving gRPC from a Ray worker process (see the module doc)."""
+
+    def __init__(self) -> None:
+        self._stack = AsyncExitStack()
+        self._role: PsRole | HubRole | None = None
+
+    async def start(self, values: dict[str, Any]) -> str:
+        """Serve the role of ``values`` (a ``ServeConfig`` as a dict); its ``host:port``."""
+        import ray
+
+        config = ServeConfig(**values)
+        host = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
+        transport = GrpcTransport(config, security=config.security())
+        if config.role == "ps":
+            scheduler = await self._stack.enter_async_context(
+                open_scheduler(config.scheduler, workers=config.worker_threads())
+            )
+            self._role = PsRole(config.engine(scheduler), config)
+        else:
+            self._role = await self._hub(config)
+        address = await self._stack.enter_async_context(
+            transport.serve(self._role, f"{host}:{config.port}")
+        )
+        return address
+
+    async def _hub(self, config: ServeConfig) -> HubRole:
+        security = config.security()
+        cluster = PsCluster(
+            [
+                PsClient(host, port, http2_window_mb=config.http2_window_mb, security=security)
+                for host, port in parse_addresses(config.ps, "ps")
+            ]
+        )
+        self._stack.callback(cluster.close)
+        hub = HubRole(config.open(), cluster, config)
+        self._stack.callback(hub.close)
+        group = await self._stack.enter_async_context(anyio.create_task_group())
+        self._stack.callback(group.cancel_scope.cancel)
+        group.start_soon(hub.run)
+        return hub
+
+    async def node(self) -> str:
+        """The Ray node this actor runs on."""
+        import ray
+
+        return str(ray.get_runtime_context().get_node_id())
+
+    async def stop(self) -> None:
+        await self._stack.aclose()
+
+
+class RayPlacement:
+    """The actors of one attempt of a job, placed together; :meth:`close` removes them."""
+
+    def __init__(self, ray: Any, resources: Mapping[str, Mapping[str, float]], strategy: str):
+        self.ray = ray
+        self.resources = resources
+        self.strategy = strategy
+        self.actors: list[Any] = []
+        self.nodes: dict[str, str] = {}
+        """Node id of each started server, by ``"ps 0"``, ``"hub 0"``..."""
+        self._groups: list[Any] = []
+
+    def _request(self, role: str) -> tuple[dict[str, float], dict[str, float]]:
+        """(the bundle, the actor's options) of one server of ``role``."""
+        asked = dict(self.resources.get(role, {}))
+        cpus = float(asked.pop("num_cpus", DEFAULT_CPUS[role]))
+        gpus = float(asked.pop("num_gpus", 0.0))
+        memory = asked.pop("memory", None)
+        bundle = {"CPU": cpus, **({"GPU": gpus} if gpus else {}), **asked}
+        if memory:
+            bundle["memory"] = float(memory)
+        options: dict[str, Any] = {"num_cpus": cpus, "num_gpus": gpus, "resources": asked}
+        if memory:
+            options["memory"] = float(memory)
+        return bundle, options
+
+    def start(self, role: str, configs: list[ServeConfig], timeout: float = 120.0) -> list[str]:
+        """Place and start one actor per config of ``role``; their addresses, in order."""
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        bundle, options = self._request(role)
+        group = placement_group([bundle] * len(configs), strategy=self.strategy)
+        self._groups.append(group)
+        try:
+            self.ray.get(group.ready(), timeout=timeout)
+        except self.ray.exceptions.GetTimeoutError:
+            raise RuntimeError(
+                f"Ray could not place {len(configs)} {role} with {bundle} ({self.strategy}) "
+                f"within {timeout:.0f} s: the cluster lacks those resources"
+            ) from None
+        actor_class = self.ray.remote(max_restarts=0, max_concurrency=1000)(RoleActor)
+        actors = [
+            actor_class.options(
+                **options,
+                scheduling_strategy=PlacementGroupSchedulingStrategy(group, index),
+            ).remote()
+            for index in range(len(configs))
+        ]
+        self.actors += actors
+        addresses = self.ray.get(
+            [a.start.remote(dataclasses.asdict(c)) for a, c in zip(actors, configs, strict=True)]
+        )
+        for index, (actor, node) in enumerate(
+            zip(actors, self.ray.get([a.node.remote() for a in actors]), strict=True)
+        ):
+            self.nodes[f"{role} {index}"] = node
+            log.info("%s %d serves on %s (Ray node %s)", role, index, addresses[index], node)
+            del actor
+        return list(addresses)
+
+    def any_died(self) -> bool:
+        """Whether an actor of this placement is gone (its worker process died)."""
+        for actor in self.actors:
+            try:
+                self.ray.get(actor.node.remote(), timeout=10)
+            except (self.ray.exceptions.RayActorError, self.ray.exceptions.GetTimeoutError):
+                return True
+        return False
+
+    def close(self) -> None:
+        """Stop every actor's server, then remove the actors and the placement groups."""
+        stops = [actor.stop.remote() for actor in self.actors]
+        with contextlib.suppress(Exception):
+            self.ray.get(stops, timeout=45)
+        for actor in self.actors:
+            self.ray.kill(actor)
+        from ray.util.placement_group import remove_placement_group
+
+        for group in self._groups:
+            remove_placement_group(group)
+        self.actors.clear()
+        self._groups.clear()
+
+
+@contextlib.contextmanager
+def ray_runtime(address: str) -> Iterator[Any]:
+    """Ray, connected to ``address`` ("": a new local runtime); shut down on exit if this
+    command started or connected it."""
+    ray = import_ray()
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=address or None, include_dashboard=False, log_to_driver=False)
+    try:
+        yield ray
+    finally:
+        if started:
+            ray.shutdown()

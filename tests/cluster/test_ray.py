@@ -1,0 +1,123 @@
+"""`sniper train --launcher ray` on a real 3-node Ray cluster (ray.cluster_utils.Cluster: a
+head and two nodes, each with its own custom resource). Ray binds to the machine's interface
+even when told 127.0.0.1, so the cluster and the job run inside a network namespace of their
+own with only `lo` up (root needed, as in CI), and the test checks that nothing is left running
+in it afterwards."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+CLUSTER = """
+import json, os, signal, subprocess, sys, time
+from pathlib import Path
+from ray.cluster_utils import Cluster
+
+KILL = len(sys.argv) > 1  # kill -9 one role's actor once the job has a checkpoint
+
+
+def an_actor():
+    here = os.readlink("/proc/self/ns/net")
+    for proc in Path("/proc").iterdir():
+        try:
+            if os.readlink(proc / "ns" / "net") != here:
+                continue
+            if (proc / "cmdline").read_bytes().startswith(b"ray::RoleActor"):
+                return int(proc.name)
+        except OSError:
+            continue
+    raise AssertionError("no RoleActor process")
+
+cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
+nodes = [cluster.add_node(num_cpus=1, resources={"ps_slot": 1}) for _ in range(2)]
+cluster.wait_for_nodes()
+try:
+    train = subprocess.Popen(
+        [sys.executable, "-m", "sniper", "train", "--config", "job.toml", "--quiet",
+         "--launcher", "ray", "--ray-address", cluster.address],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    if KILL:
+        while not Path("ck/latest").is_file():
+            assert train.poll() is None, train.communicate()[1][-3000:]
+            time.sleep(0.05)
+        os.kill(an_actor(), signal.SIGKILL)
+    out, err = train.communicate(timeout=300)
+finally:
+    cluster.shutdown()
+print(json.dumps({"rc": train.returncode, "out": out, "err": err[-3000:],
+                  "ps_nodes": [node.node_id for node in nodes]}))
+"""
+
+
+@pytest.fixture
+def namespace() -> Iterator[str]:
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("a network namespace needs root and iproute2's ip")
+    name = f"snray{os.getpid() % 100000}"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
+        yield name
+    finally:
+        subprocess.run(["ip", "netns", "del", name], check=False)
+
+
+JOB = (
+    'scale = 0.01\nnum_batches = {batches}\nhidden = [16]\noutput = "report.json"\n{extra}'
+    "[resources.ps]\nnum_cpus = 0.5\nps_slot = 1\n[resources.hub]\nnum_cpus = 0.5\n"
+)
+
+
+def run_in(namespace: str, tmp_path: Path, *args: str) -> dict[str, object]:
+    """Run the cluster script in the namespace; what it reports of the job."""
+    (tmp_path / "cluster.py").write_text(CLUSTER)
+    ran = subprocess.run(
+        ["ip", "netns", "exec", namespace, sys.executable, "cluster.py", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=420,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    result: dict[str, object] = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert result["rc"] == 0, result["err"]
+    # Nothing of Ray or sniper outlives the job in the namespace.
+    left = subprocess.run(
+        ["ip", "netns", "pids", namespace], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert left == [], [Path(f"/proc/{pid}/cmdline").read_text() for pid in left]
+    return result
+
+
+def test_ray_places_each_ps_on_its_own_node_and_leaves_nothing(
+    namespace: str, tmp_path: Path
+) -> None:
+    (tmp_path / "job.toml").write_text(JOB.format(batches=30, extra=""))
+    result = run_in(namespace, tmp_path)
+    assert json.loads((tmp_path / "report.json").read_text())["steps"] == 27
+    # Each ps asked for the one ps_slot a node has: the two ps are on the two nodes.
+    out = str(result["out"])
+    line = next(x for x in out.splitlines() if x.startswith("started 2 ps on Ray"))
+    placed = re.findall(r"\(node (\w+)\)", line)
+    assert sorted(placed) == sorted(node[:12] for node in result["ps_nodes"])  # type: ignore[attr-defined]
+
+
+def test_a_killed_actor_is_placed_again_and_the_job_resumes(namespace: str, tmp_path: Path) -> None:
+    extra = 'checkpoint_dir = "ck"\ncheckpoint_every = 10\n'
+    (tmp_path / "job.toml").write_text(JOB.format(batches=80, extra=extra))
+    result = run_in(namespace, tmp_path, "--kill")
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["restarts"] == 1, result["err"]
+    assert report["steps"] == 72  # every batch trained, those after the checkpoint again
+    assert "restarting every process (restart 1 of 3)" in str(result["err"])
