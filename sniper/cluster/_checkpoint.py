@@ -58,6 +58,9 @@ class JobCheckpoint:
     positions: dict[int, BatchId]
     """The last batch trained of each hub that handed one out."""
     trainer: dict[str, Any]
+    ps_manifests: list[str]
+    """SHA-256 of each ps's manifest, as the ps answered its Save: what its Restore must
+    answer, wherever the part lives."""
     """:meth:`Trainer.state`, for :meth:`Trainer.resume_from`."""
 
     def ps_directory(self, index: int) -> Path:
@@ -77,7 +80,7 @@ async def save_job(
     directory = root / name
     await anyio.to_thread.run_sync(_clear_incomplete, directory)
     # Every ps at once, each relative to its checkpoint_root: the pause is the slowest save.
-    await gather(
+    saved = await gather(
         [
             functools.partial(member.save, f"{name}/ps-{index}")
             for index, member in enumerate(cluster.members)
@@ -91,6 +94,8 @@ async def save_job(
         "num_hubs": len(trainer.hubs),
         "positions": {str(h): [p.epoch, p.index] for h, p in trainer.positions.items()},
         "counters": {k: v for k, v in state.items() if k != "model"},
+        # From the ps' answers, not their files: a ps's part may be on its own disk.
+        "sha256": {f"ps-{i}/{MANIFEST}": done.manifest_sha256 for i, done in enumerate(saved)},
     }
     await anyio.to_thread.run_sync(_write_step, root, directory, job, state["model"], keep)
     return directory
@@ -105,15 +110,10 @@ def _clear_incomplete(directory: Path) -> None:
 def _write_step(
     root: Path, directory: Path, job: dict[str, Any], model: dict[str, Any], keep: int
 ) -> None:
+    directory.mkdir(parents=True, exist_ok=True)  # the ps' parts may be on their own disks
     buffer = io.BytesIO()
     np.savez(buffer, **model)
-    job["sha256"] = {
-        "trainer.npz": replace_file(directory / "trainer.npz", buffer.getvalue()),
-        **{
-            f"ps-{i}/{MANIFEST}": _sha256(directory / f"ps-{i}" / MANIFEST)
-            for i in range(job["num_ps"])
-        },
-    }
+    job["sha256"]["trainer.npz"] = replace_file(directory / "trainer.npz", buffer.getvalue())
     replace_file(directory / JOB, json.dumps(job, indent=1).encode())
     replace_file(root / LATEST, f"{directory.name}\n".encode())
     steps = sorted(p for p in root.glob("step-*") if (p / JOB).is_file())
@@ -141,6 +141,8 @@ def load_job(path: Path) -> JobCheckpoint:
         job = json.loads((directory / JOB).read_text())
         sums = job["sha256"]
         for file, digest in sums.items():
+            if not (directory / file).exists() and file != "trainer.npz":
+                continue  # a ps's part on that ps's own disk: checked when it restores
             if _sha256(directory / file) != digest:
                 raise CorruptCheckpointError(f"{where}: {file} does not match its checksum")
         with np.load(directory / "trainer.npz", allow_pickle=False) as arrays:
@@ -156,6 +158,7 @@ def load_job(path: Path) -> JobCheckpoint:
             num_hubs=int(job["num_hubs"]),
             positions=positions,
             trainer={**job["counters"], "model": model},
+            ps_manifests=[sums[f"ps-{i}/{MANIFEST}"] for i in range(int(job["num_ps"]))],
         )
     except CorruptCheckpointError:
         raise

@@ -53,6 +53,7 @@ from sniper.roles import (
     TrainingError,
     TrainReport,
 )
+from sniper.roles._checkpoint import CorruptCheckpointError
 from sniper.rpc import HubClient, PsClient
 from sniper.runtime import log_to_stderr
 from sniper.transport._grpc import split_address
@@ -243,8 +244,14 @@ async def _restore_ps(cluster: PsCluster, resume: JobCheckpoint, root: Path | No
         targets = [base / f"ps-{j}" for j in range(count)]
         await anyio.to_thread.run_sync(reshard, sources, targets)
         log.info("resharded the checkpoint of %d ps for %d ps", resume.num_ps, count)
-    for member, target in zip(cluster.members, targets, strict=True):
-        await member.restore(str(target.relative_to(root)))
+    for index, (member, target) in enumerate(zip(cluster.members, targets, strict=True)):
+        done = await member.restore(str(target.relative_to(root)))
+        if targets is sources and done.manifest_sha256 != resume.ps_manifests[index]:
+            raise CorruptCheckpointError(
+                f"job checkpoint {resume.directory}: ps {index} restored a part whose manifest "
+                "is not the one it saved (another job's, or a stale copy, under its "
+                "checkpoint_root); give each ps the checkpoint_root it saved under"
+            )
     if targets is not sources:
         await anyio.to_thread.run_sync(shutil.rmtree, targets[0].parent)
     log.info("restored every ps from %s (step %d)", resume.directory, resume.step)

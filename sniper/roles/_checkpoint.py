@@ -49,6 +49,7 @@ __all__ = [
     "CorruptCheckpointError",
     "confined",
     "load_checkpoint",
+    "manifest_digest",
     "replace_file",
     "save_checkpoint",
     "variable_file",
@@ -184,6 +185,11 @@ def _replace_directory(staging: Path, directory: Path) -> None:
     _fsync_directory(directory.parent)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def manifest_digest(directory: Path) -> str:
+    """SHA-256 of a checkpoint's manifest (see :attr:`sniper.rpc.Checkpointed.manifest_sha256`)."""
+    return hashlib.sha256((directory / MANIFEST).read_bytes()).hexdigest()
 
 
 def load_checkpoint(directory: Path) -> list[tuple[CreateVariableRequest, TableExport]]:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Literal
 
 import anyio
+import anyio.to_thread
 import numpy as np
 from numpy.typing import NDArray
 
@@ -38,6 +39,7 @@ from sniper.roles._checkpoint import (
     CheckpointPathError,
     confined,
     load_checkpoint,
+    manifest_digest,
     save_checkpoint,
 )
 from sniper.roles._engine import PsEngine
@@ -301,7 +303,8 @@ class PsRole:
             async with self._layout_lock():
                 variables = self._variables()
                 rows = await self.engine.run_exclusive(save_checkpoint, path, variables)
-            return Checkpointed(tuple(config.name for config, _ in variables), rows)
+            digest = await anyio.to_thread.run_sync(manifest_digest, path)
+            return Checkpointed(tuple(config.name for config, _ in variables), rows, digest)
 
     async def restore(self, directory: str) -> Checkpointed:
         """Replace each checkpoint variable's rows with the checkpoint's (variables it does
@@ -314,6 +317,7 @@ class PsRole:
 
     async def _restore(self, path: Path) -> Checkpointed:
         loaded = await self.engine.run_exclusive(load_checkpoint, path)
+        digest = await anyio.to_thread.run_sync(manifest_digest, path)
         tables = self._fresh_tables(loaded)
         for (_, data), table in zip(loaded, tables, strict=True):
             table.check_import(data)
@@ -322,7 +326,8 @@ class PsRole:
         for (config, _), table in zip(loaded, tables, strict=True):
             self.engine.put_variable(config.name, table)
             self._configs[config.name] = config
-        return Checkpointed(tuple(c.name for c, _ in loaded), sum(len(d.signs) for _, d in loaded))
+        rows = sum(len(d.signs) for _, d in loaded)
+        return Checkpointed(tuple(c.name for c, _ in loaded), rows, digest)
 
     def _fresh_tables(
         self, loaded: list[tuple[CreateVariableRequest, TableExport]]

@@ -61,6 +61,9 @@ class Checkpointed:
 
     variables: tuple[str, ...]
     rows: int
+    manifest_sha256: str = ""
+    """SHA-256 of the checkpoint's manifest (which holds every file's): a job checkpoint
+    records it, so a ps's part can live on the ps's own disk and still be verified."""
 
 
 def variable_request(

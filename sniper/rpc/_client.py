@@ -172,12 +172,12 @@ class PsClient:
 
     async def save(self, directory: str) -> Checkpointed:
         response = await self._retry(lambda: self.stub.save(SaveRequest(directory=directory)))
-        return Checkpointed(tuple(response.variables), response.rows)
+        return Checkpointed(tuple(response.variables), response.rows, response.manifest_sha256)
 
     async def restore(self, directory: str) -> Checkpointed:
         request = RestoreRequest(directory=directory)
         response = await self._retry(lambda: self.stub.restore(request))
-        return Checkpointed(tuple(response.variables), response.rows)
+        return Checkpointed(tuple(response.variables), response.rows, response.manifest_sha256)
 
     async def stats(self) -> StatsResponse:
         return await self._retry(lambda: self.stub.stats(StatsRequest()))

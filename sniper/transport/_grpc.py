@@ -218,12 +218,16 @@ class PsService(PsBase):
     @_rpc("Save")
     async def save(self, request: SaveRequest) -> SaveResponse:
         done = await self.role.save(request.directory)
-        return SaveResponse(variables=list(done.variables), rows=done.rows)
+        return SaveResponse(
+            variables=list(done.variables), rows=done.rows, manifest_sha256=done.manifest_sha256
+        )
 
     @_rpc("Restore")
     async def restore(self, request: RestoreRequest) -> RestoreResponse:
         done = await self.role.restore(request.directory)
-        return RestoreResponse(variables=list(done.variables), rows=done.rows)
+        return RestoreResponse(
+            variables=list(done.variables), rows=done.rows, manifest_sha256=done.manifest_sha256
+        )
 
     @_rpc("Stats")
     async def stats(self, request: StatsRequest) -> StatsResponse:

@@ -13,6 +13,7 @@ from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
 from sniper.roles import PsRoleConfig
+from sniper.roles._checkpoint import manifest_digest
 from sniper.rpc import Checkpointed, PsClient, variable_request
 from sniper.rpc._generated.grpc.health.v1 import (
     HealthCheckRequest,
@@ -264,9 +265,12 @@ async def test_save_and_restore_round_trip(tmp_path: Path) -> None:
         await client.embedding_lookup(1, ["emb"])
         await client.push_grad(1, {"emb": GRADS})
         saved = await client.pull("emb", SIGNS)
-        assert await client.save(str(tmp_path / "ck")) == Checkpointed(("emb",), 5)
+        done = await client.save(str(tmp_path / "ck"))
+        digest = manifest_digest(tmp_path / "ck")  # what a job checkpoint records
+        assert done == Checkpointed(("emb",), 5, digest)
     async with running_ps(scheduler="work_stealing", config=config) as (_service, client):
-        assert await client.restore("ck") == Checkpointed(("emb",), 5)  # relative to the root
+        restored = await client.restore("ck")  # relative to the root
+        assert restored == Checkpointed(("emb",), 5, digest)
         np.testing.assert_array_equal(await client.pull("emb", SIGNS), saved)
         await expect(
             Status.NOT_FOUND,

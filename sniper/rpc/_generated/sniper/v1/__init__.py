@@ -178,6 +178,7 @@ class SaveRequest(betterproto.Message):
 class SaveResponse(betterproto.Message):
     variables: List[str] = betterproto.string_field(1)
     rows: int = betterproto.uint64_field(2)
+    manifest_sha256: str = betterproto.string_field(3)
 
 
 @dataclass(eq=False, repr=False)
@@ -189,6 +190,7 @@ class RestoreRequest(betterproto.Message):
 class RestoreResponse(betterproto.Message):
     variables: List[str] = betterproto.string_field(1)
     rows: int = betterproto.uint64_field(2)
+    manifest_sha256: str = betterproto.string_field(3)
 
 
 @dataclass(eq=False, repr=False)
