@@ -51,22 +51,38 @@ def _sniper(
         output = Path(tmp) / "report.json"
         config.write_text(
             f'workload = "{workload.name}"\ndata = "parquet:{path}"\n'
-            f"num_batches = {batches}\nseed = {seed}\nstats_interval = 3600\n"
-            f'output = "{output}"\nlauncher = "{launcher}"\nprogress = false\n'
+            f"num_batches = {batches}\nseed = {seed}\nstats_interval = {PROGRESS_SECONDS}\n"
+            f'output = "{output}"\nlauncher = "{launcher}"\n'
         )
         started = time.perf_counter()
-        done = subprocess.run(
-            [sys.executable, "-m", "sniper", "train", "--config", str(config)],
-            capture_output=True,
-            text=True,
-            timeout=3600,
-            check=False,
+        last = _run_showing_progress(
+            [sys.executable, "-m", "sniper", "train", "--config", str(config)], launcher
         )
-        if done.returncode != 0:
-            raise RuntimeError(f"sniper train failed: {done.stderr.strip().splitlines()[-1:]}")
+        if last is not None:
+            raise RuntimeError(f"sniper train failed: {last}")
         report: dict[str, Any] = json.loads(output.read_text())
         report["wall_seconds"] = time.perf_counter() - started
         return report
+
+
+PROGRESS_SECONDS = 5
+"""How often the bench shows the training run's progress line (``sniper train``'s own)."""
+
+
+def _run_showing_progress(command: list[str], label: str) -> str | None:
+    """Run ``sniper train``, passing its progress lines (``step ...``) to this stderr as they
+    come, the same display a user sees in a log; None, or its last line when it fails."""
+    last = ""
+    with subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    ) as process:
+        assert process.stderr is not None
+        for line in process.stderr:
+            if line.startswith("step "):
+                print(f"  sniper ({label}): {line.rstrip()}", file=sys.stderr, flush=True)
+            if line.strip():
+                last = line.strip()
+    return None if process.returncode == 0 else last
 
 
 def _torch(workload: Workload, data: SyntheticCtr, threads: int) -> tuple[float, int]:
