@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from sniper.cluster._hosts import load_cluster_spec
+from tests.cluster._sniper import sniper
 from tests.rpc._grpcio import start_server, stop_server
 
 SUBNET = "10.213.77"
@@ -105,23 +106,8 @@ def test_servers_on_three_hosts_train_from_a_fourth(hosts: dict[str, str], tmp_p
         (tmp_path / "job.toml").write_text(
             'scale = 0.01\nnum_batches = 30\nhidden = [16]\noutput = "report.json"\n'
         )
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "sniper",
-                "train",
-                "--config",
-                "job.toml",
-                "--quiet",
-                "--cluster-spec",
-                str(spec),
-            ],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=240,
-            check=False,
+        done = sniper(
+            tmp_path, "train", "--config", "job.toml", "--quiet", "--cluster-spec", str(spec)
         )
         assert done.returncode == 0, done.stderr[-3000:]
         report = json.loads((tmp_path / "report.json").read_text())
@@ -158,23 +144,16 @@ def test_a_bad_cluster_spec_is_one_line_naming_the_entry(tmp_path: Path) -> None
             load_cluster_spec(spec)
         assert str(info.value) == message
     spec.write_text('[[ps]]\nhost = "a"\nport = 1\n[[hub]]\nhost = "b"\nport = 2\n')
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sniper",
-            "serve",
-            "--cluster-spec",
-            str(spec),
-            "--role",
-            "ps",
-            "--index",
-            "1",
-        ],
-        capture_output=True,
-        text=True,
+    done = sniper(
+        tmp_path,
+        "serve",
+        "--cluster-spec",
+        str(spec),
+        "--role",
+        "ps",
+        "--index",
+        "1",
         timeout=60,
-        check=False,
     )
     assert done.returncode == 2
     assert done.stderr == (

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from sniper.cluster._checkpoint import load_job
 from sniper.roles._checkpoint import manifest_digest
+from tests.cluster._sniper import sniper
 from tests.rpc._grpcio import ServerProcess, start_server, stop_server
 
 DATA = ["--scale", "0.01", "--num-batches", "40"]
@@ -39,26 +40,17 @@ def train(
 ) -> subprocess.CompletedProcess[str]:
     ps = ",".join(f"127.0.0.1:{s.port}" for s in running[:2])
     (tmp_path / "job.toml").write_text("scale = 0.01\nnum_batches = 40\nhidden = [16]\n")
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sniper",
-            "train",
-            "--config",
-            "job.toml",
-            "--quiet",
-            "--ps",
-            ps,
-            "--hub",
-            f"127.0.0.1:{running[2].port}",
-            *args,
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
+    return sniper(
+        tmp_path,
+        "train",
+        "--config",
+        "job.toml",
+        "--quiet",
+        "--ps",
+        ps,
+        "--hub",
+        f"127.0.0.1:{running[2].port}",
+        *args,
     )
 
 

@@ -5,7 +5,6 @@ the role sees it), refuse plaintext, and keep health open."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import grpc
 import pytest
 import trustme
 
+from tests.cluster._sniper import sniper
 from tests.rpc import _grpcio
 from tests.rpc._grpcio import GrpcModules, start_server, stop_server
 
@@ -64,14 +64,7 @@ def test_training_runs_over_mutual_tls_with_a_token(pki: Path, tmp_path: Path) -
         (pki / "secure.toml").read_text()
         + 'scale = 0.01\nnum_batches = 30\nhidden = [16]\noutput = "report.json"\n'
     )
-    done = subprocess.run(
-        [sys.executable, "-m", "sniper", "train", "--config", "job.toml", "--quiet"],
-        cwd=tmp_path,
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    done = sniper(tmp_path, "train", "--config", "job.toml", "--quiet")
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads((tmp_path / "report.json").read_text())["steps"] == 27  # 30 less held-out
 
@@ -147,14 +140,7 @@ def test_a_bad_token_file_is_one_line_naming_it(tmp_path: Path) -> None:
         (tmp_path / "empty", "is empty; put the token in it"),
     ):
         (tmp_path / "bad.toml").write_text(f'auth_token_file = "{path}"\n')
-        done = subprocess.run(
-            [sys.executable, "-m", "sniper", "serve", "--port", "0", "--config", "bad.toml"],
-            cwd=tmp_path,
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = sniper(tmp_path, "serve", "--port", "0", "--config", "bad.toml", timeout=60)
         assert done.returncode == 2, done.stderr
         assert done.stderr == f"sniper: error: auth_token_file '{path}' {problem}\n"
 
