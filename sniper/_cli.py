@@ -137,6 +137,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.quiet:
         flags["progress"] = False
     ps, hubs = args.ps, args.hub
+    if args.launcher == "ray" and (ps or hubs or args.cluster_spec):
+        raise ValueError(
+            "--launcher ray starts its own ps and hubs: drop --ps, --hub and --cluster-spec"
+        )
     if args.cluster_spec:
         from sniper.cluster._hosts import load_cluster_spec
 

@@ -18,14 +18,13 @@ on every exit path, and a Ray runtime this command started is shut down with the
 
 from __future__ import annotations
 
+import asyncio  # Ray's async actors run on asyncio: the hub's producer is a task of that loop
 import contextlib
 import dataclasses
 import logging
 from collections.abc import Iterator, Mapping
 from contextlib import AsyncExitStack
 from typing import Any
-
-import anyio
 
 from sniper.roles import HubRole, PsCluster, PsRole
 from sniper.rpc import PsClient
@@ -99,9 +98,10 @@ class RoleActor:
         self._stack.callback(cluster.close)
         hub = HubRole(config.open(), cluster, config)
         self._stack.callback(hub.close)
-        group = await self._stack.enter_async_context(anyio.create_task_group())
-        self._stack.callback(group.cancel_scope.cancel)
-        group.start_soon(hub.run)
+        # Ray runs each actor call as its own asyncio task, so the producer is a task of the
+        # actor's loop that stop() cancels, not a task group entered in one call, left in another.
+        task = asyncio.get_running_loop().create_task(hub.run())
+        self._stack.push_async_callback(_cancelled, task)
         return hub
 
     async def node(self) -> str:
@@ -112,6 +112,12 @@ class RoleActor:
 
     async def stop(self) -> None:
         await self._stack.aclose()
+
+
+async def _cancelled(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task
 
 
 class RayPlacement:

@@ -194,7 +194,7 @@ class TrainerCollector(Collector):
         )
         yield _gauge(
             "sniper_trainer_heldout_auc",
-            "AUC of the held-out batches of the latest half of the run so far",
+            "AUC of every held-out batch scored so far",
             live.eval_auc,
         )
 

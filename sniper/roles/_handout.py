@@ -74,6 +74,8 @@ class HandOut(Generic[T]):
         """Queue a batch; waits while ``size`` batches are queued (backpressure)."""
         while len(self._queue) >= self.size and not self._stopped:
             await self._wait(math.inf)
+        if self._stopped:
+            return  # nobody will read it: keep nothing
         self._positions += 1
         self._queue.append(_Entry(self._positions, batch_id, batch))
         self._notify()

@@ -491,7 +491,8 @@ class Trainer:
                 scoring = self.config.eval_every_steps
                 if scoring and report.steps % scoring == 0:
                     await self._score_eval_data(report)
-                if every and report.steps % every == 0:
+                # Not again while draining for one: the workers wait on the first gate.
+                if every and report.steps % every == 0 and self._gate is None:
                     self._gate = anyio.Event()  # workers stop at the gate; the rest drains
                     pause_started = time.perf_counter()
             now = time.perf_counter()

@@ -96,7 +96,12 @@ def _grpc_server(services: list[Any], config: ServeConfig) -> Server:
     """A grpclib server with the size limit, HTTP/2 windows, frames, TLS and token of
     ``config``; a bind beyond loopback with neither TLS nor a token is logged as a risk."""
     security = config.security()
-    if not (security.tls or security.token) and not _loopback(config.host):
+    if security.ca and not security.cert:
+        raise ValueError(
+            "tls_ca without tls_cert and tls_key: a server needs its own certificate to speak "
+            "TLS (and to require client certificates)"
+        )
+    if not (security.cert or security.token) and not _loopback(config.host):
         log.warning(
             "serving on %s without TLS or a token: anyone who reaches this port can read and "
             "overwrite the tables; set tls_cert/tls_key/tls_ca or auth_token_file",

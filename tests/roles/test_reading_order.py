@@ -51,7 +51,10 @@ class JitteryHub(HubRole):
 
 
 async def train(
-    reader: SyntheticCtr, max_steps: int = 0, state: dict[str, object] | None = None
+    reader: SyntheticCtr,
+    max_steps: int = 0,
+    state: dict[str, object] | None = None,
+    checkpoint_every: int = 0,
 ) -> tuple[list[int], Trainer, TrainReport]:
     """One run on fresh roles; with ``state`` (and the hubs positioned after the batches it
     trained), a resumed one."""
@@ -75,7 +78,14 @@ async def train(
             cluster,
             dict.fromkeys(reader.variables, 4),
             reader.dense_features,
-            TrainerConfig(prefetch=4, eval_every=0, max_steps=max_steps, progress=False),
+            TrainerConfig(
+                prefetch=4,
+                eval_every=0,
+                max_steps=max_steps,
+                progress=False,
+                checkpoint_every=checkpoint_every,
+            ),
+            checkpointer=noop_checkpoint if checkpoint_every else None,
         )
         if state:
             trainer.resume_from(state["trainer"])  # type: ignore[arg-type]
@@ -85,6 +95,10 @@ async def train(
             report = await trainer.run()
             group.cancel_scope.cancel()
         return ps.pushed, trainer, report
+
+
+async def noop_checkpoint(trainer: Trainer, report: TrainReport) -> None:
+    await anyio.sleep(0)
 
 
 def round_robin() -> list[int]:
@@ -111,3 +125,15 @@ async def test_batches_are_trained_in_one_order_and_a_resume_continues_it() -> N
     state = {"trainer": stopped.state(report), "positions": dict(stopped.positions)}
     rest, _, _ = await train(reader, state=state)
     assert first + rest == whole
+
+
+async def test_checkpoints_at_every_step_never_hang_and_keep_the_order() -> None:
+    """A step that is due for a checkpoint while the pipeline drains for the previous one
+    used to close a second gate that nothing opened: training stopped for good."""
+    reader = SyntheticCtr(
+        load_workload("seed_ctr"), num_batches=BATCHES, scale=0.005, seed=2, batch_size=16
+    )
+    with anyio.fail_after(60):
+        pushed, _, report = await train(reader, checkpoint_every=1)
+    assert pushed == round_robin()
+    assert report.checkpoints >= 1
