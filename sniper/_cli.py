@@ -44,10 +44,22 @@ def _cmd_hash(args: argparse.Namespace) -> int:
 
 
 def _cmd_placement(args: argparse.Namespace) -> int:
-    from sniper.cluster._placement import print_placement
-    from sniper.data._workload import load_workload
+    from pathlib import Path
 
-    print_placement(load_workload(args.workload), args.num_ps)
+    from sniper.cluster import _placement
+    from sniper.transport._serve import parse_addresses
+
+    if args.ps:
+        _placement.print_live_placement(parse_addresses(args.ps, "--ps"))
+    elif args.checkpoint:
+        from sniper.cluster._checkpoint import load_job
+
+        job = load_job(Path(args.checkpoint).resolve())
+        _placement.print_checkpoint_placement(job.placement, job.step)
+    else:
+        from sniper.data._workload import load_workload
+
+        _placement.print_placement(load_workload(args.workload), args.num_ps)
     return 0
 
 
@@ -173,6 +185,25 @@ def _cmd_data_convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_experiment_run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from sniper.experiment import load_experiment, run_experiment
+
+    # A bad experiment file raises ValueError before any point runs: exit status 2.
+    experiment = load_experiment(Path(args.file))
+    return run_experiment(experiment, quick=args.quick, out=Path(args.out) if args.out else None)
+
+
+def _cmd_experiment_list(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from sniper.experiment import print_experiments
+
+    print_experiments(Path(args.directory))
+    return 0
+
+
 def _workload_bench(module: str, *options: str) -> Command:
     """A ``sniper bench`` command: ``sniper._bench.<module>.run(workload, **options)``.
 
@@ -228,10 +259,21 @@ def _build_parser() -> argparse.ArgumentParser:
     hash_cmd.set_defaults(run=_cmd_hash)
 
     placement = commands.add_parser(
-        "placement", help="show which ps owns each variable of a workload, and the load"
+        "placement",
+        help="show which ps owns each variable: of a workload by hashing, of a running job "
+        "(--ps) or of a job checkpoint (--checkpoint)",
     )
     _add_workload(placement)
     placement.add_argument("--num-ps", type=_positive_int, default=4)
+    where = placement.add_mutually_exclusive_group()
+    where.add_argument(
+        "--ps", metavar="HOST:PORT,...", help="ask these running ps (in job order) instead"
+    )
+    where.add_argument(
+        "--checkpoint",
+        metavar="DIR",
+        help="the placement a job checkpoint (DIR or DIR/step-N) recorded",
+    )
     placement.set_defaults(run=_cmd_placement)
 
     evaluation = commands.add_parser(
@@ -430,6 +472,31 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     conv.add_argument("--seed", type=int, default=0, help="synthetic only")
     conv.set_defaults(run=_cmd_data_convert)
+
+    experiment = commands.add_parser(
+        "experiment", help="run a seed log's experiment: a sweep of local-cluster training runs"
+    )
+    experiment_actions = experiment.add_subparsers(
+        dest="experiment_command", required=True, metavar="ACTION"
+    )
+    experiment_run = experiment_actions.add_parser(
+        "run", help="run every point of an experiment TOML; write results.csv, summary.md, plots"
+    )
+    experiment_run.add_argument("file", help="an experiment TOML (experiments/NAME.toml)")
+    experiment_run.add_argument(
+        "--quick", action="store_true", help="apply the file's [quick] overrides (small shapes)"
+    )
+    experiment_run.add_argument(
+        "--out", default=None, help="output directory (default: experiments/results/NAME)"
+    )
+    experiment_run.set_defaults(run=_cmd_experiment_run)
+    experiment_list = experiment_actions.add_parser(
+        "list", help="the experiments in a directory and the seed finding each reproduces"
+    )
+    experiment_list.add_argument(
+        "directory", nargs="?", default="experiments", help="default: experiments"
+    )
+    experiment_list.set_defaults(run=_cmd_experiment_list)
 
     bench = commands.add_parser("bench", help="measure sniper against a peer in the same run")
     benches = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")

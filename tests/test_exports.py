@@ -16,6 +16,7 @@ PACKAGES = [
     "sniper.rpc",
     "sniper.store",
     "sniper.cluster",
+    "sniper.experiment",
     "sniper.monitoring",
     "sniper.testing",
     "sniper.transport",

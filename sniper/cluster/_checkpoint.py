@@ -34,6 +34,7 @@ from sniper.roles._batch_id import BatchId
 from sniper.roles._checkpoint import MANIFEST, CorruptCheckpointError, replace_file
 from sniper.roles._cluster import PsCluster, gather
 from sniper.roles._trainer import Trainer, TrainReport
+from sniper.rpc._placement import Placement
 
 __all__ = ["JOB", "LATEST", "JobCheckpoint", "load_job", "save_job", "step_name"]
 
@@ -62,6 +63,8 @@ class JobCheckpoint:
     """SHA-256 of each ps's manifest, as the ps answered its Save: what its Restore must
     answer, wherever the part lives."""
     """:meth:`Trainer.state`, for :meth:`Trainer.resume_from`."""
+    placement: Placement | None = None
+    """Where each variable was (auto_shard moves them); None: by name hash."""
 
     def ps_directory(self, index: int) -> Path:
         return self.directory / f"ps-{index}"
@@ -96,6 +99,7 @@ async def save_job(
         "counters": {k: v for k, v in state.items() if k != "model"},
         # From the ps' answers, not their files: a ps's part may be on its own disk.
         "sha256": {f"ps-{i}/{MANIFEST}": done.manifest_sha256 for i, done in enumerate(saved)},
+        "placement": cluster.placement.to_dict(),
     }
     await anyio.to_thread.run_sync(_write_step, root, directory, job, state["model"], keep)
     return directory
@@ -159,6 +163,7 @@ def load_job(path: Path) -> JobCheckpoint:
             positions=positions,
             trainer={**job["counters"], "model": model},
             ps_manifests=[sums[f"ps-{i}/{MANIFEST}"] for i in range(int(job["num_ps"]))],
+            placement=Placement.from_dict(job["placement"]) if "placement" in job else None,
         )
     except CorruptCheckpointError:
         raise

@@ -1,14 +1,22 @@
-"""Where a workload's variables land on ps, and how uneven the load is.
+"""Where variables land on ps, and how uneven the load is (``sniper placement``).
 
 The seed logs found one ps at 59% CPU while the others idled at 10%: hashing variables to ps
-balances their count, not their signs. This report makes that visible before a cluster runs.
+balances their count, not their signs. :func:`print_placement` makes that visible before a
+cluster runs; :func:`print_live_placement` shows a running job's ps as they are now, after
+auto_shard's moves, and :func:`print_checkpoint_placement` the table a checkpoint recorded.
 """
 
 from __future__ import annotations
 
+import anyio
+
 from sniper._table import print_table
 from sniper.data._workload import Workload
 from sniper.hashing import ps_for_variable
+from sniper.roles._cluster import gather
+from sniper.roles._errors import RPC_ERRORS, describe_error
+from sniper.rpc import Placement, PsClient
+from sniper.rpc._generated.sniper.v1 import StatsResponse
 
 
 def placement_load(workload: Workload, num_ps: int) -> list[tuple[int, int]]:
@@ -39,3 +47,67 @@ def print_placement(workload: Workload, num_ps: int) -> None:
     print_table(["ps", "variables", "signs/batch", "share", "heaviest variable"], rows)
     busiest = max(signs for _, signs in load)
     print(f"busiest ps carries {busiest / (total / num_ps):.2f}x an even share")
+
+
+async def _live_stats(addresses: list[tuple[str, int]]) -> list[StatsResponse]:
+    clients = [PsClient(host, port, timeout=10.0, retries=1) for host, port in addresses]
+    try:
+        return await gather([client.stats for client in clients])
+    except RPC_ERRORS as exc:
+        where = ", ".join(f"{host}:{port}" for host, port in addresses)
+        raise ConnectionError(
+            f"could not read the Stats of ps {where}: {describe_error(exc)}"
+        ) from None
+    finally:
+        for client in clients:
+            client.close()
+
+
+def print_live_placement(addresses: list[tuple[str, int]]) -> None:
+    """Print where each variable of a running job is now (auto_shard may have moved some), with
+    each ps's share of the store kernel time: asked of the ps themselves."""
+    stats = anyio.run(_live_stats, addresses, backend="asyncio")
+    num_ps = len(addresses)
+    rows = []
+    for index, answer in enumerate(stats):
+        for v in answer.variables:
+            home = ps_for_variable(v.name, num_ps)
+            moved = "" if home == index else f"moved from ps {home}"
+            rows.append([v.name, str(index), f"{v.kernel_seconds:.3f}", f"{v.rows:,}", moved])
+    rows.sort(key=lambda row: row[0])
+    print_table(["variable", "ps", "kernel s", "rows", "placement"], rows)
+    total = sum(v.kernel_seconds for answer in stats for v in answer.variables) or 1.0
+    summary = []
+    for index, answer in enumerate(stats):
+        kernel = sum(v.kernel_seconds for v in answer.variables)
+        host, port = addresses[index]
+        summary.append(
+            [
+                f"{index} ({host}:{port})",
+                str(len(answer.variables)),
+                f"{kernel:.3f}",
+                f"{100 * kernel / total:.1f}%",
+                f"{answer.cpu_seconds:.1f}",
+            ]
+        )
+    print()
+    print_table(["ps", "variables", "kernel s", "share", "cpu s"], summary)
+    away = sum(1 for row in rows if row[4])
+    print(f"{away} of {len(rows)} variables away from their hashed ps")
+
+
+def print_checkpoint_placement(placement: Placement | None, step: int) -> None:
+    """Print the placement a job checkpoint recorded."""
+    if placement is None or not placement.owners:
+        version = placement.version if placement is not None else 0
+        print(f"checkpoint of step {step}: every variable on its hashed ps (version {version})")
+        return
+    print(
+        f"checkpoint of step {step}: placement version {placement.version}, "
+        f"{placement.num_ps} ps; moved variables:"
+    )
+    rows = [
+        [name, str(ps_for_variable(name, placement.num_ps)), str(ps)]
+        for name, ps in sorted(placement.owners.items())
+    ]
+    print_table(["variable", "hashed ps", "ps"], rows)

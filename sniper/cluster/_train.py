@@ -34,7 +34,7 @@ from sniper._config import check_at_least, fields_of, load_config
 from sniper._table import print_table
 from sniper.cluster._checkpoint import LATEST, JobCheckpoint, load_job, save_job
 from sniper.cluster._data import check_same_schema, probe_data
-from sniper.cluster._job import create_variables, train
+from sniper.cluster._job import create_variables, drop_misplaced, train
 from sniper.cluster._process import ServerProcess, serve_config_command, server_process
 from sniper.cluster._progress import show_progress, trainer_metrics
 from sniper.cluster._ray import check_resources
@@ -54,7 +54,8 @@ from sniper.roles import (
     TrainReport,
 )
 from sniper.roles._checkpoint import CorruptCheckpointError
-from sniper.rpc import HubClient, PsClient
+from sniper.roles._cluster import gather
+from sniper.rpc import HubClient, Placement, PsClient
 from sniper.runtime import log_to_stderr
 from sniper.transport._grpc import split_address
 from sniper.transport._serve import ServeConfig, parse_addresses
@@ -191,14 +192,22 @@ async def _train(
     resume: JobCheckpoint | None,
 ) -> TrainReport:
     security = config.security()
-    cluster = PsCluster([PsClient(host, port, security=security) for host, port in ps])
+    cluster = PsCluster(
+        [PsClient(host, port, security=security) for host, port in ps],
+        _resumed_placement(resume, len(ps)),
+    )
     clients: list[HubClient] = []
     try:
         if resume is not None:
             await _restore_ps(cluster, resume, config.job_directory())
+        await drop_misplaced(cluster, list(plan.tables))
         await create_variables(cluster, plan.tables, config.seed)
         hub_addresses = hubs if hubs is not None else start_hubs()
         clients = [HubClient(host, port, security=security) for host, port in hub_addresses]
+        if cluster.placement.version:
+            # Hubs start by hashing: a feed to a moved variable's hashed ps answers NOT_FOUND
+            # and is retried, by this placement once the hub has it.
+            await gather([functools.partial(c.set_placement, cluster.placement) for c in clients])
         job = config.job_directory()
 
         async def checkpoint(trainer: Trainer, report: TrainReport) -> None:
@@ -230,6 +239,14 @@ async def _train(
         for client in clients:
             client.close()
         cluster.close()
+
+
+def _resumed_placement(resume: JobCheckpoint | None, num_ps: int) -> Placement | None:
+    """The checkpoint's placement, if it has one for this many ps (resharding to another
+    number of ps regroups variables by name hash)."""
+    if resume is None or resume.placement is None or resume.placement.num_ps != num_ps:
+        return None
+    return resume.placement
 
 
 async def _restore_ps(cluster: PsCluster, resume: JobCheckpoint, root: Path | None) -> None:

@@ -4,12 +4,16 @@
 - :class:`PsRole`: the ps (``sniper.rpc.PsApi``) over an engine: policies, histograms, drain.
 - :class:`HubRole`: reads a :class:`~sniper.data.Reader`, feeds the ps, hands out batches.
 - :class:`Trainer`: prefetches from hubs, trains the dense model, pushes gradients.
-- :class:`PsCluster`: several ps as one, each variable on the ps its name hashes to.
+- :class:`PsCluster`: several ps as one, each variable on the ps its placement names.
+- :class:`AutoShard`: the trainer's moves of variables off a busy ps (:func:`plan_moves`).
 
 Transports (``sniper.transport``) serve these roles over gRPC or in process; the roles never
 import them.
 """
 
+from sniper.roles._balance import AutoShard as AutoShard
+from sniper.roles._balance import Move as Move
+from sniper.roles._balance import plan_moves as plan_moves
 from sniper.roles._batch_id import EVAL_HUB as EVAL_HUB
 from sniper.roles._batch_id import MAX_HUBS as MAX_HUBS
 from sniper.roles._batch_id import BatchId as BatchId
@@ -41,6 +45,7 @@ __all__ = [
     "EVAL_HUB",
     "MAX_HUBS",
     "AlreadyPushedError",
+    "AutoShard",
     "BatchId",
     "DataError",
     "DataEvaluator",
@@ -49,6 +54,7 @@ __all__ = [
     "HubRole",
     "HubSettings",
     "LiveProgress",
+    "Move",
     "OpStats",
     "PendingLookup",
     "PsCluster",
@@ -64,4 +70,5 @@ __all__ = [
     "UnknownBatchError",
     "UnknownVariableError",
     "VariableExistsError",
+    "plan_moves",
 ]

@@ -1,10 +1,15 @@
-"""``PsCluster``: several ps as one, each variable on the ps its name hashes to.
+"""``PsCluster``: several ps as one, each variable on the ps its :class:`Placement` names.
 
 Calls fan out to the owners of their variables concurrently, in one anyio task group, over
 whatever transport the members use (gRPC clients, in-process clients or the roles
 themselves). A fan-out fails with the first member's error, unwrapped, after the other
 members' calls have answered (none is cancelled half-way: a PushGrad that reached its ps
 either applied or did not): the caller sees the ``GRPCError`` a single ps would raise.
+
+The placement can change while the cluster is in use (auto_shard moved a variable):
+:meth:`PsCluster.switch` waits until every FeedSample begun under the old placement has
+answered, holding new ones back meanwhile, so that once it returns no feed can still reach a
+variable's old owner.
 """
 
 from __future__ import annotations
@@ -16,8 +21,8 @@ import anyio
 import numpy as np
 from numpy.typing import NDArray
 
-from sniper.hashing import ps_for_variable
 from sniper.rpc._api import Pooled, PsApi, Signs
+from sniper.rpc._placement import Placement
 
 __all__ = ["PsCluster", "gather"]
 
@@ -46,22 +51,54 @@ async def gather(calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
 
 
 class PsCluster:
-    """Several ps, variable ``name`` on ``ps_for_variable(name, len(members))``."""
+    """Several ps; variable ``name`` on ``placement.owner(name)`` (by default the ps its name
+    hashes to: ``ps_for_variable(name, len(members))``)."""
 
-    def __init__(self, members: Sequence[PsApi]) -> None:
+    def __init__(self, members: Sequence[PsApi], placement: Placement | None = None) -> None:
         if not members:
             raise ValueError("a cluster needs at least one ps")
         self.members = list(members)
+        self.placement = placement or Placement(len(self.members))
+        self._check(self.placement)
+        self._feeding = 0
+        self._fed: anyio.Event | None = None  # set when the last feed in flight answers
+        self._switching: anyio.Event | None = None  # new feeds wait while it is unset
+
+    def _check(self, placement: Placement) -> None:
+        if placement.num_ps != len(self.members):
+            raise ValueError(
+                f"placement is for {placement.num_ps} ps, the cluster has {len(self.members)}"
+            )
 
     def owner(self, name: str) -> PsApi:
         """The ps that holds variable ``name``."""
-        return self.members[ps_for_variable(name, len(self.members))]
+        return self.members[self.placement.owner(name)]
 
     def _by_owner(self, names: Sequence[str]) -> dict[int, list[str]]:
         groups: dict[int, list[str]] = {}
         for name in names:
-            groups.setdefault(ps_for_variable(name, len(self.members)), []).append(name)
+            groups.setdefault(self.placement.owner(name), []).append(name)
         return groups
+
+    async def switch(self, placement: Placement) -> int:
+        """Use ``placement`` from now on, once every feed begun before has answered; an older
+        version than the one in use changes nothing. Returns the version in use."""
+        self._check(placement)
+        if placement.version <= self.placement.version:
+            return self.placement.version
+        while self._switching is not None:  # one switch at a time
+            await self._switching.wait()
+        switching = self._switching = anyio.Event()
+        try:
+            while self._feeding:
+                self._fed = anyio.Event()
+                await self._fed.wait()
+            if placement.version > self.placement.version:
+                self.placement = placement
+        finally:
+            self._switching = None
+            switching.set()
+        return self.placement.version
 
     def close(self) -> None:
         """Close the members that hold connections (gRPC clients)."""
@@ -71,12 +108,20 @@ class PsCluster:
                 close()
 
     async def feed_sample(self, batch_id: int, variables: Mapping[str, Signs]) -> None:
-        await gather(
-            [
-                _bind(self.members[ps].feed_sample, batch_id, {n: variables[n] for n in names})
-                for ps, names in self._by_owner(list(variables)).items()
-            ]
-        )
+        while self._switching is not None:
+            await self._switching.wait()
+        self._feeding += 1
+        try:
+            await gather(
+                [
+                    _bind(self.members[ps].feed_sample, batch_id, {n: variables[n] for n in names})
+                    for ps, names in self._by_owner(list(variables)).items()
+                ]
+            )
+        finally:
+            self._feeding -= 1
+            if not self._feeding and self._fed is not None:
+                self._fed.set()
 
     async def embedding_lookup(
         self, batch_id: int, names: Sequence[str], *, release: bool = False

@@ -67,6 +67,9 @@ class PsEngine:
         self._pushed: OrderedDict[tuple[int, str], None] = OrderedDict()
         """The (batch, variable) pairs pushed most recently, so a duplicate push is told it
         was applied (ALREADY_EXISTS) rather than that the batch is unknown."""
+        self.kernel_seconds: dict[str, float] = {}
+        """Store kernel seconds of each variable's lookups and pushes so far: the load it puts
+        on this ps (auto_shard compares them across ps)."""
         self._lock = threading.Lock()
 
     # -- variables -------------------------------------------------------------------------------
@@ -90,6 +93,17 @@ class PsEngine:
             raise ValueError("variable name must not be empty")
         with self._lock:
             self._tables[name] = table
+
+    def drop_variable(self, name: str) -> bool:
+        """Forget variable ``name`` and its fed batches (it moved to another ps); False if it
+        was not held."""
+        with self._lock:
+            if self._tables.pop(name, None) is None:
+                return False
+            for key in [key for key in self._batches if key[1] == name]:
+                self._drop(key)
+            self.kernel_seconds.pop(name, None)
+            return True
 
     def table(self, name: str) -> EmbeddingTable:
         """The table of variable ``name``."""
@@ -167,6 +181,32 @@ class PsEngine:
         items = list(variables)
         key = items[0][0] if items else "__feed__"
         await self.scheduler.run(key, self.feed_many, batch_id, items)
+
+    def batches_of(self, name: str) -> list[tuple[int, ShardedBatch]]:
+        """Variable ``name``'s fed batches not yet pushed, in feed order (to move them)."""
+        self.table(name)
+        with self._lock:
+            self._expire(time.monotonic())
+            return [(key[0], entry[0]) for key, entry in self._batches.items() if key[1] == name]
+
+    def adopt(self, name: str, batches: Iterable[tuple[int, ArrayLike, ArrayLike]]) -> int:
+        """Keep batches of ``name`` fed to another ps (a move), except those fed here already:
+        a feed here is newer. All are validated before any is kept; returns how many were.
+        Their ``batch_ttl`` starts again, and they count against the pending limits without
+        being refused by them: they were within the old owner's."""
+        table = self.table(name)
+        split = [(batch_id, table.split(signs, offsets)) for batch_id, signs, offsets in batches]
+        with self._lock:
+            now = time.monotonic()
+            kept = 0
+            for batch_id, batch in split:
+                if (batch_id, name) in self._batches:
+                    continue
+                self._batches[(batch_id, name)] = (batch, now)
+                self._variables_of[batch_id] += 1
+                self._pending_bytes += _nbytes(batch)
+                kept += 1
+            return kept
 
     def pending_batches(self) -> int:
         """(batch, variable) pairs fed and not yet pushed or expired."""
@@ -250,8 +290,14 @@ class PsEngine:
             raise ValueError(f"names repeats {', '.join(map(repr, repeated))}; ask once")
         parts = self._parts(batch_id, names)
         return PendingLookup(
-            [self.scheduler.submit(task[0].key, _lookup_parts, task) for task in self._plan(parts)]
+            [self.scheduler.submit(task[0].key, _lookup_parts, task) for task in self._plan(parts)],
+            self._count,
         )
+
+    def _count(self, seconds: Mapping[str, float]) -> None:
+        with self._lock:
+            for name, elapsed in seconds.items():
+                self.kernel_seconds[name] = self.kernel_seconds.get(name, 0.0) + elapsed
 
     def lookup(self, batch_id: int, names: Iterable[str]) -> dict[str, Pooled]:
         """Pooled embeddings of ``names`` for a fed batch, blocking the calling thread."""
@@ -263,7 +309,7 @@ class PsEngine:
 
     def _submit_pushes(
         self, batch_id: int, grads: Mapping[str, ArrayLike]
-    ) -> list[TaskHandle[None]]:
+    ) -> list[TaskHandle[list[tuple[str, float]]]]:
         parts = self._parts(batch_id, grads)
         checked = {
             name: _check_grad(grad, self._batch(batch_id, name), self.table(name), name)
@@ -316,11 +362,13 @@ class PsEngine:
         handles = self._submit_pushes(batch_id, grads)
         try:
             errors = []
+            done = []
             for handle in handles:
                 try:
-                    handle.result()
+                    done.append(handle.result())
                 except Exception as exc:
                     errors.append(exc)
+            self._count_pushes(done)
             if errors:
                 raise errors[0]
         finally:
@@ -330,9 +378,16 @@ class PsEngine:
         """:meth:`push_grad`, awaited without blocking the event loop."""
         handles = self._submit_pushes(batch_id, grads)
         try:
-            await wait_all(handles)
+            self._count_pushes(await wait_all(handles))
         finally:
             self.release(batch_id, grads)
+
+    def _count_pushes(self, tasks: list[list[tuple[str, float]]]) -> None:
+        seconds: dict[str, float] = {}
+        for task in tasks:
+            for name, elapsed in task:
+                seconds[name] = seconds.get(name, 0.0) + elapsed
+        self._count(seconds)
 
     # -- rows and checkpoints -------------------------------------------------------------------
 
@@ -356,14 +411,25 @@ class PsEngine:
 class PendingLookup:
     """Lookup tasks in flight; ``result()`` blocks, ``await wait()`` does not."""
 
-    def __init__(self, handles: list[TaskHandle[list[_Done]]]) -> None:
+    def __init__(
+        self,
+        handles: list[TaskHandle[list[_Done]]],
+        count: Callable[[Mapping[str, float]], None] | None = None,
+    ) -> None:
         self.handles = handles
+        self._count = count
+
+    def _collected(self, tasks: list[list[_Done]]) -> dict[str, Pooled]:
+        results = _collect(tasks)
+        if self._count is not None:
+            self._count({name: pooled.kernel_seconds for name, pooled in results.items()})
+        return results
 
     def result(self) -> dict[str, Pooled]:
-        return _collect([handle.result() for handle in self.handles])
+        return self._collected([handle.result() for handle in self.handles])
 
     async def wait(self) -> dict[str, Pooled]:
-        return _collect(await wait_all(self.handles))
+        return self._collected(await wait_all(self.handles))
 
 
 @dataclass(frozen=True)
@@ -394,9 +460,16 @@ def _lookup_parts(parts: list[_Part]) -> list[_Done]:
     return done
 
 
-def _push_parts(parts: list[_Part], grads: Mapping[str, NDArray[np.float32]]) -> None:
+def _push_parts(
+    parts: list[_Part], grads: Mapping[str, NDArray[np.float32]]
+) -> list[tuple[str, float]]:
+    """Task body: apply every part's gradient; each part's kernel time for its variable."""
+    done = []
     for part in parts:
+        start = time.perf_counter()
         part.table.push_grad_shard(part.batch, part.shard, grads[part.name])
+        done.append((part.name, time.perf_counter() - start))
+    return done
 
 
 def _collect(tasks: list[list[_Done]]) -> dict[str, Pooled]:

@@ -42,6 +42,7 @@ from sniper.roles._cluster import PsCluster
 from sniper.roles._errors import DataError, Unavailable, describe_error
 from sniper.roles._handout import HandOut
 from sniper.rpc._api import Sample
+from sniper.rpc._placement import Placement
 
 __all__ = ["BatchLike", "HubConfig", "HubRole", "HubSettings", "ReaderLike"]
 
@@ -265,6 +266,13 @@ class HubRole:
         """The reader has these batches: they are never handed out again. Answers how many
         were outstanding (an unknown or repeated id is not an error: a retried AckSample)."""
         return self.handout.acknowledge(batch_ids)
+
+    async def set_placement(self, placement: Placement) -> int:
+        """Feed by ``placement`` once the feeds in flight have answered (auto_shard moved a
+        variable); returns the version fed with now."""
+        version = await self.cluster.switch(placement)
+        log.info("hub %d feeds by placement version %d", self.config.hub_index, version)
+        return version
 
     def _raise_failure(self) -> None:
         index = self.config.hub_index

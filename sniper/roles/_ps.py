@@ -43,9 +43,9 @@ from sniper.roles._checkpoint import (
     save_checkpoint,
 )
 from sniper.roles._engine import PsEngine
-from sniper.roles._errors import Unavailable, VariableExistsError
+from sniper.roles._errors import Unavailable, UnknownVariableError, VariableExistsError
 from sniper.roles._variables import same_config, table_from_request
-from sniper.rpc._api import Checkpointed, Pooled, Signs
+from sniper.rpc._api import Checkpointed, MovedVariable, Pooled, Signs
 from sniper.rpc._generated.sniper.v1 import (
     CreateVariableRequest,
     LatencySummary,
@@ -53,7 +53,7 @@ from sniper.rpc._generated.sniper.v1 import (
     VariableStats,
 )
 from sniper.scheduler import Scheduler, scheduler_names
-from sniper.store import EmbeddingTable, TableExport
+from sniper.store import LOCK_MODES, POOLINGS, EmbeddingTable, LockMode, Pooling, TableExport
 
 __all__ = ["PsRole", "PsRoleConfig", "PsSettings"]
 
@@ -76,12 +76,27 @@ class PsRoleConfig(Validated):
     """Save and Restore name directories under this one (relative to it, or absolute inside
     it); anything else is refused with PERMISSION_DENIED, and so is every Save and Restore
     while it is unset: a client must not choose where the ps process writes."""
+    lock: LockMode = "shard"
+    """What every table's lookups and pushes lock: ``shard`` (one lock per shard), ``table``,
+    ``global`` (one lock over every variable of the process, the seeds' first design) or
+    ``none`` (only index changes are locked; concurrent pushes may lose updates)."""
+    pooling: Pooling = "fused"
+    """``fused`` pools rows as they are read; ``separate`` copies them out first, then sums
+    (the seeds' Embedding + SeqPool, for the experiment that compares them)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.nonfinite not in ("reject", "drop"):
             raise ValueError(f"nonfinite must be 'reject' or 'drop', got {self.nonfinite!r}")
+        if self.lock not in LOCK_MODES:
+            raise ValueError(f"lock must be one of {', '.join(LOCK_MODES)}, got {self.lock!r}")
+        if self.pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
         check_positive(self, "max_table_gb")
+
+    def table(self, request: CreateVariableRequest, budget_bytes: int) -> EmbeddingTable:
+        """The table of a CreateVariable request, with this ps's lock and pooling."""
+        return table_from_request(request, budget_bytes, lock=self.lock, pooling=self.pooling)
 
     @property
     def max_table_bytes(self) -> int:
@@ -213,7 +228,7 @@ class PsRole:
                 f"variable {request.name!r} exists with another configuration"
             )
         budget = self.config.max_table_bytes - self._tables_bytes()
-        table = table_from_request(request, budget)
+        table = self.config.table(request, budget)
         self.engine.create_variable(request.name, table)
         self._configs[request.name] = request
         return True
@@ -330,10 +345,10 @@ class PsRole:
         return Checkpointed(tuple(c.name for c, _ in loaded), rows, digest)
 
     def _fresh_tables(
-        self, loaded: list[tuple[CreateVariableRequest, TableExport]]
+        self, loaded: list[tuple[CreateVariableRequest, TableExport]], source: str = "checkpoint"
     ) -> list[EmbeddingTable]:
-        """An empty table for each checkpoint variable, within the memory budget (a table
-        that will be replaced counts as free)."""
+        """An empty table for each variable loaded from ``source`` (a checkpoint, or a move),
+        within the memory budget (a table that will be replaced counts as free)."""
         replaced = 0
         for config, _ in loaded:
             existing = self._configs.get(config.name)
@@ -342,27 +357,70 @@ class PsRole:
             if not same_config(existing, config):
                 raise ValueError(
                     f"variable {config.name!r} exists here with another "
-                    "configuration than in the checkpoint"
+                    f"configuration than in the {source}"
                 )
             replaced += self.engine.table(config.name).nbytes
         budget = self.config.max_table_bytes - self._tables_bytes() + replaced
         tables = []
         for config, _ in loaded:
-            table = table_from_request(config, budget)
+            table = self.config.table(config, budget)
             budget -= table.nbytes
             tables.append(table)
         return tables
 
+    # -- moving a variable (auto_shard) ---------------------------------------------------------
+
+    async def export_variable(self, name: str) -> MovedVariable:
+        with self.call("ExportVariable"):
+            async with self._layout_lock():
+                config = self._configs.get(name)
+                if config is None:
+                    raise UnknownVariableError(f"unknown variable {name!r}")
+                rows = await self.engine.run_exclusive(self.engine.table(name).export)
+                pending = tuple(
+                    (batch_id, *batch.unsplit()) for batch_id, batch in self.engine.batches_of(name)
+                )
+                return MovedVariable(
+                    config, rows.signs, rows.weights, rows.state, rows.steps, pending
+                )
+
+    async def import_variable(self, moved: MovedVariable) -> int:
+        """Hold a variable moved here: a fresh table filled with its rows replaces any table of
+        it (one created for the move holds fed batches, never rows), then its fed batches join
+        those fed here. Everything is checked before anything changes."""
+        with self.call("ImportVariable"):
+            async with self._layout_lock():
+                data = TableExport(moved.signs, moved.weights, moved.state, moved.steps)
+                (table,) = self._fresh_tables([(moved.config, data)], "move")
+                table.check_import(data)
+                for _, signs, offsets in moved.pending:
+                    table.split(signs, offsets)  # validates; the engine splits them again
+                await self.engine.run_exclusive(table.import_, data)
+                name = moved.config.name
+                self.engine.put_variable(name, table)
+                self._configs[name] = moved.config
+                self.engine.adopt(name, moved.pending)
+                return len(moved.signs)
+
+    async def drop_variable(self, name: str) -> bool:
+        with self.call("DropVariable"):
+            async with self._layout_lock():
+                self._configs.pop(name, None)
+                return self.engine.drop_variable(name)
+
     async def stats(self) -> StatsResponse:
         with self.call("Stats"):
+            kernel = self.engine.kernel_seconds
             return StatsResponse(
                 latencies=self.latency_summaries(),
                 variables=[
-                    _variable_stats(name, self.engine.table(name)) for name in self.engine.variables
+                    _variable_stats(name, self.engine.table(name), kernel.get(name, 0.0))
+                    for name in self.engine.variables
                 ],
                 scheduler=self.engine.scheduler.statistics().backend,
                 pending_batches=self.engine.pending_batches(),
                 nonfinite_gradients=self.nonfinite_gradients,
+                cpu_seconds=time.process_time(),
             )
 
     def latency_summaries(self) -> list[LatencySummary]:
@@ -397,7 +455,7 @@ class PsRole:
             )
 
 
-def _variable_stats(name: str, table: EmbeddingTable) -> VariableStats:
+def _variable_stats(name: str, table: EmbeddingTable, kernel_seconds: float) -> VariableStats:
     s = table.statistics()
     return VariableStats(
         name=name,
@@ -413,4 +471,5 @@ def _variable_stats(name: str, table: EmbeddingTable) -> VariableStats:
         nonfinite_updates=s.nonfinite_updates,
         bytes=s.bytes,
         shards=s.shards,
+        kernel_seconds=kernel_seconds,
     )

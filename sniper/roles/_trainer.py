@@ -43,6 +43,7 @@ from threadpoolctl import threadpool_limits
 from sniper._config import RunSettings, check_at_least, check_positive
 from sniper._metrics import Histogram
 from sniper.data import StreamingAuc, log_loss
+from sniper.roles._balance import AutoShard, Move
 from sniper.roles._batch_id import BatchId
 from sniper.roles._cluster import PsCluster
 from sniper.roles._errors import RPC_ERRORS, describe_error
@@ -97,9 +98,21 @@ class TrainerConfig(RunSettings):
     limit is process-wide while :meth:`Trainer.run` runs (BLAS has no other scope), so two
     trainers in one process should use the same value."""
 
+    auto_shard: bool = False
+    """Move variables off the busiest ps while training (``sniper.roles._balance``)."""
+    auto_shard_ratio: float = 1.5
+    """Move when the busiest ps's kernel time exceeds the lightest's by more than this."""
+    auto_shard_window: int = 20
+    """Steps over which each variable's cost is measured; a move can follow each window."""
+    auto_shard_max_moves: int = 1
+    """Variables moved at most after one window."""
+
     def __post_init__(self) -> None:
         super().__post_init__()
         check_at_least(self, 0, "blas_threads", "max_steps", "eval_every_steps", "checkpoint_every")
+        check_at_least(self, 1, "auto_shard_window", "auto_shard_max_moves")
+        if self.auto_shard_ratio < 1:
+            raise ValueError(f"auto_shard_ratio must be at least 1, got {self.auto_shard_ratio}")
         check_at_least(self, 1, "prefetch")
         check_positive(self, "lr")
         if self.eval_every < 0 or self.eval_every == 1:
@@ -162,6 +175,13 @@ class TrainReport:
     """Each ps's own timings of its calls (``EmbeddingLookup``) and their stages
     (``EmbeddingLookup.decode``, ``.dispatch``, ``.wait``, ``.kernel``, ``.encode``...), read
     at the end of training: with :attr:`ops`, where a step's time goes across the layers."""
+    ps_cpu_seconds: list[float] = field(default_factory=list)
+    """CPU seconds each ps process had used when training ended (its own count)."""
+    moves: list[dict[str, Any]] = field(default_factory=list)
+    """Variables auto_shard moved: step, variable, from, to, cost (kernel seconds in the
+    window that planned it) and seconds (the move's pause)."""
+    placement_version: int = 0
+    """The placement's version at the end (0: every variable on its hashed ps)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -209,6 +229,7 @@ class Trainer:
         config: TrainerConfig,
         evaluator: DataEvaluator | None = None,
         checkpointer: Checkpointer | None = None,
+        balancer: AutoShard | None = None,
     ) -> None:
         if not hubs:
             raise ValueError("the trainer needs at least one hub")
@@ -233,6 +254,10 @@ class Trainer:
         self._next_ticket = 0
         self._held_out: list[tuple[NDArray[np.float32], NDArray[np.float32]]] = []
         self.checkpointer = checkpointer
+        self.balancer = balancer
+        self._due_checkpoint = False  # what the pause under way is for
+        self._due_moves: list[Move] = []
+        self._pause_started = 0.0
         self.positions: dict[int, BatchId] = {}
         """The last batch trained or scored of each hub (by hub number)."""
         self._gate: anyio.Event | None = None  # None: open; an unset Event: paused
@@ -475,10 +500,9 @@ class Trainer:
         last_log = started
         window: list[float] = []
         every = self.config.checkpoint_every if self.checkpointer is not None else 0
-        pause_started = 0.0
         while True:
             if self._gate is not None and self._drained(receive):
-                await self._checkpoint(report, time.perf_counter() - pause_started)
+                await self._paused(report)
             try:
                 item = await self._in_order(receive)
             except anyio.EndOfStream:
@@ -491,10 +515,9 @@ class Trainer:
                 scoring = self.config.eval_every_steps
                 if scoring and report.steps % scoring == 0:
                     await self._score_eval_data(report)
-                # Not again while draining for one: the workers wait on the first gate.
-                if every and report.steps % every == 0 and self._gate is None:
-                    self._gate = anyio.Event()  # workers stop at the gate; the rest drains
-                    pause_started = time.perf_counter()
+                if every and report.steps % every == 0:
+                    self._pause(checkpoint=True)
+                await self._plan_moves(report.steps)
             now = time.perf_counter()
             if now - last_log >= self.config.stats_interval:
                 self.log_op_statistics()
@@ -518,6 +541,60 @@ class Trainer:
             and self._next_ticket == self.reader.issued
         )
 
+    def _pause(self, checkpoint: bool = False, moves: Sequence[Move] = ()) -> None:
+        """Stop prefetching and let the batches read drain, then checkpoint and/or move
+        (:meth:`_paused`). A reason found while already draining joins the pause under way."""
+        self._due_checkpoint |= checkpoint
+        self._due_moves += moves
+        if self._gate is None:
+            self._gate = anyio.Event()  # workers stop at the gate; the rest drains
+            self._pause_started = time.perf_counter()
+
+    async def _plan_moves(self, step: int) -> None:
+        # Not while a pause drains: its moves are planned and not made yet, and a plan now
+        # would count from the placement they are about to change.
+        if self.balancer is None or not self.balancer.due(step) or self._gate is not None:
+            return
+        try:
+            moves = await self.balancer.plan(step)
+        except RPC_ERRORS as exc:
+            log.warning("auto_shard skipped step %d: ps Stats: %s", step, describe_error(exc))
+            return
+        if moves:
+            self._pause(moves=moves)
+
+    async def _paused(self, report: TrainReport) -> None:
+        """The pipeline is drained: make the moves, then the checkpoint (which then holds the
+        new placement), then let the workers go on."""
+        waited = time.perf_counter() - self._pause_started
+        moves, self._due_moves = self._due_moves, []
+        for move in moves:
+            await self._move(move, report)
+        if self._due_checkpoint:
+            self._due_checkpoint = False
+            await self._checkpoint(report, waited)
+        gate, self._gate = self._gate, None
+        if gate is not None:
+            gate.set()
+
+    async def _move(self, move: Move, report: TrainReport) -> None:
+        assert self.balancer is not None
+        try:
+            moved = await self.balancer.move(report.steps, move)
+        except RPC_ERRORS as exc:
+            raise TrainingError(
+                f"auto_shard could not move {move.variable} from ps {move.source} to ps "
+                f"{move.to}: {describe_error(exc)}"
+            ) from exc
+        if not moved:
+            return
+        step, done, seconds = self.balancer.moves[-1]
+        report.moves.append(
+            {"step": step, "variable": done.variable, "from": done.source, "to": done.to}
+            | {"cost": done.cost, "seconds": seconds}
+        )
+        report.placement_version = self.cluster.placement.version
+
     async def _checkpoint(self, report: TrainReport, waited: float) -> None:
         assert self.checkpointer is not None
         start = time.perf_counter()
@@ -527,9 +604,6 @@ class Trainer:
         self._checkpointed_step = report.steps
         report.checkpoint_pause_seconds.append(pause)
         log.info("checkpoint at step %d: training paused %.2f s", report.steps, pause)
-        gate, self._gate = self._gate, None
-        if gate is not None:
-            gate.set()
 
     def state(self, report: TrainReport) -> dict[str, Any]:
         """What a resumed trainer needs: the model and the report's counters."""

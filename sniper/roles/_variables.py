@@ -7,7 +7,9 @@ from sniper.store import (
     Admission,
     EmbeddingTable,
     Initializer,
+    LockMode,
     Optimizer,
+    Pooling,
     constant,
     make_optimizer,
     normal,
@@ -74,11 +76,18 @@ def _admission(request: CreateVariableRequest) -> Admission | None:
     return Admission(config.min_count, width=width, depth=depth)
 
 
-def table_from_request(request: CreateVariableRequest, budget_bytes: int) -> EmbeddingTable:
+def table_from_request(
+    request: CreateVariableRequest,
+    budget_bytes: int,
+    *,
+    lock: LockMode = "shard",
+    pooling: Pooling = "fused",
+) -> EmbeddingTable:
     """Build the table a CreateVariable request describes; ``ValueError`` names a bad field.
 
     ``budget_bytes`` is what this table may preallocate (the ps's memory limit minus what its
-    other tables hold); past it, :class:`MemoryBudgetError` says how much was asked.
+    other tables hold); past it, :class:`MemoryBudgetError` says how much was asked. ``lock``
+    and ``pooling`` are the ps's, not the variable's (see :class:`~sniper.roles.PsRoleConfig`).
     """
     if not request.name:
         raise ValueError("name must not be empty")
@@ -107,6 +116,8 @@ def table_from_request(request: CreateVariableRequest, budget_bytes: int) -> Emb
         eviction=request.eviction or "lru",
         admission=admission,
         seed=request.seed,
+        lock=lock,
+        pooling=pooling,
     )
 
 

@@ -10,6 +10,7 @@ need.
 
 from sniper.rpc._api import Checkpointed as Checkpointed
 from sniper.rpc._api import HubApi as HubApi
+from sniper.rpc._api import MovedVariable as MovedVariable
 from sniper.rpc._api import Pooled as Pooled
 from sniper.rpc._api import PsApi as PsApi
 from sniper.rpc._api import Sample as Sample
@@ -20,6 +21,7 @@ from sniper.rpc._client import PsClient as PsClient
 from sniper.rpc._codec import SniperCodec as SniperCodec
 from sniper.rpc._http2 import Channel as Channel
 from sniper.rpc._http2 import Server as Server
+from sniper.rpc._placement import Placement as Placement
 from sniper.rpc._security import Security as Security
 from sniper.rpc._tensor import TensorError as TensorError
 from sniper.rpc._tensor import decode as decode_tensor
@@ -30,6 +32,8 @@ __all__ = [
     "Checkpointed",
     "HubApi",
     "HubClient",
+    "MovedVariable",
+    "Placement",
     "Pooled",
     "PsApi",
     "PsClient",

@@ -28,8 +28,18 @@ from sniper.rpc._generated.sniper.v1 import (
     OptimizerConfig,
     StatsResponse,
 )
+from sniper.rpc._placement import Placement
 
-__all__ = ["Checkpointed", "HubApi", "Pooled", "PsApi", "Sample", "Signs", "variable_request"]
+__all__ = [
+    "Checkpointed",
+    "HubApi",
+    "MovedVariable",
+    "Pooled",
+    "PsApi",
+    "Sample",
+    "Signs",
+    "variable_request",
+]
 
 Signs = tuple[NDArray[np.uint64], NDArray[np.int64]]
 """One variable's signs of a batch and the ``batch + 1`` offsets that split them by example."""
@@ -64,6 +74,27 @@ class Checkpointed:
     manifest_sha256: str = ""
     """SHA-256 of the checkpoint's manifest (which holds every file's): a job checkpoint
     records it, so a ps's part can live on the ps's own disk and still be verified."""
+
+
+@dataclass(frozen=True)
+class MovedVariable:
+    """A variable on its way from one ps to another (ExportVariable, then ImportVariable).
+
+    Its rows travel with their optimizer state, so training goes on where it was; the signs of
+    its batches fed to the old ps and not yet pushed travel too, so no gradient is lost.
+    """
+
+    config: CreateVariableRequest
+    signs: NDArray[np.uint64]
+    """``[rows]`` the signs that have a row."""
+    weights: NDArray[np.float32]
+    """``[rows, dim]``."""
+    state: NDArray[np.float32]
+    """``[rows, slots, dim]`` the optimizer's per-row state."""
+    steps: NDArray[np.int32]
+    """``[rows]`` optimizer steps (Adam), or empty."""
+    pending: tuple[tuple[int, NDArray[np.uint64], NDArray[np.int64]], ...]
+    """``(batch id, signs, offsets)`` of each batch fed and not yet pushed."""
 
 
 def variable_request(
@@ -134,6 +165,19 @@ class PsApi(Protocol):
         """Latencies, tables and scheduler counters of this ps."""
         ...
 
+    async def export_variable(self, name: str) -> MovedVariable:
+        """Variable ``name`` with its rows and fed batches, to move it (changes nothing)."""
+        ...
+
+    async def import_variable(self, moved: MovedVariable) -> int:
+        """Hold a moved variable: its rows replace any this ps has of it, and its fed batches
+        join those fed here. Returns the rows written."""
+        ...
+
+    async def drop_variable(self, name: str) -> bool:
+        """Forget a variable that moved away; False if it was not here."""
+        ...
+
 
 class HubApi(Protocol):
     """The call of ``sniper.v1.Hub``."""
@@ -145,4 +189,9 @@ class HubApi(Protocol):
 
     async def acknowledge(self, batch_ids: Sequence[int]) -> int:
         """Settle batches read (AckSample); how many of them were outstanding."""
+        ...
+
+    async def set_placement(self, placement: Placement) -> int:
+        """Feed by ``placement`` from now on (SetPlacement), once the feeds in flight have
+        answered; returns the version the hub now feeds with."""
         ...

@@ -22,11 +22,13 @@ from grpclib.const import Status
 from grpclib.exceptions import GRPCError, StreamTerminatedError
 from numpy.typing import NDArray
 
-from sniper.rpc._api import Checkpointed, Pooled, Sample, Signs
+from sniper.rpc._api import Checkpointed, MovedVariable, Pooled, Sample, Signs
 from sniper.rpc._generated.sniper.v1 import (
     AckSampleRequest,
     CreateVariableRequest,
+    DropVariableRequest,
     EmbeddingLookupRequest,
+    ExportVariableRequest,
     FeedSampleResponse,
     HubStub,
     PsStub,
@@ -40,6 +42,8 @@ from sniper.rpc._generated.sniper.v1 import (
     StatsResponse,
 )
 from sniper.rpc._http2 import Channel
+from sniper.rpc._moves import moved_from_message, moved_to_message
+from sniper.rpc._placement import Placement
 from sniper.rpc._security import Security
 from sniper.rpc._tensor import decode, encode, wire_array
 from sniper.rpc._wire import (
@@ -182,6 +186,19 @@ class PsClient:
     async def stats(self) -> StatsResponse:
         return await self._retry(lambda: self.stub.stats(StatsRequest()))
 
+    async def export_variable(self, name: str) -> MovedVariable:
+        request = ExportVariableRequest(name=name)
+        return moved_from_message(await self._retry(lambda: self.stub.export_variable(request)))
+
+    async def import_variable(self, moved: MovedVariable) -> int:
+        """Retried: a second import of the same variable writes the same rows again."""
+        request = moved_to_message(moved)
+        return (await self._retry(lambda: self.stub.import_variable(request))).rows
+
+    async def drop_variable(self, name: str) -> bool:
+        request = DropVariableRequest(name=name)
+        return (await self._retry(lambda: self.stub.drop_variable(request))).dropped
+
 
 class HubClient:
     """A connection to one hub. ReadSample is never retried: a batch handed out to a call
@@ -211,3 +228,6 @@ class HubClient:
     async def acknowledge(self, batch_ids: Sequence[int]) -> int:
         response = await self.stub.ack_sample(AckSampleRequest(batch_ids=list(batch_ids)))
         return response.acknowledged
+
+    async def set_placement(self, placement: Placement) -> int:
+        return (await self.stub.set_placement(placement.to_message())).version

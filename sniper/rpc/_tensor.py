@@ -17,7 +17,9 @@ from sniper.rpc._wire import RawTensor
 
 __all__ = ["TensorError", "decode", "encode", "wire_array"]
 
-_DTYPES = {name: np.dtype(name).newbyteorder("<") for name in ("float32", "uint64", "int64")}
+_DTYPES = {
+    name: np.dtype(name).newbyteorder("<") for name in ("float32", "uint64", "int64", "int32")
+}
 
 
 class TensorError(ValueError):

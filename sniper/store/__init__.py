@@ -24,15 +24,18 @@ from sniper.store._optimizers import Optimizer as Optimizer
 from sniper.store._optimizers import make_optimizer as make_optimizer
 from sniper.store._table import EVICTION_POLICIES as EVICTION_POLICIES
 from sniper.store._table import LOCK_MODES as LOCK_MODES
+from sniper.store._table import POOLINGS as POOLINGS
 from sniper.store._table import Admission as Admission
 from sniper.store._table import CapacityError as CapacityError
 from sniper.store._table import EmbeddingTable as EmbeddingTable
 from sniper.store._table import LockMode as LockMode
+from sniper.store._table import Pooling as Pooling
 
 __all__ = [
     "EVICTION_POLICIES",
     "LOCK_MODES",
     "OPTIMIZERS",
+    "POOLINGS",
     "SGD",
     "Adagrad",
     "Adam",
@@ -44,6 +47,7 @@ __all__ = [
     "Initializer",
     "LockMode",
     "Optimizer",
+    "Pooling",
     "ShardedBatch",
     "TableExport",
     "TableStatistics",

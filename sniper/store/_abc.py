@@ -85,6 +85,19 @@ class ShardedBatch:
         """Shards the batch was split into (the table's shard count)."""
         return int(self.shard_offsets.shape[0])
 
+    def unsplit(self) -> tuple[NDArray[np.uint64], NDArray[np.int64]]:
+        """The batch as ``(signs, offsets)`` again, each example's signs grouped by shard in
+        shard order (splitting that again gives this batch back: to move it to another ps)."""
+        starts = self.shard_offsets[:, :-1].T.reshape(-1)
+        lengths = np.diff(self.shard_offsets, axis=1).T.reshape(-1)
+        ends = np.cumsum(lengths)
+        index = np.repeat(starts - (ends - lengths), lengths) + np.arange(
+            int(ends[-1]) if len(ends) else 0
+        )
+        per_example = lengths.reshape(self.batch_size, self.num_shards).sum(axis=1)
+        offsets = np.concatenate([[0], np.cumsum(per_example)]).astype(np.int64)
+        return self.signs[index], offsets
+
     def shard_size(self, shard: int) -> int:
         """Signs that fall into ``shard``: a measure of that shard task's work."""
         return int(self.shard_offsets[shard, -1] - self.shard_offsets[shard, 0])

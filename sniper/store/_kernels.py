@@ -475,6 +475,29 @@ def pool_rows(weights: np.ndarray, rows: np.ndarray, offsets: np.ndarray, out: n
 
 
 @kernel
+def gather_rows(weights: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``[n, dim]`` copy of ``weights[rows]``, zeros for negative rows: the first half of
+    lookup-then-pool, which materializes every occurrence's row (the seeds' Embedding op)."""
+    dim = weights.shape[1]
+    out = np.zeros((rows.shape[0], dim), dtype=np.float32)
+    for j in range(rows.shape[0]):
+        row = rows[j]
+        if row >= 0:
+            for d in range(dim):
+                out[j, d] = weights[row, d]
+    return out
+
+
+@kernel
+def pool_gathered(gathered: np.ndarray, offsets: np.ndarray, out: np.ndarray) -> None:
+    """``out[b] += sum(gathered[j] for j in example b)``: the second half (SeqPool)."""
+    for b in range(offsets.shape[0] - 1):
+        for j in range(offsets[b], offsets[b + 1]):
+            for d in range(gathered.shape[1]):
+                out[b, d] += gathered[j, d]
+
+
+@kernel
 def sum_by_row(
     rows: np.ndarray,
     offsets: np.ndarray,

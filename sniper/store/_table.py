@@ -36,10 +36,23 @@ from sniper.store._abc import EmbeddingStore, ShardedBatch, TableExport, TableSt
 from sniper.store._initializers import Initializer, normal
 from sniper.store._optimizers import Optimizer
 
-__all__ = ["LOCK_MODES", "Admission", "CapacityError", "EmbeddingTable", "LockMode"]
+__all__ = [
+    "LOCK_MODES",
+    "POOLINGS",
+    "Admission",
+    "CapacityError",
+    "EmbeddingTable",
+    "LockMode",
+    "Pooling",
+]
 
 LockMode = Literal["global", "table", "shard", "none"]
 LOCK_MODES: tuple[LockMode, ...] = ("global", "table", "shard", "none")
+Pooling = Literal["fused", "separate"]
+POOLINGS: tuple[Pooling, ...] = ("fused", "separate")
+"""How a lookup pools: ``fused`` sums rows straight into the answer; ``separate`` first copies
+every occurrence's row into an ``[n, dim]`` array, then sums it (the seeds' Embedding op
+followed by SeqPool, kept for the experiment that compares them)."""
 EVICTION_POLICIES = ("lru",)
 MAX_LOAD_FACTOR = 0.75
 _GLOBAL_LOCK = threading.Lock()
@@ -93,8 +106,12 @@ class EmbeddingTable(EmbeddingStore):
         admission: Admission | None = None,
         lock: LockMode = "shard",
         seed: int = 0,
+        pooling: Pooling = "fused",
     ) -> None:
         _check_args(dim, capacity, num_shards, eviction, lock, seed)
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
+        self.pooling: Pooling = pooling
         self._dim = dim
         self._capacity = capacity
         self._num_shards = num_shards
@@ -276,7 +293,10 @@ class EmbeddingTable(EmbeddingStore):
         out = np.zeros((batch.batch_size, self._dim), dtype=np.float32)
         with self._op_lock(shard):
             rows, evictions = self._map(shard, signs, True, self._min_count)
-            k.pool_rows(self._weights, rows, offsets, out)
+            if self.pooling == "fused":
+                k.pool_rows(self._weights, rows, offsets, out)
+            else:
+                k.pool_gathered(k.gather_rows(self._weights, rows), offsets, out)
             # Kept even with not-yet-admitted signs (-1): the push then drops exactly the
             # gradients of the occurrences that read as zeros.
             batch.row_cache[(self._token, shard)] = (evictions, rows)

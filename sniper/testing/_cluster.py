@@ -112,8 +112,11 @@ async def local_cluster(
         await create_variables(cluster, tables, seed)
         hubs, hub_clients = [], []
         for index in range(num_hubs):
+            # Each hub its own view of the ps (the same clients): a hub switches placement
+            # on its own, as a hub process does.
+            view = PsCluster(cluster.members)
             hub = HubRole(
-                reader, cluster, HubConfig(hub_index=index, num_hubs=num_hubs, epochs=epochs)
+                reader, view, HubConfig(hub_index=index, num_hubs=num_hubs, epochs=epochs)
             )
             address = await stack.enter_async_context(chosen.serve(hub, _any_address(chosen)))
             stops.append(anyio.CancelScope())

@@ -36,11 +36,15 @@ from sniper.rpc._generated.sniper.v1 import (
     AckSampleResponse,
     CreateVariableRequest,
     CreateVariableResponse,
+    DropVariableRequest,
+    DropVariableResponse,
     EmbeddingLookupRequest,
     EmbeddingLookupResponse,
+    ExportVariableRequest,
     FeedSampleRequest,
     FeedSampleResponse,
     HubBase,
+    ImportVariableResponse,
     PsBase,
     PullRequest,
     PullResponse,
@@ -54,12 +58,17 @@ from sniper.rpc._generated.sniper.v1 import (
     RestoreResponse,
     SaveRequest,
     SaveResponse,
+    SetPlacementResponse,
     StatsRequest,
     StatsResponse,
+    VariableData,
     VariableGradient,
     VariableSigns,
 )
+from sniper.rpc._generated.sniper.v1 import Placement as PlacementMessage
 from sniper.rpc._http2 import Server
+from sniper.rpc._moves import moved_from_message, moved_to_message
+from sniper.rpc._placement import Placement
 from sniper.rpc._security import Security
 from sniper.rpc._tensor import decode, encode
 from sniper.rpc._wire import (
@@ -233,6 +242,21 @@ class PsService(PsBase):
     async def stats(self, request: StatsRequest) -> StatsResponse:
         return await self.role.stats()
 
+    @_rpc("ExportVariable")
+    async def export_variable(self, request: ExportVariableRequest) -> VariableData:
+        return moved_to_message(await self.role.export_variable(request.name))
+
+    @_rpc("ImportVariable")
+    async def import_variable(self, request: VariableData) -> ImportVariableResponse:
+        moved = moved_from_message(request)
+        return ImportVariableResponse(
+            rows=await self.role.import_variable(moved), pending=len(moved.pending)
+        )
+
+    @_rpc("DropVariable")
+    async def drop_variable(self, request: DropVariableRequest) -> DropVariableResponse:
+        return DropVariableResponse(dropped=await self.role.drop_variable(request.name))
+
 
 class HubService(HubBase):
     """The ``sniper.v1.Hub`` service over a :class:`~sniper.roles.HubRole`."""
@@ -252,6 +276,11 @@ class HubService(HubBase):
     @_rpc("AckSample")
     async def ack_sample(self, request: AckSampleRequest) -> AckSampleResponse:
         return AckSampleResponse(acknowledged=await self.role.acknowledge(request.batch_ids))
+
+    @_rpc("SetPlacement")
+    async def set_placement(self, request: PlacementMessage) -> SetPlacementResponse:
+        version = await self.role.set_placement(Placement.from_message(request))
+        return SetPlacementResponse(version=version)
 
 
 def bound_address(server: grpclib.server.Server) -> tuple[str, int]:

@@ -32,8 +32,9 @@ from numpy.typing import NDArray
 from sniper._tasks import background
 from sniper.roles._hub import HubRole
 from sniper.roles._ps import PsRole
-from sniper.rpc._api import Checkpointed, Pooled, Sample, Signs
+from sniper.rpc._api import Checkpointed, MovedVariable, Pooled, Sample, Signs
 from sniper.rpc._generated.sniper.v1 import CreateVariableRequest, StatsResponse
+from sniper.rpc._placement import Placement
 from sniper.transport._abc import Transport
 from sniper.transport._errors import grpc_error
 
@@ -195,6 +196,18 @@ class InProcessPsClient:
         stats: StatsResponse = await self._mailbox.call("stats")
         return stats
 
+    async def export_variable(self, name: str) -> MovedVariable:
+        moved: MovedVariable = await self._mailbox.call("export_variable", name)
+        return moved
+
+    async def import_variable(self, moved: MovedVariable) -> int:
+        rows: int = await self._mailbox.call("import_variable", moved)
+        return rows
+
+    async def drop_variable(self, name: str) -> bool:
+        dropped: bool = await self._mailbox.call("drop_variable", name)
+        return dropped
+
 
 class InProcessHubClient:
     """:class:`~sniper.rpc.HubApi` of a hub served by :class:`InProcessTransport`."""
@@ -210,3 +223,7 @@ class InProcessHubClient:
     async def acknowledge(self, batch_ids: Sequence[int]) -> int:
         settled: int = await self._mailbox.call("acknowledge", list(batch_ids))
         return settled
+
+    async def set_placement(self, placement: Placement) -> int:
+        version: int = await self._mailbox.call("set_placement", placement)
+        return version

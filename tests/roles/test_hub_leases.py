@@ -18,6 +18,7 @@ from tests.rpc._grpcio import GrpcModules, start_server, stop_server
 
 grpcio_modules = _grpcio.grpcio_modules
 BATCHES = 60
+EXPIRED = (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNKNOWN)
 
 
 def create_variables(port: int) -> None:
@@ -53,7 +54,10 @@ def test_readers_that_give_up_lose_no_batch(grpcio_modules: GrpcModules, tmp_pat
                 try:
                     answer = stub.ReadSample(pb.ReadSampleRequest(), timeout=0.001)
                 except grpc.RpcError as exc:
-                    assert exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+                    # A call whose deadline had passed before the server read it gets grpclib's
+                    # UNKNOWN "Internal Server Error" (its handler never starts: grpclib logs
+                    # "Timeout occurred") when that answer beats the client's own timer.
+                    assert exc.code() in EXPIRED, exc
                     gave_up += 1
                     continue
                 got.append(answer.batch_id)

@@ -223,6 +223,7 @@ class VariableStats(betterproto.Message):
     bytes: int = betterproto.uint64_field(11)
     shards: int = betterproto.uint32_field(12)
     nonfinite_updates: int = betterproto.uint64_field(13)
+    kernel_seconds: float = betterproto.double_field(14)
 
 
 @dataclass(eq=False, repr=False)
@@ -232,6 +233,51 @@ class StatsResponse(betterproto.Message):
     scheduler: str = betterproto.string_field(3)
     pending_batches: int = betterproto.uint64_field(4)
     nonfinite_gradients: int = betterproto.uint64_field(5)
+    cpu_seconds: float = betterproto.double_field(6)
+
+
+@dataclass(eq=False, repr=False)
+class ExportVariableRequest(betterproto.Message):
+    """
+    Moving a variable between ps (auto_shard): export from its owner, import on the new one,
+     drop from the old. The variable's rows with their optimizer state travel, and so do the
+     signs of batches fed to the old owner and not yet pushed, so no gradient is lost.
+    """
+
+    name: str = betterproto.string_field(1)
+
+
+@dataclass(eq=False, repr=False)
+class PendingBatch(betterproto.Message):
+    batch_id: int = betterproto.uint64_field(1)
+    signs: "Tensor" = betterproto.message_field(2)
+    offsets: "Tensor" = betterproto.message_field(3)
+
+
+@dataclass(eq=False, repr=False)
+class VariableData(betterproto.Message):
+    config: "CreateVariableRequest" = betterproto.message_field(1)
+    signs: "Tensor" = betterproto.message_field(2)
+    weights: "Tensor" = betterproto.message_field(3)
+    state: "Tensor" = betterproto.message_field(4)
+    steps: "Tensor" = betterproto.message_field(5)
+    pending: List["PendingBatch"] = betterproto.message_field(6)
+
+
+@dataclass(eq=False, repr=False)
+class ImportVariableResponse(betterproto.Message):
+    rows: int = betterproto.uint64_field(1)
+    pending: int = betterproto.uint32_field(2)
+
+
+@dataclass(eq=False, repr=False)
+class DropVariableRequest(betterproto.Message):
+    name: str = betterproto.string_field(1)
+
+
+@dataclass(eq=False, repr=False)
+class DropVariableResponse(betterproto.Message):
+    dropped: bool = betterproto.bool_field(1)
 
 
 @dataclass(eq=False, repr=False)
@@ -261,6 +307,26 @@ class ReadSampleResponse(betterproto.Message):
     labels: "Tensor" = betterproto.message_field(2)
     dense: "Tensor" = betterproto.message_field(3)
     end_of_data: bool = betterproto.bool_field(4)
+
+
+@dataclass(eq=False, repr=False)
+class Placement(betterproto.Message):
+    """
+    Which ps holds each variable: num_ps and the variable's name hash, except where owners says
+     otherwise (variables auto_shard moved). A hub switches between two feeds: every FeedSample
+     begun before the switch has answered when SetPlacement does.
+    """
+
+    version: int = betterproto.uint64_field(1)
+    num_ps: int = betterproto.uint32_field(2)
+    owners: Dict[str, int] = betterproto.map_field(
+        3, betterproto.TYPE_STRING, betterproto.TYPE_UINT32
+    )
+
+
+@dataclass(eq=False, repr=False)
+class SetPlacementResponse(betterproto.Message):
+    version: int = betterproto.uint64_field(1)
 
 
 class PsStub(betterproto.ServiceStub):
@@ -417,6 +483,57 @@ class PsStub(betterproto.ServiceStub):
             metadata=metadata,
         )
 
+    async def export_variable(
+        self,
+        export_variable_request: "ExportVariableRequest",
+        *,
+        timeout: Optional[float] = None,
+        deadline: Optional["Deadline"] = None,
+        metadata: Optional["MetadataLike"] = None
+    ) -> "VariableData":
+        return await self._unary_unary(
+            "/sniper.v1.Ps/ExportVariable",
+            export_variable_request,
+            VariableData,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def import_variable(
+        self,
+        variable_data: "VariableData",
+        *,
+        timeout: Optional[float] = None,
+        deadline: Optional["Deadline"] = None,
+        metadata: Optional["MetadataLike"] = None
+    ) -> "ImportVariableResponse":
+        return await self._unary_unary(
+            "/sniper.v1.Ps/ImportVariable",
+            variable_data,
+            ImportVariableResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def drop_variable(
+        self,
+        drop_variable_request: "DropVariableRequest",
+        *,
+        timeout: Optional[float] = None,
+        deadline: Optional["Deadline"] = None,
+        metadata: Optional["MetadataLike"] = None
+    ) -> "DropVariableResponse":
+        return await self._unary_unary(
+            "/sniper.v1.Ps/DropVariable",
+            drop_variable_request,
+            DropVariableResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
 
 class HubStub(betterproto.ServiceStub):
     async def read_sample(
@@ -448,6 +565,23 @@ class HubStub(betterproto.ServiceStub):
             "/sniper.v1.Hub/AckSample",
             ack_sample_request,
             AckSampleResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def set_placement(
+        self,
+        placement: "Placement",
+        *,
+        timeout: Optional[float] = None,
+        deadline: Optional["Deadline"] = None,
+        metadata: Optional["MetadataLike"] = None
+    ) -> "SetPlacementResponse":
+        return await self._unary_unary(
+            "/sniper.v1.Hub/SetPlacement",
+            placement,
+            SetPlacementResponse,
             timeout=timeout,
             deadline=deadline,
             metadata=metadata,
@@ -489,6 +623,21 @@ class PsBase(ServiceBase):
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
     async def stats(self, stats_request: "StatsRequest") -> "StatsResponse":
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def export_variable(
+        self, export_variable_request: "ExportVariableRequest"
+    ) -> "VariableData":
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def import_variable(
+        self, variable_data: "VariableData"
+    ) -> "ImportVariableResponse":
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def drop_variable(
+        self, drop_variable_request: "DropVariableRequest"
+    ) -> "DropVariableResponse":
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
     async def __rpc_create_variable(
@@ -556,6 +705,27 @@ class PsBase(ServiceBase):
         response = await self.stats(request)
         await stream.send_message(response)
 
+    async def __rpc_export_variable(
+        self, stream: "grpclib.server.Stream[ExportVariableRequest, VariableData]"
+    ) -> None:
+        request = await stream.recv_message()
+        response = await self.export_variable(request)
+        await stream.send_message(response)
+
+    async def __rpc_import_variable(
+        self, stream: "grpclib.server.Stream[VariableData, ImportVariableResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        response = await self.import_variable(request)
+        await stream.send_message(response)
+
+    async def __rpc_drop_variable(
+        self, stream: "grpclib.server.Stream[DropVariableRequest, DropVariableResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        response = await self.drop_variable(request)
+        await stream.send_message(response)
+
     def __mapping__(self) -> Dict[str, grpclib.const.Handler]:
         return {
             "/sniper.v1.Ps/CreateVariable": grpclib.const.Handler(
@@ -612,6 +782,24 @@ class PsBase(ServiceBase):
                 StatsRequest,
                 StatsResponse,
             ),
+            "/sniper.v1.Ps/ExportVariable": grpclib.const.Handler(
+                self.__rpc_export_variable,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                ExportVariableRequest,
+                VariableData,
+            ),
+            "/sniper.v1.Ps/ImportVariable": grpclib.const.Handler(
+                self.__rpc_import_variable,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                VariableData,
+                ImportVariableResponse,
+            ),
+            "/sniper.v1.Ps/DropVariable": grpclib.const.Handler(
+                self.__rpc_drop_variable,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                DropVariableRequest,
+                DropVariableResponse,
+            ),
         }
 
 
@@ -625,6 +813,9 @@ class HubBase(ServiceBase):
     async def ack_sample(
         self, ack_sample_request: "AckSampleRequest"
     ) -> "AckSampleResponse":
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def set_placement(self, placement: "Placement") -> "SetPlacementResponse":
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
     async def __rpc_read_sample(
@@ -641,6 +832,13 @@ class HubBase(ServiceBase):
         response = await self.ack_sample(request)
         await stream.send_message(response)
 
+    async def __rpc_set_placement(
+        self, stream: "grpclib.server.Stream[Placement, SetPlacementResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        response = await self.set_placement(request)
+        await stream.send_message(response)
+
     def __mapping__(self) -> Dict[str, grpclib.const.Handler]:
         return {
             "/sniper.v1.Hub/ReadSample": grpclib.const.Handler(
@@ -654,5 +852,11 @@ class HubBase(ServiceBase):
                 grpclib.const.Cardinality.UNARY_UNARY,
                 AckSampleRequest,
                 AckSampleResponse,
+            ),
+            "/sniper.v1.Hub/SetPlacement": grpclib.const.Handler(
+                self.__rpc_set_placement,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                Placement,
+                SetPlacementResponse,
             ),
         }

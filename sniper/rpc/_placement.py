@@ -1,0 +1,74 @@
+"""``Placement``: which ps holds each variable, as a versioned table.
+
+By default a variable lives on ``ps_for_variable(name, num_ps)``: every role computes the same
+owner from the name alone, with nothing to agree on. auto_shard moves variables off a busy ps;
+a moved variable's owner is then written in :attr:`Placement.owners`, and the table's
+:attr:`~Placement.version` goes up by one per move. The trainer decides a move; hubs and the
+trainer switch to the new table at a batch boundary (see ``sniper.roles._balance``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sniper.hashing import ps_for_variable
+from sniper.rpc._generated.sniper.v1 import Placement as PlacementMessage
+
+__all__ = ["Placement"]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Owners of variables on ``num_ps`` ps: by name hash, except ``owners``."""
+
+    num_ps: int
+    owners: Mapping[str, int] = field(default_factory=dict)
+    """Variables placed away from their hashed ps, by auto_shard."""
+    version: int = 0
+    """0 for pure hashing; one more per move."""
+
+    def __post_init__(self) -> None:
+        if self.num_ps < 1:
+            raise ValueError(f"a placement needs at least one ps, got num_ps={self.num_ps}")
+        bad = {name: ps for name, ps in self.owners.items() if not 0 <= ps < self.num_ps}
+        if bad:
+            name, ps = next(iter(bad.items()))
+            raise ValueError(
+                f"placement puts variable {name!r} on ps {ps}, but there are {self.num_ps} ps"
+            )
+
+    def owner(self, name: str) -> int:
+        """The ps (by index) that holds variable ``name``."""
+        placed = self.owners.get(name)
+        return placed if placed is not None else ps_for_variable(name, self.num_ps)
+
+    def moved(self, name: str, to: int) -> Placement:
+        """This placement with ``name`` on ps ``to``: the next version."""
+        owners = dict(self.owners)
+        if ps_for_variable(name, self.num_ps) == to:
+            owners.pop(name, None)  # back home: hashing says it again
+        else:
+            owners[name] = to
+        return Placement(self.num_ps, owners, self.version + 1)
+
+    def to_message(self) -> PlacementMessage:
+        return PlacementMessage(version=self.version, num_ps=self.num_ps, owners=dict(self.owners))
+
+    @classmethod
+    def from_message(cls, message: PlacementMessage) -> Placement:
+        """The placement a SetPlacement carries; ``ValueError`` names what is wrong."""
+        return cls(message.num_ps, dict(message.owners), message.version)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (a job checkpoint keeps it)."""
+        return {"version": self.version, "num_ps": self.num_ps, "owners": dict(self.owners)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Placement:
+        return cls(
+            int(data["num_ps"]),
+            {str(k): int(v) for k, v in dict(data.get("owners", {})).items()},
+            int(data.get("version", 0)),
+        )
