@@ -149,9 +149,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.quiet:
         flags["progress"] = False
     ps, hubs = args.ps, args.hub
-    if args.launcher == "ray" and (ps or hubs or args.cluster_spec):
+    if args.launcher in ("ray", "inprocess") and (ps or hubs or args.cluster_spec):
         raise ValueError(
-            "--launcher ray starts its own ps and hubs: drop --ps, --hub and --cluster-spec"
+            f"--launcher {args.launcher} starts its own ps and hubs: drop --ps, --hub and "
+            "--cluster-spec"
         )
     if args.cluster_spec:
         from sniper.cluster._hosts import load_cluster_spec
@@ -342,9 +343,10 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument(
         "--launcher",
-        choices=["local", "ray"],
+        choices=["local", "inprocess", "ray"],
         default=None,
-        help="run the ps and hubs as local processes (default) or Ray actors (sniper[ray])",
+        help="run the ps and hubs as local processes (default), as threads of this process "
+        "(inprocess: no gRPC between them) or as Ray actors (sniper[ray])",
     )
     train.add_argument(
         "--ray-address", default=None, help='the Ray cluster ("": a new local one; "auto")'
@@ -548,9 +550,10 @@ def _build_parser() -> argparse.ArgumentParser:
     e2e.add_argument("--seed", type=int, default=0)
     e2e.add_argument(
         "--launcher",
-        choices=["local", "ray"],
+        choices=["local", "inprocess", "ray"],
         default="local",
-        help="ray: the same job on Ray actors against local processes (start-up, examples/s)",
+        help="inprocess: also the job in one process against torch; ray: the same job on Ray "
+        "actors against local processes (start-up, examples/s)",
     )
     e2e.set_defaults(run=_workload_bench("_e2e", "scale", "batches", "seed", "threads", "launcher"))
     ps_bench = benches.add_parser(

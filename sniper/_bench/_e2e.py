@@ -1,8 +1,9 @@
 """``sniper bench e2e``: training throughput of the local cluster against one torch process.
 
 sniper: ``sniper train`` as a user runs it, with 2 ps, 1 hub and the trainer as separate
-processes on loopback. Throughput is the trainer's own examples/s, which leaves out process
-start-up; the per-op latencies come from its JSON report.
+processes on loopback (``--launcher inprocess``: also as threads of one process, passing arrays
+without gRPC). Throughput is the trainer's own examples/s, which leaves out process start-up;
+the per-op latencies come from its JSON report.
 
 Peer: what a user would pick instead. The same model (an ``EmbeddingBag(mode="sum",
 sparse=True)`` per variable, then the same MLP) is trained in one process with
@@ -35,6 +36,7 @@ from sniper.data._workload import Workload
 from sniper.roles._trainer import TrainerConfig
 
 MAX_ROWS = 2**20
+LAUNCHERS = {"local": "processes on loopback gRPC", "inprocess": "threads of one process"}
 HIDDEN = 64
 EVAL_EVERY = TrainerConfig().eval_every
 
@@ -179,29 +181,34 @@ def run(
     if launcher == "ray":
         run_launchers(workload, scale=scale, batches=batches, seed=seed)
         return
+    launchers = ["inprocess", "local"] if launcher == "inprocess" else ["local"]
     print(
         f"sniper bench e2e: {workload.name} at scale {scale} ({batches} batches of "
-        f"{workload.batch_size}), sniper = 2 ps + 1 hub + trainer processes on loopback, "
+        f"{workload.batch_size}), sniper = 2 ps + 1 hub + trainer "
+        f"({' and '.join(LAUNCHERS[name] for name in launchers)}), "
         f"peer = torch in one process with {threads} threads"
     )
     data = SyntheticCtr(workload, num_batches=batches, scale=scale, seed=seed)
-    report = _sniper(workload, data, seed)
+    reports = {name: _sniper(workload, data, seed, name) for name in launchers}
     torch_rate, torch_batches = _torch(workload, data, threads)
-    sniper_rate = report["examples_per_second"]
+    rows = []
+    for name, report in reports.items():
+        rate = report["examples_per_second"]
+        rows.append(
+            [
+                f"sniper, {LAUNCHERS[name]}",
+                f"{rate:,.0f}",
+                str(report["steps"]),
+                f"{rate / torch_rate:.2f}x",
+                ">= 1.5x: " + ("meets" if rate / torch_rate >= 1.5 else "MISSES"),
+            ]
+        )
     print()
     print_table(
         ["", "examples/s", "batches", "ratio", "target"],
-        [
-            [
-                "sniper cluster",
-                f"{sniper_rate:,.0f}",
-                str(report["steps"]),
-                f"{sniper_rate / torch_rate:.2f}x",
-                ">= 1.5x: " + ("meets" if sniper_rate / torch_rate >= 1.5 else "MISSES"),
-            ],
-            ["torch, one process", f"{torch_rate:,.0f}", str(torch_batches), "1.00x", "-"],
-        ],
+        [*rows, ["torch, one process", f"{torch_rate:,.0f}", str(torch_batches), "1.00x", "-"]],
     )
+    report = reports[launcher]
     print("\nsniper trainer per-op latency (the bottleneck is the largest p50):")
     print_table(
         ["op", "count", "p50 ms", "p95 ms", "p99 ms"],

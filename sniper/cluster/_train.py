@@ -22,7 +22,7 @@ import logging
 import shutil
 import signal
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,7 +55,7 @@ from sniper.roles import (
 )
 from sniper.roles._checkpoint import CorruptCheckpointError
 from sniper.roles._cluster import gather
-from sniper.rpc import HubClient, Placement, PsClient
+from sniper.rpc import HubApi, HubClient, Placement, PsClient
 from sniper.runtime import log_to_stderr
 from sniper.transport._grpc import split_address
 from sniper.transport._serve import ServeConfig, parse_addresses
@@ -93,9 +93,10 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
     resume: str = ""
     """Continue from this job checkpoint: a ``checkpoint_dir`` (its latest step) or one of its
     ``step-N`` directories; checkpoints then go on in that directory."""
-    launcher: Literal["local", "ray"] = "local"
-    """Where the ps and hubs run: processes on this machine, or Ray actors placed on a Ray
-    cluster (``sniper[ray]``; see ``sniper.cluster._ray``)."""
+    launcher: Literal["local", "inprocess", "ray"] = "local"
+    """Where the ps and hubs run: processes on this machine (``local``), threads of this
+    process passing arrays without encoding them (``inprocess``: ``sniper.cluster._inprocess``),
+    or Ray actors placed on a Ray cluster (``ray``: ``sniper[ray]``, ``sniper.cluster._ray``)."""
     ray_address: str = ""
     """The Ray cluster to use ("": start a local Ray; "auto": the one this machine is in)."""
     ray_strategy: Literal["SPREAD", "PACK", "STRICT_SPREAD", "STRICT_PACK"] = "SPREAD"
@@ -120,8 +121,10 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
             check_data_value("eval_data", self.eval_data, synthetic=False)
         elif self.eval_every_steps:
             raise ValueError("eval_every_steps needs eval_data (criteo:PATH or parquet:PATH)")
-        if self.launcher not in ("local", "ray"):
-            raise ValueError(f"launcher must be 'local' or 'ray', got {self.launcher!r}")
+        if self.launcher not in ("local", "inprocess", "ray"):
+            raise ValueError(
+                f"launcher must be 'local', 'inprocess' or 'ray', got {self.launcher!r}"
+            )
         if self.ray_strategy not in ("SPREAD", "PACK", "STRICT_SPREAD", "STRICT_PACK"):
             raise ValueError(
                 "ray_strategy must be SPREAD, PACK, STRICT_SPREAD or STRICT_PACK, "
@@ -183,58 +186,81 @@ def plan_training(config: TrainConfig, workload: Workload) -> TrainPlan:
     return TrainPlan(shape, tables, eval_reader)
 
 
+HubConnector = Callable[[], Awaitable[list[tuple[str, HubApi]]]]
+"""Starts (or reaches) the job's hubs once the variables exist: their addresses and clients."""
+
+
+async def _run_job(
+    config: TrainConfig,
+    plan: TrainPlan,
+    cluster: PsCluster,
+    connect_hubs: HubConnector,
+    resume: JobCheckpoint | None,
+) -> TrainReport:
+    """The job on ps already running, whatever carries the calls: restore them (resuming),
+    create the variables, start the hubs, then train with checkpoints and progress."""
+    if resume is not None:
+        await _restore_ps(cluster, resume, config.job_directory())
+    await drop_misplaced(cluster, list(plan.tables))
+    await create_variables(cluster, plan.tables, config.seed)
+    hubs = await connect_hubs()
+    if cluster.placement.version:
+        # Hubs start by hashing: a feed to a moved variable's hashed ps answers NOT_FOUND
+        # and is retried, by this placement once the hub has it.
+        await gather([functools.partial(h.set_placement, cluster.placement) for _, h in hubs])
+    job = config.job_directory()
+
+    async def checkpoint(trainer: Trainer, report: TrainReport) -> None:
+        assert job is not None
+        await save_job(job, cluster, trainer, report, keep=config.keep_checkpoints)
+
+    @contextlib.contextmanager
+    def watch(trainer: Trainer) -> Iterator[None]:
+        with trainer_metrics(trainer, config.metrics_port, config.metrics_host) as url:
+            if url is not None:
+                print(f"metrics of the trainer on {url}", flush=True)
+            with show_progress(trainer, quiet=not config.progress, interval=config.stats_interval):
+                yield
+
+    return await train(
+        cluster,
+        hubs,
+        plan.tables,
+        plan.data.dense_features,
+        config.trainer(),
+        plan.eval_reader,
+        checkpoint if job is not None else None,
+        resume,
+        watch,
+    )
+
+
 async def _train(
     config: TrainConfig,
     plan: TrainPlan,
     ps: list[tuple[str, int]],
     hubs: list[tuple[str, int]] | None,
-    start_hubs: Any,
+    start_hubs: Callable[[], list[tuple[str, int]]],
     resume: JobCheckpoint | None,
 ) -> TrainReport:
+    """The job over gRPC, against ps (and hubs) at these addresses."""
     security = config.security()
     cluster = PsCluster(
-        [PsClient(host, port, security=security) for host, port in ps],
+        [
+            PsClient(host, port, security=security, wire_dtype=config.wire_dtype)
+            for host, port in ps
+        ],
         _resumed_placement(resume, len(ps)),
     )
     clients: list[HubClient] = []
+
+    async def connect_hubs() -> list[tuple[str, HubApi]]:
+        addresses = hubs if hubs is not None else start_hubs()
+        clients.extend(HubClient(host, port, security=security) for host, port in addresses)
+        return [(client.address, client) for client in clients]
+
     try:
-        if resume is not None:
-            await _restore_ps(cluster, resume, config.job_directory())
-        await drop_misplaced(cluster, list(plan.tables))
-        await create_variables(cluster, plan.tables, config.seed)
-        hub_addresses = hubs if hubs is not None else start_hubs()
-        clients = [HubClient(host, port, security=security) for host, port in hub_addresses]
-        if cluster.placement.version:
-            # Hubs start by hashing: a feed to a moved variable's hashed ps answers NOT_FOUND
-            # and is retried, by this placement once the hub has it.
-            await gather([functools.partial(c.set_placement, cluster.placement) for c in clients])
-        job = config.job_directory()
-
-        async def checkpoint(trainer: Trainer, report: TrainReport) -> None:
-            assert job is not None
-            await save_job(job, cluster, trainer, report, keep=config.keep_checkpoints)
-
-        @contextlib.contextmanager
-        def watch(trainer: Trainer) -> Iterator[None]:
-            with trainer_metrics(trainer, config.metrics_port, config.metrics_host) as url:
-                if url is not None:
-                    print(f"metrics of the trainer on {url}", flush=True)
-                with show_progress(
-                    trainer, quiet=not config.progress, interval=config.stats_interval
-                ):
-                    yield
-
-        return await train(
-            cluster,
-            [(client.address, client) for client in clients],
-            plan.tables,
-            plan.data.dense_features,
-            config.trainer(),
-            plan.eval_reader,
-            checkpoint if job is not None else None,
-            resume,
-            watch,
-        )
+        return await _run_job(config, plan, cluster, connect_hubs, resume)
     finally:
         for client in clients:
             client.close()
@@ -438,30 +464,19 @@ def _run_once(
 
         hub_addresses = parse_addresses(hubs, "--hub") if hubs else None
         return _run_training(
-            config,
-            plan,
-            ps_addresses,
-            hub_addresses,
-            start_hubs,
-            resume,
+            lambda: _train(config, plan, ps_addresses, hub_addresses, start_hubs, resume),
             lambda: any(server.process.poll() is not None for server in started),
         )
 
 
 def _run_training(
-    config: TrainConfig,
-    plan: TrainPlan,
-    ps: list[tuple[str, int]],
-    hubs: list[tuple[str, int]] | None,
-    start_hubs: Callable[[], list[tuple[str, int]]],
-    resume: JobCheckpoint | None,
-    died: Callable[[], bool],
+    job: Callable[[], Awaitable[TrainReport]], died: Callable[[], bool]
 ) -> TrainReport:
-    """Train against started servers; :class:`_ServerDied` when training failed and
+    """Run ``job`` (one attempt at training); :class:`_ServerDied` when it failed and
     ``died()`` says a server this launcher started is gone (worth a restart)."""
     try:
         # grpclib runs on asyncio: the gRPC transport picks the backend.
-        return anyio.run(_train, config, plan, ps, hubs, start_hubs, resume, backend="asyncio")
+        return anyio.run(job, backend="asyncio")
     except TrainingError as exc:
         if died():
             raise _ServerDied(exc, exc.steps) from exc
@@ -501,9 +516,21 @@ def _run_on_ray(config: TrainConfig, plan: TrainPlan, resume: JobCheckpoint | No
                 )
                 return hubs
 
-            return _run_training(config, plan, ps, None, start_hubs, resume, placement.any_died)
+            return _run_training(
+                lambda: _train(config, plan, ps, None, start_hubs, resume), placement.any_died
+            )
         finally:
             placement.close()
+
+
+def _run_in_process(
+    config: TrainConfig, plan: TrainPlan, resume: JobCheckpoint | None
+) -> TrainReport:
+    """The job with every role a thread of this process (``sniper.cluster._inprocess``)."""
+    from sniper.cluster._inprocess import train_in_process
+
+    print(f"started {config.num_ps} ps and {config.num_hubs} hub(s) in this process", flush=True)
+    return _run_training(lambda: train_in_process(config, plan, resume), lambda: False)
 
 
 def _placed(placement: Any, role: str, addresses: list[tuple[str, int]]) -> str:
@@ -571,6 +598,8 @@ def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = Non
         try:
             if config.launcher == "ray":
                 report = _run_on_ray(config, plan, resume)
+            elif config.launcher == "inprocess":
+                report = _run_in_process(config, plan, resume)
             else:
                 report = _run_once(config, plan, ps, hubs, resume)
             break

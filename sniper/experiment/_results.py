@@ -138,7 +138,7 @@ def write_summary(
         lines += [f"Seed finding{where}: {seed.finding}{figure}.", ""]
     flag = " --quick" if quick else ""
     lines += [
-        f"Command: `sniper experiment run {experiment.path.name}{flag}`; "
+        f"Command: `sniper experiment run {_shown(experiment.path)}{flag}`; "
         f"{experiment.repeats(quick)} repeat(s) per point, medians of the successful ones.",
         "",
         f"Parallel capacity of the machine during this run: {capacity:.2f}x with {workers} "
@@ -176,3 +176,13 @@ def write_summary(
         lines += ["", "Failed runs:", ""]
         lines += [f"- {run.point.label} repeat {run.repeat}: {run.error}" for run in failed]
     path.write_text("\n".join(lines) + "\n")
+
+
+def _shown(path: Path) -> str:
+    """The experiment file as a user would type it: relative to the working directory when it
+    is under it (``experiments/NAME.toml`` from the repository), else absolute."""
+    resolved = path.resolve()
+    try:
+        return str(resolved.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(resolved)

@@ -45,7 +45,7 @@ from sniper.rpc._http2 import Channel
 from sniper.rpc._moves import moved_from_message, moved_to_message
 from sniper.rpc._placement import Placement
 from sniper.rpc._security import Security
-from sniper.rpc._tensor import decode, encode, wire_array
+from sniper.rpc._tensor import FLOAT_DTYPES, decode, decode_floats, encode, narrow, wire_array
 from sniper.rpc._wire import (
     Encoded,
     LookupArrays,
@@ -79,7 +79,14 @@ class PsClient:
         http2_window_mb: float = 16.0,
         http2_frame_kb: int = 512,
         security: Security | None = None,
+        wire_dtype: str = "float32",
     ) -> None:
+        if wire_dtype not in FLOAT_DTYPES:
+            raise ValueError(
+                f"wire_dtype must be one of {', '.join(FLOAT_DTYPES)}, got {wire_dtype!r}"
+            )
+        self.wire_dtype = wire_dtype
+        """How pooled embeddings come back and gradients go out (``FLOAT_DTYPES``)."""
         self.address = f"{host}:{port}"
         self.channel = Channel(
             host,
@@ -146,21 +153,23 @@ class PsClient:
     async def embedding_lookup(
         self, batch_id: int, names: Sequence[str], *, release: bool = False
     ) -> dict[str, Pooled]:
-        request = EmbeddingLookupRequest(batch_id=batch_id, names=list(names), release=release)
+        request = EmbeddingLookupRequest(
+            batch_id=batch_id, names=list(names), release=release, pooled_dtype=self.wire_dtype
+        )
 
         async def call() -> list[LookupItem]:
             return await self._lookup(request, timeout=self.timeout)
 
         items = await (call() if release else self._retry(call))
         return {
-            name: Pooled(decode(pooled, name, "float32", 2), seconds)
-            for name, pooled, seconds in items
+            name: Pooled(decode_floats(pooled, name, 2), seconds) for name, pooled, seconds in items
         }
 
     async def push_grad(self, batch_id: int, grads: Mapping[str, NDArray[np.float32]]) -> int:
         """Apply gradients; returns how many the ps dropped as non-finite. Never retried."""
+        dtype = self.wire_dtype
         request = push_grad_wire(
-            batch_id, [(name, wire_array(grad)) for name, grad in grads.items()]
+            batch_id, [(name, narrow(grad, dtype)) for name, grad in grads.items()], dtype
         )
         return (await self._push_grad(request, timeout=self.timeout)).dropped_nonfinite
 

@@ -15,11 +15,26 @@ from numpy.typing import NDArray
 from sniper.rpc._generated.sniper.v1 import Tensor
 from sniper.rpc._wire import RawTensor
 
-__all__ = ["TensorError", "decode", "encode", "wire_array"]
+__all__ = [
+    "FLOAT_DTYPES",
+    "TensorError",
+    "decode",
+    "decode_floats",
+    "encode",
+    "narrow",
+    "wire_array",
+]
 
 _DTYPES = {
-    name: np.dtype(name).newbyteorder("<") for name in ("float32", "uint64", "int64", "int32")
-}
+    name: np.dtype(name).newbyteorder("<")
+    for name in ("float32", "uint64", "int64", "int32", "float16")
+} | {"bfloat16": np.dtype("<u2")}
+"""What each wire dtype decodes to; numpy has no bfloat16, so its bits travel as uint16."""
+
+FLOAT_DTYPES = ("float32", "bfloat16", "float16")
+"""How pooled embeddings and gradients may travel (``wire_dtype``): float32 as they are, or in
+half the bytes. bfloat16 keeps float32's range with 8 bits of mantissa (about 3 significant
+digits); float16 keeps 11 bits but overflows past 65504."""
 
 
 class TensorError(ValueError):
@@ -34,10 +49,14 @@ def wire_array(array: NDArray[Any]) -> NDArray[Any]:
     return np.ascontiguousarray(array, dtype=_DTYPES[name])
 
 
-def encode(array: NDArray[np.generic]) -> Tensor:
-    """Wrap ``array`` (one of the wire dtypes) as a :class:`Tensor`, little-endian."""
-    data = wire_array(array).tobytes()
-    return Tensor(dtype=array.dtype.name, shape=list(array.shape), data=data)
+def encode(array: NDArray[np.generic], dtype: str | None = None) -> Tensor:
+    """Wrap ``array`` (one of the wire dtypes) as a :class:`Tensor`, little-endian; ``dtype``
+    names what the array holds where numpy has no name for it (``narrow``'s bfloat16)."""
+    if dtype == "bfloat16":
+        data = np.ascontiguousarray(array, dtype="<u2").tobytes()
+    else:
+        data = wire_array(array).tobytes()
+    return Tensor(dtype=dtype or array.dtype.name, shape=list(array.shape), data=data)
 
 
 def decode(tensor: Tensor | RawTensor | None, field: str, dtype: str, ndim: int) -> NDArray[Any]:
@@ -59,3 +78,34 @@ def decode(tensor: Tensor | RawTensor | None, field: str, dtype: str, ndim: int)
             f"{dtype} needs {expected}"
         )
     return np.frombuffer(tensor.data, dtype=_DTYPES[dtype]).reshape(shape)
+
+
+def narrow(array: NDArray[np.float32], dtype: str) -> NDArray[Any]:
+    """``array`` as ``dtype`` (one of :data:`FLOAT_DTYPES`) for the wire: bfloat16 rounds to
+    nearest even and keeps NaN a NaN; its result holds the bits as uint16."""
+    if dtype == "float32":
+        return np.ascontiguousarray(array, dtype="<f4")
+    if dtype == "float16":
+        with np.errstate(over="ignore"):  # past 65504 is inf: float16's range, documented
+            return np.ascontiguousarray(array, dtype="<f2")
+    if dtype != "bfloat16":
+        raise ValueError(f"wire dtype must be one of {', '.join(FLOAT_DTYPES)}, got {dtype!r}")
+    bits = np.ascontiguousarray(array, dtype="<f4").view(np.uint32)
+    rounded = (bits + np.uint32(0x7FFF) + ((bits >> 16) & 1)) >> 16
+    half = rounded.astype("<u2")
+    half[np.isnan(array)] = 0x7FC0
+    return half
+
+
+def decode_floats(tensor: Tensor | RawTensor | None, field: str, ndim: int) -> NDArray[np.float32]:
+    """A float array sent in any of :data:`FLOAT_DTYPES`, as float32 (float32 is a view of the
+    message's bytes; the 16-bit dtypes are widened into a new array, exactly)."""
+    dtype = tensor.dtype if tensor is not None else ""
+    if dtype not in FLOAT_DTYPES:
+        dtype = "float32"  # decode names what is wrong
+    array = decode(tensor, field, dtype, ndim)
+    if dtype == "float16":
+        return array.astype(np.float32)
+    if dtype == "bfloat16":
+        return (array.astype(np.uint32) << 16).view(np.float32)
+    return array

@@ -369,12 +369,17 @@ class EncodedLookupResponse(EmbeddingLookupResponse):
         return object.__getattribute__(self, name)
 
 
-def lookup_response(items: Sequence[tuple[str, np.ndarray, float]]) -> EncodedLookupResponse:
-    """Encode ``(name, pooled float32 array, kernel seconds)`` items without betterproto."""
+def lookup_response(
+    items: Sequence[tuple[str, np.ndarray, float]], dtype: str = "float32"
+) -> EncodedLookupResponse:
+    """Encode ``(name, pooled float32 array, kernel seconds)`` items without betterproto, the
+    arrays as ``dtype`` (see :func:`sniper.rpc._tensor.narrow`)."""
+    from sniper.rpc._tensor import narrow
+
     parts: list[Buffer] = []
     for name, pooled, seconds in items:
-        array = np.ascontiguousarray(pooled, dtype="<f4")
-        parts += _pooled_parts(name, "float32", array.shape, _byte_view(array), seconds)
+        array = narrow(pooled, dtype)
+        parts += _pooled_parts(name, dtype, array.shape, _byte_view(array), seconds)
     return EncodedLookupResponse(b"".join(parts))
 
 
@@ -446,12 +451,19 @@ def feed_sample_wire(batch_id: int, items: Sequence[tuple[str, np.ndarray, np.nd
     )
 
 
-def push_grad_wire(batch_id: int, items: Sequence[tuple[str, np.ndarray]]) -> Encoded:
-    """A PushGradRequest of ``(name, gradient)``; arrays as from ``wire_array``."""
+def push_grad_wire(
+    batch_id: int, items: Sequence[tuple[str, np.ndarray]], dtype: str | None = None
+) -> Encoded:
+    """A PushGradRequest of ``(name, gradient)``; arrays as from ``wire_array``, or from
+    ``narrow`` with its ``dtype`` (bfloat16's arrays are uint16: the name says what they are)."""
+
+    def fields(grad: np.ndarray) -> list[Buffer]:
+        return _tensor_fields(dtype or grad.dtype.name, grad.shape, _byte_view(grad))
+
     return Encoded(
         _batch_bytes(
             batch_id,
-            [[*_text_field(1, name), *_len_field(2, _array_fields(grad))] for name, grad in items],
+            [[*_text_field(1, name), *_len_field(2, fields(grad))] for name, grad in items],
         )
     )
 

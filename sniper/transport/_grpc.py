@@ -70,7 +70,7 @@ from sniper.rpc._http2 import Server
 from sniper.rpc._moves import moved_from_message, moved_to_message
 from sniper.rpc._placement import Placement
 from sniper.rpc._security import Security
-from sniper.rpc._tensor import decode, encode
+from sniper.rpc._tensor import FLOAT_DTYPES, decode, decode_floats, encode
 from sniper.rpc._wire import (
     FeedSampleView,
     PushGradView,
@@ -182,12 +182,17 @@ class PsService(PsBase):
 
     @_rpc("EmbeddingLookup")
     async def embedding_lookup(self, request: EmbeddingLookupRequest) -> EmbeddingLookupResponse:
+        dtype = request.pooled_dtype or "float32"
+        if dtype not in FLOAT_DTYPES:
+            raise ValueError(
+                f"pooled_dtype must be one of {', '.join(FLOAT_DTYPES)} (or empty), got {dtype!r}"
+            )
         results = await self.role.embedding_lookup(
             request.batch_id, request.names, release=request.release
         )
         start = time.perf_counter()
         response = lookup_response(
-            [(name, r.pooled, r.kernel_seconds) for name, r in results.items()]
+            [(name, r.pooled, r.kernel_seconds) for name, r in results.items()], dtype
         )
         self.role.record("EmbeddingLookup.encode", time.perf_counter() - start)
         return response
@@ -200,7 +205,7 @@ class PsService(PsBase):
         for i, var in enumerate(received):
             if var.name in grads:
                 raise ValueError(f"grads[{i}] repeats variable {var.name!r}")
-            grads[var.name] = decode(var.grad, f"grads[{i}].grad ({var.name!r})", "float32", 2)
+            grads[var.name] = decode_floats(var.grad, f"grads[{i}].grad ({var.name!r})", 2)
         self.role.record("PushGrad.decode", time.perf_counter() - start)
         dropped = await self.role.push_grad(request.batch_id, grads)
         return PushGradResponse(dropped_nonfinite=dropped)

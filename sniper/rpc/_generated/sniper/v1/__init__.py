@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 @dataclass(eq=False, repr=False)
 class Tensor(betterproto.Message):
     """
-    An n-dimensional array. dtype is a numpy dtype name: "float32", "uint64", "int64".
+    An n-dimensional array. dtype is a numpy dtype name: "float32", "uint64", "int64", "int32",
+     "float16", or "bfloat16" (2 bytes: the top half of a float32).
      len(data) must equal product(shape) * itemsize(dtype); data is little-endian.
     """
 
@@ -112,6 +113,12 @@ class EmbeddingLookupRequest(betterproto.Message):
     batch_id: int = betterproto.uint64_field(1)
     names: List[str] = betterproto.string_field(2)
     release: bool = betterproto.bool_field(3)
+    pooled_dtype: str = betterproto.string_field(4)
+    """
+    The dtype of the pooled embeddings in the answer: "" or "float32"; "bfloat16" or "float16"
+     halve the bytes (bfloat16: the top 16 bits of a float32, rounded to nearest even, carried
+     as uint16 data under that dtype name). PushGrad accepts gradients in the same dtypes.
+    """
 
 
 @dataclass(eq=False, repr=False)

@@ -1,0 +1,91 @@
+"""``launcher = "inprocess"``: the whole job in one process, its roles on threads.
+
+On one machine every FeedSample, EmbeddingLookup and PushGrad of a ``local`` job still goes
+through HTTP/2 framing, protobuf codecs and a socket, and the four processes share the cores
+with the kernel's scheduler between them. Here the ps, the hubs and the trainer are actors of
+one event loop that pass their arrays to each other as they are (``sniper.transport``'s
+in-process transport): no bytes are encoded, copied or sent. The store's kernels release the
+GIL and run on each ps's scheduler threads, the hubs read their data on worker threads and the
+dense model's BLAS releases the GIL too, so the cores still work in parallel.
+
+What the job does is the same as ``local``'s (``sniper.cluster._train._run_job``): checkpoints,
+resume, auto_shard and the report. What it cannot do is outlive a crash of one role: a role
+that dies takes the process with it, so there is nothing to restart (``max_restarts`` is moot;
+resume from the last checkpoint instead).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from contextlib import AsyncExitStack
+
+import anyio
+
+from sniper._config import fields_of
+from sniper._tasks import background
+from sniper.cluster._checkpoint import JobCheckpoint
+from sniper.cluster._train import TrainConfig, TrainPlan, _resumed_placement, _run_job, _start
+from sniper.roles import HubConfig, HubRole, HubSettings, PsCluster, PsRole, PsSettings, TrainReport
+from sniper.rpc import HubApi
+from sniper.scheduler import open_scheduler
+from sniper.transport import InProcessTransport
+
+__all__ = ["train_in_process"]
+
+
+async def train_in_process(
+    config: TrainConfig, plan: TrainPlan, resume: JobCheckpoint | None
+) -> TrainReport:
+    """Run the job with every role in this process; the report."""
+    transport = InProcessTransport()
+    settings = _ps_settings(config)
+    stops: list[anyio.CancelScope] = []
+    hubs: list[HubRole] = []
+    # The task group outside the exit stack: the roles' mailboxes close first, then the
+    # stopped hubs' tasks are awaited.
+    async with background() as group, AsyncExitStack() as stack:
+        addresses = []
+        for _ in range(config.num_ps):
+            workers = config.worker_threads(config.num_ps)
+            scheduler = await stack.enter_async_context(
+                open_scheduler(config.scheduler, workers=workers)
+            )
+            role = PsRole(settings.engine(scheduler), settings)
+            addresses.append(await stack.enter_async_context(transport.serve(role, "")))
+        members = [transport.ps_client(address) for address in addresses]
+        cluster = PsCluster(members, _resumed_placement(resume, len(members)))
+
+        async def connect_hubs() -> list[tuple[str, HubApi]]:
+            clients: list[tuple[str, HubApi]] = []
+            for index in range(config.num_hubs):
+                hub = HubRole(config.open(), PsCluster(members), _hub_config(config, index, resume))
+                address = await stack.enter_async_context(transport.serve(hub, ""))
+                stops.append(anyio.CancelScope())
+                group.start_soon(_run_until_stopped, hub, stops[-1])
+                hubs.append(hub)
+                clients.append((address, transport.hub_client(address)))
+            return clients
+
+        try:
+            return await _run_job(config, plan, cluster, connect_hubs, resume)
+        finally:
+            for stop in stops:
+                stop.cancel()
+            for hub in hubs:
+                hub.close()
+
+
+def _ps_settings(config: TrainConfig) -> PsSettings:
+    """Every ps's settings: the job's, saving under its checkpoint directory."""
+    settings = PsSettings(**fields_of(config, PsSettings))
+    job = config.job_directory()
+    return dataclasses.replace(settings, checkpoint_root=str(job)) if job else settings
+
+
+def _hub_config(config: TrainConfig, index: int, resume: JobCheckpoint | None) -> HubConfig:
+    return HubConfig(**fields_of(config, HubSettings), hub_index=index, **_start(resume, index))
+
+
+async def _run_until_stopped(hub: HubRole, stop: anyio.CancelScope) -> None:
+    with stop:
+        await hub.run()

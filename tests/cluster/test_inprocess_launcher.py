@@ -1,0 +1,56 @@
+"""``sniper train --launcher inprocess``: the whole job in one process, its roles on threads
+passing arrays without gRPC; the same job as the local processes' (checkpoints, resume,
+auto_shard and the report), and the same batches trained."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.cluster._sniper import sniper
+
+JOB = """\
+scale = 0.005
+num_batches = 30
+hidden = [16]
+num_ps = 3
+"""
+
+
+def _train(tmp_path: Path, output: str, *args: str) -> dict[str, object]:
+    done = sniper(tmp_path, "train", "--config", "job.toml", "--quiet", "--output", output, *args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report: dict[str, object] = json.loads((tmp_path / output).read_text())
+    return report
+
+
+def test_one_process_trains_what_processes_train_and_resumes(tmp_path: Path) -> None:
+    (tmp_path / "job.toml").write_text(JOB)
+    local = _train(tmp_path, "local.json")
+    threads = _train(tmp_path, "threads.json", "--launcher", "inprocess")
+    for key in ("steps", "examples", "eval_batches"):
+        assert threads[key] == local[key], key
+    assert abs(float(threads["eval_auc"]) - float(local["eval_auc"])) < 0.02  # type: ignore[arg-type]
+    assert len(threads["ps_cpu_seconds"]) == 3  # type: ignore[arg-type]
+
+    first = _train(
+        tmp_path,
+        "first.json",
+        *("--launcher", "inprocess", "--checkpoint-dir", "ck", "--checkpoint-every", "10"),
+        *("--max-steps", "10"),
+    )
+    assert first["steps"] == 10 and first["checkpoints"] == 1
+    resumed = _train(tmp_path, "resumed.json", "--launcher", "inprocess", "--resume", "ck")
+    assert resumed["resumed_from_step"] == 10
+    assert (resumed["steps"], resumed["examples"]) == (local["steps"], local["examples"])
+
+
+def test_inprocess_starts_its_own_roles(tmp_path: Path) -> None:
+    (tmp_path / "job.toml").write_text(JOB)
+    refused = sniper(
+        tmp_path, "train", "--config", "job.toml", "--launcher", "inprocess", "--ps", "h:1"
+    )
+    assert refused.returncode == 2
+    assert refused.stderr.strip().endswith(
+        "--launcher inprocess starts its own ps and hubs: drop --ps, --hub and --cluster-spec"
+    )
