@@ -149,11 +149,6 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.quiet:
         flags["progress"] = False
     ps, hubs = args.ps, args.hub
-    if args.launcher in ("ray", "inprocess") and (ps or hubs or args.cluster_spec):
-        raise ValueError(
-            f"--launcher {args.launcher} starts its own ps and hubs: drop --ps, --hub and "
-            "--cluster-spec"
-        )
     if args.cluster_spec:
         from sniper.cluster._hosts import load_cluster_spec
 
@@ -163,6 +158,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
         ps, hubs = spec.ps_addresses, spec.hub_addresses
         flags |= {"num_ps": len(spec.ps), "num_hubs": len(spec.hubs)}
     config = load_train_config(Path(args.config) if args.config else None, flags)
+    if config.launcher in ("ray", "inprocess") and (ps or hubs):
+        raise ValueError(
+            f"launcher {config.launcher} starts its own ps and hubs: drop --ps, --hub and "
+            "--cluster-spec (or use launcher local)"
+        )
     try:
         return run_train(config, ps=ps, hubs=hubs)
     except TrainingError as exc:
@@ -345,7 +345,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "--launcher",
         choices=["local", "inprocess", "ray"],
         default=None,
-        help="run the ps and hubs as local processes (default), as threads of this process "
+        help="run the ps and hubs as local processes (default), inside this process "
         "(inprocess: no gRPC between them) or as Ray actors (sniper[ray])",
     )
     train.add_argument(

@@ -1,7 +1,7 @@
 """``sniper bench e2e``: training throughput of the local cluster against one torch process.
 
 sniper: ``sniper train`` as a user runs it, with 2 ps, 1 hub and the trainer as separate
-processes on loopback (``--launcher inprocess``: also as threads of one process, passing arrays
+processes on loopback (``--launcher inprocess``: also all in one process, passing arrays
 without gRPC). Throughput is the trainer's own examples/s, which leaves out process start-up;
 the per-op latencies come from its JSON report.
 
@@ -36,7 +36,7 @@ from sniper.data._workload import Workload
 from sniper.roles._trainer import TrainerConfig
 
 MAX_ROWS = 2**20
-LAUNCHERS = {"local": "processes on loopback gRPC", "inprocess": "threads of one process"}
+LAUNCHERS = {"local": "processes on loopback gRPC", "inprocess": "one process"}
 HIDDEN = 64
 EVAL_EVERY = TrainerConfig().eval_every
 

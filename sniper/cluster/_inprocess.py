@@ -1,4 +1,4 @@
-"""``launcher = "inprocess"``: the whole job in one process, its roles on threads.
+"""``launcher = "inprocess"``: the whole job in one process, its roles on one event loop.
 
 On one machine every FeedSample, EmbeddingLookup and PushGrad of a ``local`` job still goes
 through HTTP/2 framing, protobuf codecs and a socket, and the four processes share the cores
@@ -6,7 +6,12 @@ with the kernel's scheduler between them. Here the ps, the hubs and the trainer 
 one event loop that pass their arrays to each other as they are (``sniper.transport``'s
 in-process transport): no bytes are encoded, copied or sent. The store's kernels release the
 GIL and run on each ps's scheduler threads, the hubs read their data on worker threads and the
-dense model's BLAS releases the GIL too, so the cores still work in parallel.
+dense model's BLAS releases the GIL too, so the cores still work in parallel (with the
+``inline`` scheduler, though, a ps's kernels run on the loop and hold up every role).
+
+``wire_dtype`` has nothing to narrow here (no wire), and the report has no per-ps CPU: the ps
+share the process's CPU count with the trainer and hubs. ``metrics_port`` serves every role's
+metrics, each on a port of its own, as the local launcher does.
 
 What the job does is the same as ``local``'s (``sniper.cluster._train._run_job``): checkpoints,
 resume, auto_shard and the report. What it cannot do is outlive a crash of one role: a role
@@ -17,7 +22,9 @@ resume from the last checkpoint instead).
 from __future__ import annotations
 
 import dataclasses
+import logging
 from contextlib import AsyncExitStack
+from typing import Any
 
 import anyio
 
@@ -25,6 +32,7 @@ from sniper._config import fields_of
 from sniper._tasks import background
 from sniper.cluster._checkpoint import JobCheckpoint
 from sniper.cluster._train import TrainConfig, TrainPlan, _resumed_placement, _run_job, _start
+from sniper.monitoring import HubCollector, PsCollector, serve_metrics
 from sniper.roles import HubConfig, HubRole, HubSettings, PsCluster, PsRole, PsSettings, TrainReport
 from sniper.rpc import HubApi
 from sniper.scheduler import open_scheduler
@@ -32,11 +40,19 @@ from sniper.transport import InProcessTransport
 
 __all__ = ["train_in_process"]
 
+log = logging.getLogger("sniper.train")
+
 
 async def train_in_process(
     config: TrainConfig, plan: TrainPlan, resume: JobCheckpoint | None
 ) -> TrainReport:
     """Run the job with every role in this process; the report."""
+    if config.wire_dtype != "float32":
+        log.warning(
+            "wire_dtype = %r does nothing with launcher inprocess: its roles pass float32 "
+            "arrays without a wire",
+            config.wire_dtype,
+        )
     transport = InProcessTransport()
     settings = _ps_settings(config)
     stops: list[anyio.CancelScope] = []
@@ -44,13 +60,14 @@ async def train_in_process(
     # The task group outside the exit stack: the roles' mailboxes close first, then the
     # stopped hubs' tasks are awaited.
     async with background() as group, AsyncExitStack() as stack:
-        addresses = []
+        addresses: list[str] = []
         for _ in range(config.num_ps):
             workers = config.worker_threads(config.num_ps)
             scheduler = await stack.enter_async_context(
                 open_scheduler(config.scheduler, workers=workers)
             )
             role = PsRole(settings.engine(scheduler), settings)
+            _serve_metrics(stack, config, f"ps {len(addresses)}", PsCollector(role))
             addresses.append(await stack.enter_async_context(transport.serve(role, "")))
         members = [transport.ps_client(address) for address in addresses]
         cluster = PsCluster(members, _resumed_placement(resume, len(members)))
@@ -59,6 +76,7 @@ async def train_in_process(
             clients: list[tuple[str, HubApi]] = []
             for index in range(config.num_hubs):
                 hub = HubRole(config.open(), PsCluster(members), _hub_config(config, index, resume))
+                _serve_metrics(stack, config, f"hub {index}", HubCollector(hub))
                 address = await stack.enter_async_context(transport.serve(hub, ""))
                 stops.append(anyio.CancelScope())
                 group.start_soon(_run_until_stopped, hub, stops[-1])
@@ -67,12 +85,23 @@ async def train_in_process(
             return clients
 
         try:
-            return await _run_job(config, plan, cluster, connect_hubs, resume)
+            report = await _run_job(config, plan, cluster, connect_hubs, resume)
+            report.ps_cpu_seconds = []  # each ps would report the whole process's
+            return report
         finally:
             for stop in stops:
                 stop.cancel()
             for hub in hubs:
                 hub.close()
+
+
+def _serve_metrics(stack: AsyncExitStack, config: TrainConfig, role: str, collector: Any) -> None:
+    """A role's Prometheus endpoint on a free port, for the job's life (``metrics_port``)."""
+    if config.metrics_port < 0:
+        return
+    server = serve_metrics([collector], 0, config.metrics_host)
+    stack.callback(server.close)
+    print(f"metrics of {role} on {server.url}", flush=True)
 
 
 def _ps_settings(config: TrainConfig) -> PsSettings:

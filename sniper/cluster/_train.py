@@ -94,7 +94,7 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
     """Continue from this job checkpoint: a ``checkpoint_dir`` (its latest step) or one of its
     ``step-N`` directories; checkpoints then go on in that directory."""
     launcher: Literal["local", "inprocess", "ray"] = "local"
-    """Where the ps and hubs run: processes on this machine (``local``), threads of this
+    """Where the ps and hubs run: processes on this machine (``local``), actors of this
     process passing arrays without encoding them (``inprocess``: ``sniper.cluster._inprocess``),
     or Ray actors placed on a Ray cluster (``ray``: ``sniper[ray]``, ``sniper.cluster._ray``)."""
     ray_address: str = ""
@@ -526,7 +526,7 @@ def _run_on_ray(config: TrainConfig, plan: TrainPlan, resume: JobCheckpoint | No
 def _run_in_process(
     config: TrainConfig, plan: TrainPlan, resume: JobCheckpoint | None
 ) -> TrainReport:
-    """The job with every role a thread of this process (``sniper.cluster._inprocess``)."""
+    """The job with every role in this process (``sniper.cluster._inprocess``)."""
     from sniper.cluster._inprocess import train_in_process
 
     print(f"started {config.num_ps} ps and {config.num_hubs} hub(s) in this process", flush=True)

@@ -186,7 +186,8 @@ class TrainReport:
     (``EmbeddingLookup.decode``, ``.dispatch``, ``.wait``, ``.kernel``, ``.encode``...), read
     at the end of training: with :attr:`ops`, where a step's time goes across the layers."""
     ps_cpu_seconds: list[float] = field(default_factory=list)
-    """CPU seconds each ps process had used when training ended (its own count)."""
+    """CPU seconds each ps process had used when training ended (its own count); empty with
+    launcher ``inprocess``, where the ps are not processes of their own."""
     moves: list[dict[str, Any]] = field(default_factory=list)
     """Variables auto_shard moved: step, variable, from, to, cost (kernel seconds in the
     window that planned it) and seconds (the move's pause)."""

@@ -86,7 +86,9 @@ class PsClient:
                 f"wire_dtype must be one of {', '.join(FLOAT_DTYPES)}, got {wire_dtype!r}"
             )
         self.wire_dtype = wire_dtype
-        """How pooled embeddings come back and gradients go out (``FLOAT_DTYPES``)."""
+        """How pooled embeddings are asked for and gradients go out (``FLOAT_DTYPES``)."""
+        self._answered = wire_dtype  # what the ps answers lookups in: a ps older than the
+        # pooled_dtype field answers float32, and takes only float32 gradients
         self.address = f"{host}:{port}"
         self.channel = Channel(
             host,
@@ -161,13 +163,15 @@ class PsClient:
             return await self._lookup(request, timeout=self.timeout)
 
         items = await (call() if release else self._retry(call))
+        if items and items[0][1] is not None:
+            self._answered = items[0][1].dtype or "float32"
         return {
             name: Pooled(decode_floats(pooled, name, 2), seconds) for name, pooled, seconds in items
         }
 
     async def push_grad(self, batch_id: int, grads: Mapping[str, NDArray[np.float32]]) -> int:
         """Apply gradients; returns how many the ps dropped as non-finite. Never retried."""
-        dtype = self.wire_dtype
+        dtype = self._answered if self._answered in FLOAT_DTYPES else "float32"
         request = push_grad_wire(
             batch_id, [(name, narrow(grad, dtype)) for name, grad in grads.items()], dtype
         )

@@ -21,6 +21,7 @@ def _train(tmp_path: Path, output: str, *args: str) -> dict[str, object]:
     done = sniper(tmp_path, "train", "--config", "job.toml", "--quiet", "--output", output, *args)
     assert done.returncode == 0, done.stderr[-3000:]
     report: dict[str, object] = json.loads((tmp_path / output).read_text())
+    report["stdout"] = done.stdout
     return report
 
 
@@ -30,8 +31,8 @@ def test_one_process_trains_what_processes_train_and_resumes(tmp_path: Path) -> 
     threads = _train(tmp_path, "threads.json", "--launcher", "inprocess")
     for key in ("steps", "examples", "eval_batches"):
         assert threads[key] == local[key], key
-    assert abs(float(threads["eval_auc"]) - float(local["eval_auc"])) < 0.02  # type: ignore[arg-type]
-    assert len(threads["ps_cpu_seconds"]) == 3  # type: ignore[arg-type]
+    # One process's CPU is not any one ps's: the report leaves the per-ps figure out.
+    assert threads["ps_cpu_seconds"] == [] and len(local["ps_cpu_seconds"]) == 3  # type: ignore[arg-type]
 
     first = _train(
         tmp_path,
@@ -40,7 +41,11 @@ def test_one_process_trains_what_processes_train_and_resumes(tmp_path: Path) -> 
         *("--max-steps", "10"),
     )
     assert first["steps"] == 10 and first["checkpoints"] == 1
-    resumed = _train(tmp_path, "resumed.json", "--launcher", "inprocess", "--resume", "ck")
+    resumed = _train(
+        tmp_path, "resumed.json", "--launcher", "inprocess", "--resume", "ck", "--metrics-port", "0"
+    )
+    for role in ("the trainer", "ps 0", "ps 2", "hub 0"):  # every role serves its metrics
+        assert f"metrics of {role} on http://127.0.0.1:" in str(resumed["stdout"]), role
     assert resumed["resumed_from_step"] == 10
     assert (resumed["steps"], resumed["examples"]) == (local["steps"], local["examples"])
 
@@ -52,5 +57,10 @@ def test_inprocess_starts_its_own_roles(tmp_path: Path) -> None:
     )
     assert refused.returncode == 2
     assert refused.stderr.strip().endswith(
-        "--launcher inprocess starts its own ps and hubs: drop --ps, --hub and --cluster-spec"
+        "launcher inprocess starts its own ps and hubs: drop --ps, --hub and --cluster-spec "
+        "(or use launcher local)"
     )
+    # Set in the file, not on the command line, it is refused the same way.
+    (tmp_path / "job.toml").write_text(JOB + 'launcher = "inprocess"\n')
+    again = sniper(tmp_path, "train", "--config", "job.toml", "--hub", "h:1")
+    assert again.returncode == 2 and "launcher inprocess starts its own" in again.stderr

@@ -44,10 +44,11 @@ def test_bfloat16_rounds_to_nearest_even_and_keeps_specials() -> None:
     assert np.isnan(back[0]) and np.isnan(back[3]) and back[1] == np.inf and back[2] == -np.inf
 
 
-def test_float16_is_exact_to_11_bits_and_overflows_past_65504() -> None:
-    values = np.array([0.1, 65504.0, 70000.0], dtype=np.float32)
+def test_float16_is_exact_to_11_bits_and_clips_finite_values_to_its_range() -> None:
+    values = np.array([0.1, 65504.0, 70000.0, -1e30, np.inf, np.nan], dtype=np.float32)
     back = _round_trip(values, "float16")
-    assert abs(back[0] - 0.1) <= 0.1 * 2**-11 and back[1] == 65504.0 and back[2] == np.inf
+    assert abs(back[0] - 0.1) <= 0.1 * 2**-11
+    assert back[1:5].tolist() == [65504.0, 65504.0, -65504.0, np.inf] and np.isnan(back[5])
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
