@@ -24,14 +24,25 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# Benchmarks compare against torch, which is never part of the default install.
-bench: $(STAMP)
+# TorchRec, the peer a user would pick on one machine, needs torch 2.14.1 with FBGEMM's CPU
+# build: an environment of its own. torchrec's own fbgemm-gpu dependency is the CUDA build,
+# which clashes with the CPU one, hence --no-deps and its remaining needs by hand.
+TORCHREC := .venv-torchrec
+$(TORCHREC)/bin/python:
+	$(PYTHON) -m venv $(TORCHREC)
+	$(TORCHREC)/bin/python -m pip install --quiet torch==2.14.1 fbgemm-gpu-cpu==1.9.0 numpy
+	$(TORCHREC)/bin/python -m pip install --quiet --no-deps torchrec==1.9.2
+	$(TORCHREC)/bin/python -m pip install --quiet tensordict torchmetrics==1.0.3 tqdm pyre-extensions
+
+# Benchmarks compare against torch and TorchRec, never part of the default install.
+bench: $(STAMP) $(TORCHREC)/bin/python
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install --quiet torch==2.13.0
 	$(BIN)/sniper bench compile
 	$(BIN)/sniper bench store
 	$(BIN)/sniper bench scheduler
 	$(BIN)/sniper bench rpc
 	$(BIN)/sniper bench e2e
+	$(BIN)/sniper bench e2e --peer torchrec --launcher inprocess
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(TORCHREC) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -555,7 +555,16 @@ def _build_parser() -> argparse.ArgumentParser:
         help="inprocess: also the job in one process against torch; ray: the same job on Ray "
         "actors against local processes (start-up, examples/s)",
     )
-    e2e.set_defaults(run=_workload_bench("_e2e", "scale", "batches", "seed", "threads", "launcher"))
+    e2e.add_argument(
+        "--peer",
+        choices=["torch", "torchrec"],
+        default="torch",
+        help="torch EmbeddingBag (default) or TorchRec's FusedEmbeddingBagCollection, run in "
+        "its own environment (.venv-torchrec, made by make bench)",
+    )
+    e2e.set_defaults(
+        run=_workload_bench("_e2e", "scale", "batches", "seed", "threads", "launcher", "peer")
+    )
     ps_bench = benches.add_parser(
         "ps", help="the ps side of training steps (FeedSample, lookup, push) on a workload"
     )

@@ -5,11 +5,13 @@ processes on loopback (``--launcher inprocess``: also all in one process, passin
 without gRPC). Throughput is the trainer's own examples/s, which leaves out process start-up;
 the per-op latencies come from its JSON report.
 
-Peer: what a user would pick instead. The same model (an ``EmbeddingBag(mode="sum",
-sparse=True)`` per variable, then the same MLP) is trained in one process with
-``torch.optim.Adagrad`` on the embeddings and Adam on the dense layers, on the same synthetic
-batches, holding out the same batches as sniper's trainer. Signs map to rows by the hashing
-trick (``sign % rows``, rows = the variable's vocabulary, at most 2**20).
+Peer (``--peer torch``, the default): what a user would pick instead. The same model (an
+``EmbeddingBag(mode="sum", sparse=True)`` per variable, then the same MLP) is trained in one
+process with ``torch.optim.Adagrad`` on the embeddings and Adam on the dense layers, on the
+same synthetic batches, holding out the same batches as sniper's trainer. Signs map to rows
+by the hashing trick (``sign % rows``, rows = the variable's vocabulary, at most 2**20).
+``--peer torchrec``: the same with TorchRec's ``FusedEmbeddingBagCollection``
+(``sniper._bench._torchrec_peer``).
 
 Data: both train on the same synthetic batches, made before either clock starts. The peer gets
 them as tensors already mapped to rows; sniper's hub reads them from a Parquet file written
@@ -30,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from sniper._bench._torch_peer import import_torch
+from sniper._bench._torchrec_peer import run_torchrec
 from sniper._table import print_table
 from sniper.data import SyntheticCtr, write_parquet
 from sniper.data._workload import Workload
@@ -37,6 +40,7 @@ from sniper.roles._trainer import TrainerConfig
 
 MAX_ROWS = 2**20
 LAUNCHERS = {"local": "processes on loopback gRPC", "inprocess": "one process"}
+PEERS = {"torch": "torch, one process", "torchrec": "TorchRec fused, one process"}
 HIDDEN = 64
 EVAL_EVERY = TrainerConfig().eval_every
 
@@ -175,6 +179,7 @@ def run(
     seed: int,
     threads: int,
     launcher: str = "local",
+    peer: str = "torch",
 ) -> None:
     """Train both ways on the same data; print examples/s, the ratio and sniper's per-op time
     (``launcher="ray"``: Ray placement against local processes instead)."""
@@ -186,11 +191,16 @@ def run(
         f"sniper bench e2e: {workload.name} at scale {scale} ({batches} batches of "
         f"{workload.batch_size}), sniper = 2 ps + 1 hub + trainer "
         f"({' and '.join(LAUNCHERS[name] for name in launchers)}), "
-        f"peer = torch in one process with {threads} threads"
+        f"peer = {PEERS[peer]} with {threads} threads"
     )
     data = SyntheticCtr(workload, num_batches=batches, scale=scale, seed=seed)
     reports = {name: _sniper(workload, data, seed, name) for name in launchers}
-    torch_rate, torch_batches = _torch(workload, data, threads)
+    if peer == "torchrec":
+        torch_rate, torch_batches = run_torchrec(
+            workload, data, threads, hidden=HIDDEN, eval_every=EVAL_EVERY
+        )
+    else:
+        torch_rate, torch_batches = _torch(workload, data, threads)
     rows = []
     for name, report in reports.items():
         rate = report["examples_per_second"]
@@ -206,7 +216,10 @@ def run(
     print()
     print_table(
         ["", "examples/s", "batches", "ratio", "target"],
-        [*rows, ["torch, one process", f"{torch_rate:,.0f}", str(torch_batches), "1.00x", "-"]],
+        [
+            *rows,
+            [PEERS[peer], f"{torch_rate:,.0f}", str(torch_batches), "1.00x", "-"],
+        ],
     )
     report = reports[launcher]
     print("\nsniper trainer per-op latency (the bottleneck is the largest p50):")

@@ -338,6 +338,10 @@ class Trainer:
                         await send.send((ticket.number, await self._prefetch_one(ticket)))
                     finally:
                         self._fetching -= 1
+                # No batch from this worker wakes the training loop, which may be waiting for
+                # a pause's pipeline to drain: the other workers wait at the gate, so without
+                # this the drain would never be seen.
+                await send.send((_WAKE, None))
             except anyio.BrokenResourceError:
                 pass  # the training loop stopped reading (max_steps): nothing is wrong
             except Exception as exc:
@@ -489,10 +493,15 @@ class Trainer:
     async def _in_order(
         self, receive: MemoryObjectReceiveStream[tuple[int, _Ready | None]]
     ) -> _Ready | None:
-        """The next ticket's batch (None: an empty ticket), whichever ticket arrived first;
-        ``anyio.EndOfStream`` once every worker is done."""
+        """The next ticket's batch (None: an empty ticket, or a pause whose pipeline has just
+        drained), whichever ticket arrived first; ``anyio.EndOfStream`` once every worker is
+        done."""
         while self._next_ticket not in self._arrived:
             number, ready = await receive.receive()
+            if number == _WAKE:
+                if self._gate is not None and self._drained(receive):
+                    return None  # the pause's drain is complete: the loop pauses now
+                continue
             self._arrived[number] = ready
         item = self._arrived.pop(self._next_ticket)
         self._next_ticket += 1
@@ -683,6 +692,10 @@ class Trainer:
                 s.p99_us,
                 s.max_us,
             )
+
+
+_WAKE = -1
+"""Not a ticket number: a worker that stopped tells the training loop to look again."""
 
 
 def _auc_of(batches: list[tuple[NDArray[np.float32], NDArray[np.float32]]]) -> float:

@@ -1,0 +1,116 @@
+"""TorchRec as a benchmark peer: the library a user would pick instead of sniper on one machine.
+
+TorchRec 1.9.2 needs torch 2.14.1 with FBGEMM's CPU build, while the plain torch peer uses the
+torch in sniper's own environment; the two cannot share one. So the TorchRec peer runs in an
+environment of its own (``make bench`` creates ``.venv-torchrec``; ``SNIPER_TORCHREC_PYTHON``
+names another), as a subprocess given the same batches in an ``.npz`` file
+(``_torchrec_script.py``, which imports nothing of sniper). Signs map to rows as for the torch
+peer (``sign % rows``, rows = the variable's vocabulary, at most 2**20), and the holdout and
+model are the same.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sniper._bench._report import PeerMissing
+from sniper.data import SyntheticCtr
+from sniper.data._workload import Workload
+
+__all__ = ["INSTALL_HINT", "run_torchrec", "torchrec_python", "write_batches"]
+
+SCRIPT = Path(__file__).with_name("_torchrec_script.py")
+ENVIRONMENT = "SNIPER_TORCHREC_PYTHON"
+DEFAULT_PYTHON = Path(".venv-torchrec/bin/python")
+INSTALL_HINT = (
+    "make bench (it creates .venv-torchrec: torch==2.14.1 fbgemm-gpu-cpu==1.9.0, then "
+    "torchrec==1.9.2 --no-deps), or set SNIPER_TORCHREC_PYTHON to a Python that has them"
+)
+
+
+def torchrec_python() -> str:
+    """The TorchRec environment's Python, or :class:`PeerMissing` saying how to make one."""
+    named = os.environ.get(ENVIRONMENT)
+    python = Path(named) if named else DEFAULT_PYTHON
+    if not python.is_file():
+        where = f"{ENVIRONMENT}={named}" if named else str(DEFAULT_PYTHON)
+        raise PeerMissing(f"no TorchRec environment at {where}: {INSTALL_HINT}")
+    return str(python)
+
+
+def table_rows(data: SyntheticCtr, name: str, max_rows: int) -> int:
+    """Rows of a peer's table for variable ``name``: its vocabulary, within [1024, max_rows]."""
+    return min(max_rows, max(1024, data.vocabulary[name]))
+
+
+def write_batches(
+    path: Path,
+    workload: Workload,
+    data: SyntheticCtr,
+    *,
+    hidden: int,
+    eval_every: int,
+    max_rows: int,
+) -> None:
+    """Every batch as TorchRec's jagged layout (values and lengths, feature by feature)."""
+    names = [v.name for v in workload.variables]
+    rows = {name: table_rows(data, name, max_rows) for name in names}
+    arrays: dict[str, Any] = {
+        "names": np.array(names),
+        "rows": np.array([rows[n] for n in names], dtype=np.int64),
+        "dim": workload.embedding_dim,
+        "hidden": hidden,
+        "eval_every": eval_every,
+        "dense_features": workload.dense_features,
+        "sparse_lr": 0.05,
+        "dense_lr": 0.002,
+    }
+    count = 0
+    for index, batch in enumerate(data.batches()):
+        parts = [batch.sparse[name] for name in names]
+        arrays[f"values_{index}"] = np.concatenate(
+            [
+                (signs % np.uint64(rows[n])).astype(np.int64)
+                for n, (signs, _) in zip(names, parts, strict=True)
+            ]
+        )
+        arrays[f"lengths_{index}"] = np.concatenate(
+            [np.diff(offsets).astype(np.int64) for _, offsets in parts]
+        )
+        arrays[f"dense_{index}"] = batch.dense
+        arrays[f"labels_{index}"] = batch.labels
+        count += 1
+    arrays["batches"] = count
+    np.savez(path, **arrays)
+
+
+def run_torchrec(
+    workload: Workload, data: SyntheticCtr, threads: int, *, hidden: int, eval_every: int
+) -> tuple[float, int]:
+    """TorchRec's examples/s and trained batches on ``data`` (``PeerMissing`` without it)."""
+    from sniper._bench._e2e import MAX_ROWS
+
+    python = torchrec_python()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "batches.npz"
+        write_batches(path, workload, data, hidden=hidden, eval_every=eval_every, max_rows=MAX_ROWS)
+        done = subprocess.run(
+            [python, str(SCRIPT), str(path), str(threads)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise RuntimeError(f"the TorchRec peer failed ({python}): {last}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"  TorchRec peer: {python}", file=sys.stderr)
+    return float(result["examples_per_second"]), int(result["batches"])
