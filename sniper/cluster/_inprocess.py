@@ -38,7 +38,7 @@ from sniper.rpc import HubApi
 from sniper.scheduler import open_scheduler
 from sniper.transport import InProcessTransport
 
-__all__ = ["train_in_process"]
+__all__ = ["run_until_stopped", "train_in_process"]
 
 log = logging.getLogger("sniper.train")
 
@@ -79,7 +79,7 @@ async def train_in_process(
                 _serve_metrics(stack, config, f"hub {index}", HubCollector(hub))
                 address = await stack.enter_async_context(transport.serve(hub, ""))
                 stops.append(anyio.CancelScope())
-                group.start_soon(_run_until_stopped, hub, stops[-1])
+                group.start_soon(run_until_stopped, hub, stops[-1])
                 hubs.append(hub)
                 clients.append((address, transport.hub_client(address)))
             return clients
@@ -115,6 +115,7 @@ def _hub_config(config: TrainConfig, index: int, resume: JobCheckpoint | None) -
     return HubConfig(**fields_of(config, HubSettings), hub_index=index, **_start(resume, index))
 
 
-async def _run_until_stopped(hub: HubRole, stop: anyio.CancelScope) -> None:
+async def run_until_stopped(hub: HubRole, stop: anyio.CancelScope) -> None:
+    """Run a hub until ``stop`` is cancelled (the job is over): its producer ends quietly."""
     with stop:
         await hub.run()

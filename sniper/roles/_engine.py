@@ -137,9 +137,7 @@ class PsEngine:
             for name, batch in split:
                 # Re-feeding moves the key to the end, keeping the dict ordered by feed time.
                 self._drop((batch_id, name))
-                self._batches[(batch_id, name)] = (batch, now)
-                self._variables_of[batch_id] += 1
-                self._pending_bytes += _nbytes(batch)
+                self._hold(batch_id, name, batch, now)
 
     def _check_room(self, batch_id: int, split: list[tuple[str, ShardedBatch]]) -> None:
         """Refuse a feed that would hold more than ``max_pending_batches`` batches or
@@ -164,6 +162,12 @@ class PsEngine:
                 f"pushed or released (max_pending_mb={self.max_pending_mb:g}); push or release "
                 "them, or raise max_pending_mb"
             )
+
+    def _hold(self, batch_id: int, name: str, batch: ShardedBatch, now: float) -> None:
+        """Keep a variable's split batch as fed at ``now`` (under the lock)."""
+        self._batches[(batch_id, name)] = (batch, now)
+        self._variables_of[batch_id] += 1
+        self._pending_bytes += _nbytes(batch)
 
     def _drop(self, key: tuple[int, str]) -> None:
         entry = self._batches.pop(key, None)
@@ -200,12 +204,9 @@ class PsEngine:
             now = time.monotonic()
             kept = 0
             for batch_id, batch in split:
-                if (batch_id, name) in self._batches:
-                    continue
-                self._batches[(batch_id, name)] = (batch, now)
-                self._variables_of[batch_id] += 1
-                self._pending_bytes += _nbytes(batch)
-                kept += 1
+                if (batch_id, name) not in self._batches:
+                    self._hold(batch_id, name, batch, now)
+                    kept += 1
             return kept
 
     def pending_batches(self) -> int:
@@ -294,9 +295,10 @@ class PsEngine:
             self._count,
         )
 
-    def _count(self, seconds: Mapping[str, float]) -> None:
+    def _count(self, seconds: Iterable[tuple[str, float]]) -> None:
+        """Add ``(variable, kernel seconds)`` pairs to :attr:`kernel_seconds`."""
         with self._lock:
-            for name, elapsed in seconds.items():
+            for name, elapsed in seconds:
                 self.kernel_seconds[name] = self.kernel_seconds.get(name, 0.0) + elapsed
 
     def lookup(self, batch_id: int, names: Iterable[str]) -> dict[str, Pooled]:
@@ -368,7 +370,7 @@ class PsEngine:
                     done.append(handle.result())
                 except Exception as exc:
                     errors.append(exc)
-            self._count_pushes(done)
+            self._count(pair for task in done for pair in task)
             if errors:
                 raise errors[0]
         finally:
@@ -378,16 +380,9 @@ class PsEngine:
         """:meth:`push_grad`, awaited without blocking the event loop."""
         handles = self._submit_pushes(batch_id, grads)
         try:
-            self._count_pushes(await wait_all(handles))
+            self._count(pair for task in await wait_all(handles) for pair in task)
         finally:
             self.release(batch_id, grads)
-
-    def _count_pushes(self, tasks: list[list[tuple[str, float]]]) -> None:
-        seconds: dict[str, float] = {}
-        for task in tasks:
-            for name, elapsed in task:
-                seconds[name] = seconds.get(name, 0.0) + elapsed
-        self._count(seconds)
 
     # -- rows and checkpoints -------------------------------------------------------------------
 
@@ -414,7 +409,7 @@ class PendingLookup:
     def __init__(
         self,
         handles: list[TaskHandle[list[_Done]]],
-        count: Callable[[Mapping[str, float]], None] | None = None,
+        count: Callable[[Iterable[tuple[str, float]]], None] | None = None,
     ) -> None:
         self.handles = handles
         self._count = count
@@ -422,7 +417,7 @@ class PendingLookup:
     def _collected(self, tasks: list[list[_Done]]) -> dict[str, Pooled]:
         results = _collect(tasks)
         if self._count is not None:
-            self._count({name: pooled.kernel_seconds for name, pooled in results.items()})
+            self._count((name, pooled.kernel_seconds) for name, pooled in results.items())
         return results
 
     def result(self) -> dict[str, Pooled]:

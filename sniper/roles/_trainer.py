@@ -51,7 +51,7 @@ from sniper.roles._evaluate import DataEvaluator, EvalResult
 from sniper.roles._model import DenseModel, Predictor, sigmoid
 from sniper.roles._reading import HubReader, Ticket
 from sniper.rpc._api import HubApi, Pooled
-from sniper.rpc._tensor import FLOAT_DTYPES
+from sniper.rpc._tensor import check_wire_dtype
 
 __all__ = ["LiveProgress", "OpStats", "TrainReport", "Trainer", "TrainerConfig", "TrainingError"]
 
@@ -117,10 +117,7 @@ class TrainerConfig(RunSettings):
         super().__post_init__()
         check_at_least(self, 0, "blas_threads", "max_steps", "eval_every_steps", "checkpoint_every")
         check_at_least(self, 1, "auto_shard_window", "auto_shard_max_moves")
-        if self.wire_dtype not in FLOAT_DTYPES:
-            raise ValueError(
-                f"wire_dtype must be one of {', '.join(FLOAT_DTYPES)}, got {self.wire_dtype!r}"
-            )
+        check_wire_dtype(self.wire_dtype)
         if self.auto_shard_ratio < 1:
             raise ValueError(f"auto_shard_ratio must be at least 1, got {self.auto_shard_ratio}")
         check_at_least(self, 1, "prefetch")

@@ -45,7 +45,15 @@ from sniper.rpc._http2 import Channel
 from sniper.rpc._moves import moved_from_message, moved_to_message
 from sniper.rpc._placement import Placement
 from sniper.rpc._security import Security
-from sniper.rpc._tensor import FLOAT_DTYPES, decode, decode_floats, encode, narrow, wire_array
+from sniper.rpc._tensor import (
+    FLOAT_DTYPES,
+    check_wire_dtype,
+    decode,
+    decode_floats,
+    encode,
+    narrow,
+    wire_array,
+)
 from sniper.rpc._wire import (
     Encoded,
     LookupArrays,
@@ -81,10 +89,7 @@ class PsClient:
         security: Security | None = None,
         wire_dtype: str = "float32",
     ) -> None:
-        if wire_dtype not in FLOAT_DTYPES:
-            raise ValueError(
-                f"wire_dtype must be one of {', '.join(FLOAT_DTYPES)}, got {wire_dtype!r}"
-            )
+        check_wire_dtype(wire_dtype)
         self.wire_dtype = wire_dtype
         """How pooled embeddings are asked for and gradients go out (``FLOAT_DTYPES``)."""
         self._answered = wire_dtype  # what the ps answers lookups in: a ps older than the

@@ -18,6 +18,7 @@ from sniper.rpc._wire import RawTensor
 __all__ = [
     "FLOAT_DTYPES",
     "TensorError",
+    "check_wire_dtype",
     "decode",
     "decode_floats",
     "encode",
@@ -81,6 +82,14 @@ def decode(tensor: Tensor | RawTensor | None, field: str, dtype: str, ndim: int)
     return np.frombuffer(tensor.data, dtype=_DTYPES[dtype]).reshape(shape)
 
 
+def check_wire_dtype(dtype: str, field: str = "wire_dtype", *, empty_ok: bool = False) -> None:
+    """``ValueError`` naming ``field`` unless ``dtype`` is one of :data:`FLOAT_DTYPES` (or,
+    with ``empty_ok``, empty: a request's field left unset means float32)."""
+    if dtype not in FLOAT_DTYPES and not (empty_ok and dtype == ""):
+        empty = " (or empty)" if empty_ok else ""
+        raise ValueError(f"{field} must be one of {', '.join(FLOAT_DTYPES)}{empty}, got {dtype!r}")
+
+
 _FLOAT16_MAX = np.float32(65504.0)
 
 
@@ -94,8 +103,7 @@ def narrow(array: NDArray[np.float32], dtype: str) -> NDArray[Any]:
         # infinite, and an inf would make the ps refuse the whole push. NaN and inf stay.
         clipped = np.clip(array, -_FLOAT16_MAX, _FLOAT16_MAX)
         return np.where(np.isinf(array), array, clipped).astype("<f2")
-    if dtype != "bfloat16":
-        raise ValueError(f"wire dtype must be one of {', '.join(FLOAT_DTYPES)}, got {dtype!r}")
+    check_wire_dtype(dtype, "wire dtype")
     bits = np.ascontiguousarray(array, dtype="<f4").view("<u4")
     rounded = (bits + np.uint32(0x7FFF) + ((bits >> 16) & 1)) >> 16
     half = rounded.astype("<u2")

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import anyio
 
 from sniper._tasks import background
+from sniper.cluster._inprocess import run_until_stopped
 from sniper.cluster._job import create_variables, train
 from sniper.cluster._spec import TableSpec
 from sniper.data import Reader
@@ -120,7 +121,7 @@ async def local_cluster(
             )
             address = await stack.enter_async_context(chosen.serve(hub, _any_address(chosen)))
             stops.append(anyio.CancelScope())
-            group.start_soon(_run_until_stopped, hub, stops[-1])
+            group.start_soon(run_until_stopped, hub, stops[-1])
             hubs.append(hub)
             client = chosen.hub_client(address)
             stack.callback(getattr(client, "close", lambda: None))
@@ -132,11 +133,6 @@ async def local_cluster(
                 stop.cancel()
             for hub in hubs:
                 hub.close()
-
-
-async def _run_until_stopped(hub: HubRole, stop: anyio.CancelScope) -> None:
-    with stop:
-        await hub.run()
 
 
 def _any_address(transport: Transport) -> str:

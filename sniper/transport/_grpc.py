@@ -70,7 +70,7 @@ from sniper.rpc._http2 import Server
 from sniper.rpc._moves import moved_from_message, moved_to_message
 from sniper.rpc._placement import Placement
 from sniper.rpc._security import Security
-from sniper.rpc._tensor import FLOAT_DTYPES, decode, decode_floats, encode
+from sniper.rpc._tensor import check_wire_dtype, decode, decode_floats, encode
 from sniper.rpc._wire import (
     FeedSampleView,
     PushGradView,
@@ -182,11 +182,8 @@ class PsService(PsBase):
 
     @_rpc("EmbeddingLookup")
     async def embedding_lookup(self, request: EmbeddingLookupRequest) -> EmbeddingLookupResponse:
+        check_wire_dtype(request.pooled_dtype, "pooled_dtype", empty_ok=True)
         dtype = request.pooled_dtype or "float32"
-        if dtype not in FLOAT_DTYPES:
-            raise ValueError(
-                f"pooled_dtype must be one of {', '.join(FLOAT_DTYPES)} (or empty), got {dtype!r}"
-            )
         results = await self.role.embedding_lookup(
             request.batch_id, request.names, release=request.release
         )
