@@ -13,9 +13,13 @@ benchmarks and embedders on plain threads, and both submit the same scheduler ta
 benchmark measures is what the server runs.
 
 Batch lifecycle, as in the seed system: ``feed`` (FeedSample) splits a variable's signs by
-shard once and keeps them under the batch id; ``lookup`` (EmbeddingLookup) pools them;
-``push_grad`` (PushGrad) applies gradients and frees the batch. A batch that is never pushed
-is dropped after ``batch_ttl`` seconds, so an abandoned trainer cannot leak memory.
+shard once, keeps them under the batch id and maps them to rows, pinned so that no eviction
+moves them; ``lookup`` (EmbeddingLookup) gathers and pools those rows; ``push_grad``
+(PushGrad) applies gradients to them and frees the batch. Mapping at feed time moves the hash
+index probes off the trainer's critical path: a hub feeds batches while the trainer is still
+busy with earlier ones (``map_at_feed=False`` maps at lookup instead, as before). A batch that
+is never pushed is dropped after ``batch_ttl`` seconds, so an abandoned trainer cannot leak
+memory or pins.
 """
 
 from __future__ import annotations
@@ -52,8 +56,10 @@ class PsEngine:
         min_task_signs: int = 32_768,
         max_pending_mb: float = 2048.0,
         max_pending_batches: int = 4096,
+        map_at_feed: bool = True,
     ) -> None:
         self.min_task_signs = min_task_signs
+        self.map_at_feed = map_at_feed
         self.scheduler = scheduler
         self.batch_ttl = batch_ttl
         self.max_pending_mb = max_pending_mb
@@ -127,6 +133,13 @@ class PsEngine:
         self, batch_id: int, variables: Iterable[tuple[str, ArrayLike, ArrayLike]]
     ) -> None:
         """Feed several variables of one batch: all are validated before any is kept."""
+        handles = self._submit_pins(self._keep(batch_id, variables))
+        self._count(pair for handle in handles for pair in handle.result())
+
+    def _keep(
+        self, batch_id: int, variables: Iterable[tuple[str, ArrayLike, ArrayLike]]
+    ) -> list[tuple[str, ShardedBatch]]:
+        """Validate, split and hold a batch's variables; the batches held."""
         split = [
             (name, self.table(name).split(signs, offsets)) for name, signs, offsets in variables
         ]
@@ -138,6 +151,20 @@ class PsEngine:
                 # Re-feeding moves the key to the end, keeping the dict ordered by feed time.
                 self._drop((batch_id, name))
                 self._hold(batch_id, name, batch, now)
+        return split
+
+    def _submit_pins(
+        self, held: list[tuple[str, ShardedBatch]]
+    ) -> list[TaskHandle[list[tuple[str, float]]]]:
+        """Map and pin the rows of batches just fed, as tasks planned like a lookup's."""
+        if not self.map_at_feed:
+            return []
+        parts = [
+            _Part(name, self.table(name), batch, shard, batch.shard_size(shard))
+            for name, batch in held
+            for shard in range(batch.num_shards)
+        ]
+        return [self.scheduler.submit(task[0].key, _pin_parts, task) for task in self._plan(parts)]
 
     def _check_room(self, batch_id: int, split: list[tuple[str, ShardedBatch]]) -> None:
         """Refuse a feed that would hold more than ``max_pending_batches`` batches or
@@ -170,21 +197,32 @@ class PsEngine:
         self._pending_bytes += _nbytes(batch)
 
     def _drop(self, key: tuple[int, str]) -> None:
+        """Forget a fed batch and give back its pins (released, expired or fed again)."""
+        batch = self._forget(key)
+        table = self._tables.get(key[1])
+        if batch is not None and table is not None:
+            table.unpin(batch)
+
+    def _forget(self, key: tuple[int, str]) -> ShardedBatch | None:
+        """Stop holding a fed batch (under the lock); the batch, or None if not held."""
         entry = self._batches.pop(key, None)
-        if entry is not None:
-            self._pending_bytes -= _nbytes(entry[0])
-            self._variables_of[key[0]] -= 1
-            if not self._variables_of[key[0]]:
-                del self._variables_of[key[0]]
+        if entry is None:
+            return None
+        self._pending_bytes -= _nbytes(entry[0])
+        self._variables_of[key[0]] -= 1
+        if not self._variables_of[key[0]]:
+            del self._variables_of[key[0]]
+        return entry[0]
 
     async def feed_async(
         self, batch_id: int, variables: Iterable[tuple[str, ArrayLike, ArrayLike]]
     ) -> None:
-        """:meth:`feed_many` as a scheduler task: splitting by shard is kernel work, kept off
-        the event loop and keyed by the first variable."""
+        """:meth:`feed_many` as scheduler tasks: splitting by shard is kernel work, kept off
+        the event loop and keyed by the first variable; then the pins, planned like a lookup."""
         items = list(variables)
         key = items[0][0] if items else "__feed__"
-        await self.scheduler.run(key, self.feed_many, batch_id, items)
+        held = await self.scheduler.run(key, self._keep, batch_id, items)
+        self._count(pair for task in await wait_all(self._submit_pins(held)) for pair in task)
 
     def batches_of(self, name: str) -> list[tuple[int, ShardedBatch]]:
         """Variable ``name``'s fed batches not yet pushed, in feed order (to move them)."""
@@ -197,7 +235,8 @@ class PsEngine:
         """Keep batches of ``name`` fed to another ps (a move), except those fed here already:
         a feed here is newer. All are validated before any is kept; returns how many were.
         Their ``batch_ttl`` starts again, and they count against the pending limits without
-        being refused by them: they were within the old owner's."""
+        being refused by them: they were within the old owner's. They are not pinned: their
+        lookups map them, as every lookup did before rows were mapped at feed time."""
         table = self.table(name)
         split = [(batch_id, table.split(signs, offsets)) for batch_id, signs, offsets in batches]
         with self._lock:
@@ -311,17 +350,25 @@ class PsEngine:
 
     def _submit_pushes(
         self, batch_id: int, grads: Mapping[str, ArrayLike]
-    ) -> list[TaskHandle[list[tuple[str, float]]]]:
+    ) -> tuple[list[TaskHandle[list[tuple[str, float]]]], list[_Part]]:
+        """Validate a push, claim its batches and submit its tasks; the tasks and parts."""
         parts = self._parts(batch_id, grads)
         checked = {
             name: _check_grad(grad, self._batch(batch_id, name), self.table(name), name)
             for name, grad in grads.items()
         }
         self._claim(batch_id, [part.batch for part in parts], list(grads))
-        return [
+        handles = [
             self.scheduler.submit(task[0].key, _push_parts, task, checked)
             for task in self._plan(parts)
         ]
+        return handles, parts
+
+    @staticmethod
+    def _unpin_parts(parts: list[_Part]) -> None:
+        """Give back pins a push left: a shard task that failed never reached its unpin."""
+        for batch, table in {id(part.batch): (part.batch, part.table) for part in parts}.values():
+            table.unpin(batch)
 
     def _claim(self, batch_id: int, batches: list[ShardedBatch], names: list[str]) -> None:
         """Take the batch's variables out of the pending set, or raise if another push did.
@@ -338,7 +385,7 @@ class PsEngine:
             }:
                 raise self._missing(batch_id, names[0])
             for name in names:
-                self._drop((batch_id, name))
+                self._forget((batch_id, name))  # its pins are the push's to give back
                 self._pushed[(batch_id, name)] = None
             while len(self._pushed) > _PUSHED_REMEMBERED:
                 self._pushed.popitem(last=False)
@@ -361,7 +408,7 @@ class PsEngine:
 
     def push_grad(self, batch_id: int, grads: Mapping[str, ArrayLike]) -> None:
         """Apply gradients ``{variable: [batch, dim]}`` and free those variables' batch."""
-        handles = self._submit_pushes(batch_id, grads)
+        handles, parts = self._submit_pushes(batch_id, grads)
         try:
             errors = []
             done = []
@@ -374,15 +421,15 @@ class PsEngine:
             if errors:
                 raise errors[0]
         finally:
-            self.release(batch_id, grads)
+            self._unpin_parts(parts)
 
     async def push_grad_async(self, batch_id: int, grads: Mapping[str, ArrayLike]) -> None:
         """:meth:`push_grad`, awaited without blocking the event loop."""
-        handles = self._submit_pushes(batch_id, grads)
+        handles, parts = self._submit_pushes(batch_id, grads)
         try:
             self._count(pair for task in await wait_all(handles) for pair in task)
         finally:
-            self.release(batch_id, grads)
+            self._unpin_parts(parts)
 
     # -- rows and checkpoints -------------------------------------------------------------------
 
@@ -452,6 +499,17 @@ def _lookup_parts(parts: list[_Part]) -> list[_Done]:
         start = time.perf_counter()
         pooled = part.table.lookup_shard(part.batch, part.shard)
         done.append((part.name, pooled, time.perf_counter() - start))
+    return done
+
+
+def _pin_parts(parts: list[_Part]) -> list[tuple[str, float]]:
+    """Task body: map and pin every part's rows (a batch just fed); each part's kernel time
+    for its variable."""
+    done = []
+    for part in parts:
+        start = time.perf_counter()
+        part.table.pin_shard(part.batch, part.shard)
+        done.append((part.name, time.perf_counter() - start))
     return done
 
 

@@ -119,6 +119,10 @@ class PsSettings(PsRoleConfig, RunSettings):
     RESOURCE_EXHAUSTED."""
     max_pending_batches: int = 4096
     """The same cap in batches (a job's hubs and trainer hold a few dozen at a time)."""
+    map_rows: Literal["feed", "lookup"] = "feed"
+    """When a batch's signs are resolved to rows: ``feed`` (when FeedSample arrives, while the
+    trainer is busy with earlier batches; the rows stay pinned until PushGrad, so the lookup
+    only gathers) or ``lookup`` (the index is probed on the trainer's critical path)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -128,6 +132,8 @@ class PsSettings(PsRoleConfig, RunSettings):
             )
         check_at_least(self, 0, "workers")
         check_at_least(self, 1, "max_pending_batches")
+        if self.map_rows not in ("feed", "lookup"):
+            raise ValueError(f"map_rows must be 'feed' or 'lookup', got {self.map_rows!r}")
         check_positive(self, "batch_ttl", "max_pending_mb")
 
     def engine(self, scheduler: Scheduler) -> PsEngine:
@@ -137,6 +143,7 @@ class PsSettings(PsRoleConfig, RunSettings):
             batch_ttl=self.batch_ttl,
             max_pending_mb=self.max_pending_mb,
             max_pending_batches=self.max_pending_batches,
+            map_at_feed=self.map_rows == "feed",
         )
 
     def worker_threads(self, num_ps: int = 1) -> int:

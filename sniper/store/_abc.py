@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -56,6 +57,25 @@ class TableExport:
     """``[n]`` per-row optimizer step counts (zeros for optimizers without one)."""
 
 
+class RowMap(NamedTuple):
+    """The rows one shard of a batch was mapped to, kept with the batch for what comes next.
+
+    ``pinned``: mapped when the batch was fed, and pinned, so no eviction can give these rows
+    to other signs until the batch is pushed or released: the lookup gathers them and the push
+    applies to them without probing the index again. Unpinned: mapped by a lookup, and valid
+    for the push only while the shard's eviction count is still ``evictions`` (eviction is the
+    only way a row changes owner).
+    """
+
+    evictions: int
+    rows: NDArray[np.int64]
+    pinned: bool
+
+
+CLOSED = RowMap(-1, np.empty(0, dtype=np.int64), False)
+"""The mark of a shard whose batch was pushed or released: nothing maps or pins it again."""
+
+
 @dataclass(frozen=True)
 class ShardedBatch:
     """A ragged batch of one variable, partitioned by shard so each shard is a separate task.
@@ -66,14 +86,10 @@ class ShardedBatch:
 
     signs: NDArray[np.uint64]
     shard_offsets: NDArray[np.int64]
-    row_cache: dict[tuple[object, int], tuple[int, NDArray[np.int64]]] = field(
+    row_cache: dict[tuple[object, int], RowMap] = field(
         default_factory=dict, compare=False, repr=False
     )
-    """Rows a lookup mapped, per (table, shard), with the shard's eviction count at the time.
-
-    PushGrad of the same batch reuses them instead of probing the index again, as long as the
-    shard has evicted nothing since: eviction is the only way a row changes owner.
-    """
+    """Rows mapped for this batch, per (table, shard): see :class:`RowMap`."""
 
     @property
     def batch_size(self) -> int:

@@ -29,6 +29,12 @@ Memory layout (one table, ``C`` rows split into shard ranges, ``D`` = dim):
   evicts a row it has already mapped. Only calls that may evict touch it: calls on a shard
   with fewer free rows than the call has signs, which once a shard has filled is every call.
   Those store a pin byte per sign (no load, so no dependent miss) and clear it at the end.
+- ``pins[C]`` uint16: how many fed batches hold a row mapped (a ps maps a batch's signs when
+  FeedSample arrives and keeps the rows until PushGrad or release). CLOCK never evicts a row
+  with pins, so a mapping made at feed time stays valid until the push. A batch pins each of
+  its rows once, however often the row occurs in it (``flags`` marks the rows already pinned
+  while the call runs), so a count is at most the batches pending, and a row already pinned
+  65,535 times is not pinned again (that batch is mapped at its lookup instead).
 - ``meta[num_shards, META_FIELDS]`` int64 and ``counters[num_shards, COUNTERS]`` int64.
 
 The probe position is ``fastrange(mix(sign) >> 32, nslots)``, the shard is
@@ -256,11 +262,13 @@ def _claim_row(
     slots: np.ndarray,
     slot_of_row: np.ndarray,
     flags: np.ndarray,
+    pins: np.ndarray,
     meta: np.ndarray,
     counters: np.ndarray,
     shard: int,
 ) -> int:
-    """A free row of ``shard``: the next unused one, else a CLOCK victim; -1 if all are pinned."""
+    """A free row of ``shard``: the next unused one, else a CLOCK victim; -1 if all are pinned
+    (by the call in progress or by fed batches)."""
     row_start = meta[shard, ROW_START]
     capacity = meta[shard, ROW_CAPACITY]
     used = meta[shard, ROWS_USED]
@@ -273,7 +281,7 @@ def _claim_row(
         hand += 1
         if hand == capacity:
             hand = 0
-        if flags[row] & PIN:
+        if flags[row] & PIN or pins[row] > 0:
             continue
         slot = slot_of_row[row]
         word = slots[slot, 2]
@@ -351,9 +359,11 @@ def map_rows(
     signs: np.ndarray,
     rows: np.ndarray,
     count_sighting: bool,
+    pin: bool,
     slots: np.ndarray,
     slot_of_row: np.ndarray,
     flags: np.ndarray,
+    pins: np.ndarray,
     meta: np.ndarray,
     counters: np.ndarray,
     sketch: np.ndarray,
@@ -373,13 +383,15 @@ def map_rows(
     still holds back. A new row gets the sign's initial value and fresh optimizer state. Every
     row touched is marked referenced for CLOCK and, when the shard is full enough for this call
     to evict, pinned until the call ends, so a later insert of the same call cannot evict it.
-    Returns ``NO_ROW_FREE`` if the shard's capacity is smaller than the batch's distinct signs,
-    else 0.
+    With ``pin``, every distinct row gets one pin in ``pins`` instead, held past the call
+    until :func:`unpin_rows`. Returns ``NO_ROW_FREE`` if the shard has fewer rows free or
+    evictable than the batch has distinct signs, or a row cannot take another pin (the rows
+    pinned so far stay pinned: the caller unpins them), else 0.
     """
     status = 0
     admission = min_count > 1
     # Rows can only be evicted once the shard is full; until then nothing needs pinning.
-    may_evict = meta[shard, ROWS_USED] + signs.shape[0] > meta[shard, ROW_CAPACITY]
+    may_evict = not pin and meta[shard, ROWS_USED] + signs.shape[0] > meta[shard, ROW_CAPACITY]
     hits = 0
     misses = 0
     n = signs.shape[0]
@@ -405,6 +417,9 @@ def map_rows(
             row = np.int64(word & ROW_BITS)
             if may_evict:
                 flags[row] = PIN
+            if pin and not _pin_once(flags, pins, row):
+                row = NO_ROW_FREE
+                status = NO_ROW_FREE
             hits += 1
             rows[j] = row
             continue
@@ -417,7 +432,7 @@ def map_rows(
                 rows[j] = NOT_ADMITTED
                 continue
             counters[shard, ADMITTED] += 1
-        row = _claim_row(slots, slot_of_row, flags, meta, counters, shard)
+        row = _claim_row(slots, slot_of_row, flags, pins, meta, counters, shard)
         if row < 0:
             rows[j] = NO_ROW_FREE
             status = NO_ROW_FREE
@@ -430,6 +445,8 @@ def map_rows(
         slot_of_row[row] = slot
         if may_evict:
             flags[row] = PIN
+        if pin:
+            _pin_once(flags, pins, row)  # a new row has no pins yet
         initial_row(weights[row], sign, seed_key, init_kind, init_a, init_b)
         for k in range(state.shape[1]):
             state[row, k, :] = state_init[k]
@@ -439,12 +456,44 @@ def map_rows(
         rows[j] = row
     counters[shard, HITS] += hits
     counters[shard, MISSES] += misses
-    if may_evict:
-        for j in range(n):
-            row = rows[j]
-            if row >= 0:
-                flags[row] = 0
+    if may_evict or pin:
+        _clear_flags(rows, flags)
     return status
+
+
+_MAX_PINS = np.uint16(0xFFFF)
+
+
+@kernel
+def _pin_once(flags: np.ndarray, pins: np.ndarray, row: np.int64) -> bool:
+    """Pin ``row`` unless this call pinned it already; False if it holds all the pins it can."""
+    if flags[row] & PIN:
+        return True
+    if pins[row] == _MAX_PINS:
+        return False
+    flags[row] = PIN
+    pins[row] += np.uint16(1)
+    return True
+
+
+@kernel
+def _clear_flags(rows: np.ndarray, flags: np.ndarray) -> None:
+    for j in range(rows.shape[0]):
+        row = rows[j]
+        if row >= 0:
+            flags[row] = 0
+
+
+@kernel
+def unpin_rows(rows: np.ndarray, flags: np.ndarray, pins: np.ndarray) -> None:
+    """Take back the pins :func:`map_rows` gave ``rows``: one per distinct row (negative rows
+    have none). The caller holds the shard's index lock, as ``flags`` is used meanwhile."""
+    for j in range(rows.shape[0]):
+        row = rows[j]
+        if row >= 0 and not flags[row] & PIN:
+            flags[row] = PIN
+            pins[row] -= np.uint16(1)
+    _clear_flags(rows, flags)
 
 
 @kernel

@@ -23,6 +23,7 @@ Lock modes, so that the seed logs' experiments can be reproduced:
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from typing import Literal
@@ -32,7 +33,14 @@ from numpy.typing import ArrayLike, NDArray
 
 from sniper._hashing import _as_u64, splitmix64_mix
 from sniper.store import _kernels as k
-from sniper.store._abc import EmbeddingStore, ShardedBatch, TableExport, TableStatistics
+from sniper.store._abc import (
+    CLOSED,
+    EmbeddingStore,
+    RowMap,
+    ShardedBatch,
+    TableExport,
+    TableStatistics,
+)
 from sniper.store._initializers import Initializer, normal
 from sniper.store._optimizers import Optimizer
 
@@ -142,6 +150,12 @@ class EmbeddingTable(EmbeddingStore):
         self._slots[:, 2] = k.EMPTY
         self._slot_of_row = np.zeros(capacity, dtype=np.uint32)
         self._flags = np.zeros(capacity, dtype=np.uint8)
+        self._pins = np.zeros(capacity, dtype=np.uint16)
+        self._pinned: list[dict[int, ShardedBatch]] = [{} for _ in range(shards)]
+        """Per shard, the batches holding pins there (by id): to take them back when the
+        shard runs out of rows to evict."""
+        self._released: list[deque[ShardedBatch]] = [deque() for _ in range(shards)]
+        """Per shard, released batches whose pins the next call on the shard takes back."""
         self._weights = _aligned_zeros((capacity, self._dim))
         self._state = _aligned_zeros((capacity, self.optimizer.slots, self._dim))
         self._state_init = self.optimizer.state_init()
@@ -241,38 +255,60 @@ class EmbeddingTable(EmbeddingStore):
     def _map(
         self, shard: int, signs: NDArray[np.uint64], count_sighting: bool, min_count: int
     ) -> tuple[NDArray[np.int64], int]:
-        """Rows of ``signs`` and the shard's eviction count read under the same index lock."""
-        rows = np.empty(signs.shape[0], dtype=np.int64)
-        init = self.initializer
+        """Rows of ``signs`` and the shard's eviction count read under the same index lock.
+
+        If the shard has too few rows left to evict because fed batches pin them, the pins
+        are taken back (those batches are mapped again at their lookup) and the map retried:
+        pinning saves work, it never makes a batch that fits the table fail.
+        """
         with self._index_lock(shard):
-            status = k.map_rows(
-                shard,
-                signs,
-                rows,
-                count_sighting,
-                self._slots,
-                self._slot_of_row,
-                self._flags,
-                self._meta,
-                self._counters,
-                self._sketch,
-                min_count,
-                self._weights,
-                self._state,
-                self._state_init,
-                self._steps,
-                self._seed_key,
-                init.kind,
-                init.a,
-                init.b,
-            )
-            evictions = int(self._counters[shard, k.EVICTIONS])
-        if status == k.NO_ROW_FREE:
+            rows, evictions, full = self._map_rows(shard, signs, count_sighting, min_count)
+            if full and self._revoke_pins(shard):
+                rows, evictions, full = self._map_rows(shard, signs, False, min_count)
+        if full:
             raise CapacityError(
                 f"shard {shard} holds {self._meta[shard, k.ROW_CAPACITY]} rows but one batch "
                 "needs more distinct signs than that; raise the table's capacity"
             )
         return rows, evictions
+
+    def _map_rows(
+        self,
+        shard: int,
+        signs: NDArray[np.uint64],
+        count_sighting: bool,
+        min_count: int,
+        *,
+        pin: bool = False,
+    ) -> tuple[NDArray[np.int64], int, bool]:
+        """:func:`~sniper.store._kernels.map_rows` on this table (the caller holds the index
+        lock): the rows, the eviction count, and whether the shard ran out of rows."""
+        rows = np.empty(signs.shape[0], dtype=np.int64)
+        init = self.initializer
+        status = k.map_rows(
+            shard,
+            signs,
+            rows,
+            count_sighting,
+            pin,
+            self._slots,
+            self._slot_of_row,
+            self._flags,
+            self._pins,
+            self._meta,
+            self._counters,
+            self._sketch,
+            min_count,
+            self._weights,
+            self._state,
+            self._state_init,
+            self._steps,
+            self._seed_key,
+            init.kind,
+            init.a,
+            init.b,
+        )
+        return rows, int(self._counters[shard, k.EVICTIONS]), status == k.NO_ROW_FREE
 
     def _shard_view(
         self, batch: ShardedBatch, shard: int
@@ -292,32 +328,57 @@ class EmbeddingTable(EmbeddingStore):
         signs, offsets = self._shard_view(batch, shard)
         out = np.zeros((batch.batch_size, self._dim), dtype=np.float32)
         with self._op_lock(shard):
-            rows, evictions = self._map(shard, signs, True, self._min_count)
+            rows = self._rows_for_lookup(batch, shard, signs)
             if self.pooling == "fused":
                 k.pool_rows(self._weights, rows, offsets, out)
             else:
                 k.pool_gathered(k.gather_rows(self._weights, rows), offsets, out)
-            # Kept even with not-yet-admitted signs (-1): the push then drops exactly the
-            # gradients of the occurrences that read as zeros.
-            batch.row_cache[(self._token, shard)] = (evictions, rows)
         return out
+
+    def _rows_for_lookup(
+        self, batch: ShardedBatch, shard: int, signs: NDArray[np.uint64]
+    ) -> NDArray[np.int64]:
+        """The rows pinned when the batch was fed (a gather, no probe), else a new map.
+
+        A new map is kept for the push, even with not-yet-admitted signs (-1): the push then
+        drops exactly the gradients of the occurrences that read as zeros.
+        """
+        key = (self._token, shard)
+        with self._index_lock(shard):
+            self._drain(shard)
+            entry = batch.row_cache.get(key)
+            if entry is not None and entry.pinned:
+                return entry.rows
+            rows, evictions = self._map(shard, signs, True, self._min_count)
+            if entry is not CLOSED:
+                batch.row_cache[key] = RowMap(evictions, rows, False)
+            return rows
 
     def _rows_for_push(
         self, batch: ShardedBatch, shard: int, signs: NDArray[np.uint64]
-    ) -> NDArray[np.int64]:
-        """The lookup's rows if no eviction has happened in the shard since, else a new map."""
-        cached = batch.row_cache.pop((self._token, shard), None)
+    ) -> tuple[NDArray[np.int64], RowMap | None]:
+        """The rows mapped before, if still valid, else a new map; and the mapping used.
+
+        Pinned rows are always valid; a lookup's rows are while the shard has evicted nothing
+        since. The shard is closed for the batch either way: a push is its last use.
+        """
+        key = (self._token, shard)
         with self._index_lock(shard):
-            if cached is not None and cached[0] == self._counters[shard, k.EVICTIONS]:
+            self._drain(shard)
+            entry = batch.row_cache.get(key)
+            batch.row_cache[key] = CLOSED
+            if entry is not None and (
+                entry.pinned or entry.evictions == self._counters[shard, k.EVICTIONS]
+            ):
                 self._counters[shard, k.HITS] += signs.shape[0]
-                return cached[1]
-        return self._map(shard, signs, False, self._min_count)[0]
+                return entry.rows, entry
+        return self._map(shard, signs, False, self._min_count)[0], None
 
     def push_grad_shard(self, batch: ShardedBatch, shard: int, grads: NDArray[np.float32]) -> None:
         signs, offsets = self._shard_view(batch, shard)
         grads = _check_grads(grads, batch.batch_size, self._dim)
         with self._op_lock(shard):
-            rows = self._rows_for_push(batch, shard, signs)
+            rows, mapped = self._rows_for_push(batch, shard, signs)
             with self._index_lock(shard):
                 unique_rows, summed, n = k.sum_by_row(
                     rows, offsets, grads, self._slot_of_row, self._counters, shard
@@ -334,6 +395,85 @@ class EmbeddingTable(EmbeddingStore):
                 largest=largest,
             )
             self._counters[shard, k.NONFINITE_UPDATES] += left
+            if mapped is not None and mapped.pinned:
+                # Only now: until the update is written, no insert may take these rows.
+                with self._index_lock(shard):
+                    self._unpin(batch, shard, mapped)
+
+    # -- pins: rows mapped when a batch is fed --------------------------------------------------
+
+    def pin_shard(self, batch: ShardedBatch, shard: int) -> bool:
+        """Map shard ``shard`` of a fed batch to rows now and pin them until it is pushed or
+        released (:meth:`unpin`), so its lookup is a gather over mapped rows and its push
+        reuses them.
+
+        A ps calls this when FeedSample arrives, while the trainer is still busy with earlier
+        batches, which takes the index probes off the trainer's critical path. Returns False,
+        pinning nothing, if the shard was mapped or closed already, or if it has too few rows
+        left to evict (other batches pin them): the lookup then maps the batch itself.
+        """
+        signs, _ = self._shard_view(batch, shard)
+        key = (self._token, shard)
+        with self._op_lock(shard), self._index_lock(shard):
+            self._drain(shard)
+            if key in batch.row_cache:
+                return False
+            rows, evictions, full = self._map_rows(shard, signs, True, self._min_count, pin=True)
+            if full:
+                k.unpin_rows(rows, self._flags, self._pins)
+                return False
+            batch.row_cache[key] = RowMap(evictions, rows, True)
+            self._pinned[shard][id(batch)] = batch
+            return True
+
+    def unpin(self, batch: ShardedBatch) -> None:
+        """Give back the rows ``batch`` pinned: it was released, expired or fed again.
+
+        Never blocks: each pinned shard gets the batch queued, and the next call on that shard
+        takes the pins back under the shard's lock (an event loop may call this).
+        """
+        for (token, shard), entry in list(batch.row_cache.items()):
+            if token is self._token and entry.pinned:
+                self._released[shard].append(batch)
+
+    def pinned_rows(self) -> int:
+        """Rows pinned by fed batches not yet pushed or released (takes the shards' locks to
+        give back the pins of batches released since their last call)."""
+        for shard in range(self._num_shards):
+            with self._op_lock(shard), self._index_lock(shard):
+                self._drain(shard)
+        return int(np.count_nonzero(self._pins))
+
+    def _unpin(self, batch: ShardedBatch, shard: int, mapped: RowMap) -> None:
+        """Take back a pinned mapping's pins (the caller holds the shard's locks)."""
+        k.unpin_rows(mapped.rows, self._flags, self._pins)
+        self._pinned[shard].pop(id(batch), None)
+
+    def _drain(self, shard: int) -> None:
+        """Close the shard for every batch released since the last call (under its locks)."""
+        released = self._released[shard]
+        key = (self._token, shard)
+        while released:
+            batch = released.popleft()
+            entry = batch.row_cache.get(key)
+            batch.row_cache[key] = CLOSED
+            if entry is not None and entry.pinned:
+                self._unpin(batch, shard, entry)
+
+    def _revoke_pins(self, shard: int) -> bool:
+        """Unpin every fed batch's rows in ``shard``, keeping their mappings as a lookup's
+        (valid for their push while nothing is evicted); False if there were none."""
+        key = (self._token, shard)
+        evictions = int(self._counters[shard, k.EVICTIONS])
+        revoked = False
+        for batch in list(self._pinned[shard].values()):
+            entry = batch.row_cache.get(key)
+            if entry is None or not entry.pinned:
+                continue  # a push is applying it right now, and unpins it when done
+            self._unpin(batch, shard, entry)
+            batch.row_cache[key] = RowMap(evictions, entry.rows, False)
+            revoked = True
+        return revoked
 
     def lookup_pool(self, signs: ArrayLike, offsets: ArrayLike) -> NDArray[np.float32]:
         batch = self.split(signs, offsets)
@@ -397,6 +537,7 @@ class EmbeddingTable(EmbeddingStore):
             self._slots,
             self._slot_of_row,
             self._flags,
+            self._pins,
             self._weights,
             self._state,
             self._steps,

@@ -156,6 +156,8 @@ def test_failed_push_releases_the_batch_so_a_retry_cannot_apply_twice() -> None:
             engine.push_grad(1, {"a": grads, "b": grads})
         np.testing.assert_array_equal(engine.table("a").get(signs), applied_once)
         assert engine.pending_batches() == 0
+        # The failed shard never reached its unpin: the push gave its pins back anyway.
+        assert engine.table("b").pinned_rows() == engine.table("a").pinned_rows() == 0
 
 
 def test_the_same_push_sent_twice_at_once_is_applied_once() -> None:
@@ -239,3 +241,32 @@ def test_fed_batches_are_capped_in_number_too() -> None:
         engine.push_grad(0, {"a": np.ones((1, 2), dtype=np.float32)})
         engine.feed(4, "a", signs, offsets)
         assert engine.pending_batches() == 3
+
+
+def test_rows_are_pinned_from_feed_until_push_release_or_expiry() -> None:
+    with open_scheduler("work_stealing", workers=2) as scheduler:
+        engine = PsEngine(scheduler, batch_ttl=0.2)
+        engine.create_variable("a", table(2))
+        for batch_id in (1, 2, 3):
+            engine.feed(batch_id, "a", SIGNS, OFFSETS)
+        held = engine.table("a").pinned_rows()
+        assert held == len(np.unique(SIGNS))
+        assert engine.kernel_seconds["a"] > 0  # mapping at feed is the variable's work too
+        engine.lookup(1, ["a"])
+        engine.push_grad(1, {"a": np.ones((len(OFFSETS) - 1, 4), dtype=np.float32)})
+        engine.release(2)
+        assert engine.table("a").pinned_rows() == held  # batch 3 still holds them
+        time.sleep(0.3)
+        assert engine.pending_batches() == 0  # batch 3 expired
+        assert engine.table("a").pinned_rows() == 0
+
+
+def test_map_rows_at_lookup_pins_nothing() -> None:
+    with open_scheduler("inline", workers=1) as scheduler:
+        engine = PsEngine(scheduler, map_at_feed=False)
+        engine.create_variable("a", table(2))
+        engine.feed(1, "a", SIGNS, OFFSETS)
+        assert engine.table("a").pinned_rows() == 0
+        assert len(engine.table("a")) == 0  # nothing mapped before the lookup
+        engine.lookup(1, ["a"])
+        assert len(engine.table("a")) == len(np.unique(SIGNS))

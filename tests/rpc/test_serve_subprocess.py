@@ -111,11 +111,24 @@ SLOW_SIGNS = 400_000
 SLOW_EXAMPLE = 400
 
 
+@pytest.fixture
+def slow_lookups(tmp_path: Path) -> Iterator[ServerProcess]:
+    """A server that maps rows at lookup, not at FeedSample: its lookups are the slow calls."""
+    config = tmp_path / "serve.toml"
+    config.write_text('map_rows = "lookup"\n')
+    process = start_server(tmp_path, "--workers", "1", "--config", str(config))
+    try:
+        yield process
+    finally:
+        stop_server(process)
+
+
 def test_sigterm_lets_calls_in_flight_finish(
-    grpcio_modules: GrpcModules, server: ServerProcess
+    grpcio_modules: GrpcModules, slow_lookups: ServerProcess
 ) -> None:
     """Lookups queued behind each other on one worker finish after SIGTERM; new calls do not
     start, and the process exits 0."""
+    server = slow_lookups
     pb = grpcio_modules.pb
     rng = np.random.default_rng(0)
     batches = [
