@@ -343,10 +343,12 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument(
         "--launcher",
-        choices=["local", "inprocess", "ray"],
+        choices=["auto", "local", "inprocess", "ray"],
         default=None,
-        help="run the ps and hubs as local processes (default), inside this process "
-        "(inprocess: no gRPC between them) or as Ray actors (sniper[ray])",
+        help="run the ps and hubs inside this process (inprocess: no gRPC between them), as "
+        "local processes over gRPC (local: a crashed role is restarted from the last "
+        "checkpoint) or as Ray actors (sniper[ray]); auto (default): local when --ps, --hub "
+        "or --cluster-spec name servers, else inprocess",
     )
     train.add_argument(
         "--ray-address", default=None, help='the Ray cluster ("": a new local one; "auto")'

@@ -93,10 +93,14 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
     resume: str = ""
     """Continue from this job checkpoint: a ``checkpoint_dir`` (its latest step) or one of its
     ``step-N`` directories; checkpoints then go on in that directory."""
-    launcher: Literal["local", "inprocess", "ray"] = "local"
-    """Where the ps and hubs run: processes on this machine (``local``), actors of this
-    process passing arrays without encoding them (``inprocess``: ``sniper.cluster._inprocess``),
-    or Ray actors placed on a Ray cluster (``ray``: ``sniper[ray]``, ``sniper.cluster._ray``)."""
+    launcher: Literal["auto", "local", "inprocess", "ray"] = "auto"
+    """Where the ps and hubs run: actors of this process passing arrays without encoding them
+    (``inprocess``: ``sniper.cluster._inprocess``), processes on this machine or servers named
+    by ``--ps``/``--hub``/``--cluster-spec``, over gRPC (``local``), or Ray actors placed on a
+    Ray cluster (``ray``: ``sniper[ray]``, ``sniper.cluster._ray``). ``auto`` (the default):
+    ``local`` when servers are named, else ``inprocess``: a job on one machine does not pay
+    for a network it does not cross. ``local`` isolates each role in a process of its own,
+    and restarts them from the last checkpoint when one dies (``max_restarts``)."""
     ray_address: str = ""
     """The Ray cluster to use ("": start a local Ray; "auto": the one this machine is in)."""
     ray_strategy: Literal["SPREAD", "PACK", "STRICT_SPREAD", "STRICT_PACK"] = "SPREAD"
@@ -121,9 +125,9 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
             check_data_value("eval_data", self.eval_data, synthetic=False)
         elif self.eval_every_steps:
             raise ValueError("eval_every_steps needs eval_data (criteo:PATH or parquet:PATH)")
-        if self.launcher not in ("local", "inprocess", "ray"):
+        if self.launcher not in ("auto", "local", "inprocess", "ray"):
             raise ValueError(
-                f"launcher must be 'local', 'inprocess' or 'ray', got {self.launcher!r}"
+                f"launcher must be 'auto', 'local', 'inprocess' or 'ray', got {self.launcher!r}"
             )
         if self.ray_strategy not in ("SPREAD", "PACK", "STRICT_SPREAD", "STRICT_PACK"):
             raise ValueError(
@@ -583,6 +587,9 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
 def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = None) -> int:
     """Run ``sniper train``; returns the exit status."""
     log_to_stderr()
+    if config.launcher == "auto":
+        named = bool(ps or hubs)
+        config = dataclasses.replace(config, launcher="local" if named else "inprocess")
     workload = load_workload(config.workload)
     plan = plan_training(config, workload)  # before any process: a bad config starts nothing
     resume = load_job(Path(config.resume).resolve()) if config.resume else None

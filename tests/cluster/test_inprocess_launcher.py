@@ -27,7 +27,7 @@ def _train(tmp_path: Path, output: str, *args: str) -> dict[str, object]:
 
 def test_one_process_trains_what_processes_train_and_resumes(tmp_path: Path) -> None:
     (tmp_path / "job.toml").write_text(JOB)
-    local = _train(tmp_path, "local.json")
+    local = _train(tmp_path, "local.json", "--launcher", "local")
     threads = _train(tmp_path, "threads.json", "--launcher", "inprocess")
     for key in ("steps", "examples", "eval_batches"):
         assert threads[key] == local[key], key

@@ -155,7 +155,7 @@ def test_a_killed_server_is_restarted_and_the_job_finishes(job: Path, victim: st
     out = f"restart-{victim}"
     finish(train(job, "--checkpoint-dir", "ref", "--output", "ref.json"))
     reference = report(job / "ref.json")
-    launcher = train(job, "--checkpoint-dir", out, "--output", f"{out}.json")
+    launcher = train(job, "--launcher", "local", "--checkpoint-dir", out, "--output", f"{out}.json")
     deadline = time.monotonic() + 120
     while not (job / out / "latest").is_file():
         assert launcher.poll() is None, launcher.communicate()[1][-3000:]

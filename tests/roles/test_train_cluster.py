@@ -63,10 +63,11 @@ def wait_for_servers(pid: int, count: int = 3) -> list[int]:
     return servers
 
 
-def write_config(tmp_path: Path, batches: int) -> tuple[Path, Path]:
+def write_config(tmp_path: Path, batches: int, launcher: str = "auto") -> tuple[Path, Path]:
+    """The small job's config; ``launcher = "local"`` where a test needs the server processes."""
     output = tmp_path / "report.json"
     config = tmp_path / "small.toml"
-    config.write_text(SMALL.format(batches=batches, output=output))
+    config.write_text(SMALL.format(batches=batches, output=output) + f'launcher = "{launcher}"\n')
     return config, output
 
 
@@ -90,7 +91,7 @@ def test_small_cluster_trains_and_loss_decreases(tmp_path: Path) -> None:
 
 
 def test_killing_a_hub_fails_the_run_clearly_and_leaves_no_process(tmp_path: Path) -> None:
-    config, _ = write_config(tmp_path, batches=100_000)
+    config, _ = write_config(tmp_path, batches=100_000, launcher="local")
     train = start_train(config)
     try:
         servers = wait_for_servers(train.pid)
@@ -173,7 +174,7 @@ def test_max_steps_stops_early_without_hanging(tmp_path: Path) -> None:
 
 
 def test_sigterm_to_train_stops_every_server(tmp_path: Path) -> None:
-    config, _ = write_config(tmp_path, batches=100_000)
+    config, _ = write_config(tmp_path, batches=100_000, launcher="local")
     train = start_train(config)
     try:
         servers = wait_for_servers(train.pid)
