@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -111,8 +112,11 @@ def write_batches(
     np.savez(path, **arrays)
 
 
-def run_script(mode: str, path: Path, threads: int) -> dict[str, Any]:
-    """Run ``_torchrec_script.py MODE PATH THREADS`` in the TorchRec environment; its JSON line.
+def run_script(
+    mode: str, path: Path, threads: int, env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """Run ``_torchrec_script.py MODE PATH THREADS`` in the TorchRec environment (with ``env``
+    over this process's environment); its JSON line.
 
     A Python that cannot import torch or TorchRec is :class:`PeerMissing` (the user's
     environment, with the way to make one); any other failure of the script is a bug of the
@@ -124,6 +128,7 @@ def run_script(mode: str, path: Path, threads: int) -> dict[str, Any]:
         capture_output=True,
         text=True,
         check=False,
+        env={**os.environ, **(env or {})},
     )
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
