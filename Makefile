@@ -39,6 +39,8 @@ bench: $(STAMP) $(TORCHREC)/bin/python
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install --quiet torch==2.13.0
 	$(BIN)/sniper bench compile
 	$(BIN)/sniper bench store
+	$(BIN)/sniper bench store --peer torchrec
+	$(BIN)/sniper bench memory
 	$(BIN)/sniper bench scheduler
 	$(BIN)/sniper bench rpc
 	$(BIN)/sniper bench e2e

@@ -517,9 +517,23 @@ def _build_parser() -> argparse.ArgumentParser:
     store.add_argument("--threads", type=_positive_int, default=2)
     store.add_argument("--prefill-rows", type=_positive_int, default=2_000_000)
     store.add_argument("--seed", type=int, default=0)
+    store.add_argument(
+        "--peer",
+        choices=["torch", "torchrec"],
+        default="torch",
+        help="torch EmbeddingBag (default) or TorchRec's FusedEmbeddingBagCollection, run in "
+        "its own environment (.venv-torchrec, made by make bench)",
+    )
     store.set_defaults(
         run=_workload_bench(
-            "_store", "batches", "repeats", "dict_repeats", "threads", "prefill_rows", "seed"
+            "_store",
+            "batches",
+            "repeats",
+            "dict_repeats",
+            "threads",
+            "prefill_rows",
+            "seed",
+            "peer",
         )
     )
     scheduler = benches.add_parser(
@@ -567,6 +581,14 @@ def _build_parser() -> argparse.ArgumentParser:
     e2e.set_defaults(
         run=_workload_bench("_e2e", "scale", "batches", "seed", "threads", "launcher", "peer")
     )
+    memory = benches.add_parser(
+        "memory", help="a ps process's RSS per row of a full table vs the target and torch"
+    )
+    _add_workload(memory)
+    memory.add_argument(
+        "--rows", type=_positive_int, default=4_000_000, help="rows of the table (default 4M)"
+    )
+    memory.set_defaults(run=_workload_bench("_memory", "rows"))
     ps_bench = benches.add_parser(
         "ps", help="the ps side of training steps (FeedSample, lookup, push) on a workload"
     )

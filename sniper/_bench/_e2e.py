@@ -32,13 +32,12 @@ from typing import Any
 import numpy as np
 
 from sniper._bench._torch_peer import import_torch
-from sniper._bench._torchrec_peer import run_torchrec
+from sniper._bench._torchrec_peer import MAX_ROWS, run_torchrec, table_rows, torchrec_python
 from sniper._table import print_table
 from sniper.data import SyntheticCtr, write_parquet
 from sniper.data._workload import Workload
 from sniper.roles._trainer import TrainerConfig
 
-MAX_ROWS = 2**20
 LAUNCHERS = {"local": "processes on loopback gRPC", "inprocess": "one process"}
 PEERS = {"torch": "torch, one process", "torchrec": "TorchRec fused, one process"}
 HIDDEN = 64
@@ -95,7 +94,7 @@ def _torch(workload: Workload, data: SyntheticCtr, threads: int) -> tuple[float,
     torch = import_torch()
     torch.set_num_threads(threads)
     names = [v.name for v in workload.variables]
-    rows = {n: min(MAX_ROWS, max(1024, data.vocabulary[n])) for n in names}
+    rows = {n: table_rows(data, n, MAX_ROWS) for n in names}
     bags = torch.nn.ModuleList(
         [
             torch.nn.EmbeddingBag(rows[n], workload.embedding_dim, mode="sum", sparse=True)
@@ -186,6 +185,8 @@ def run(
     if launcher == "ray":
         run_launchers(workload, scale=scale, batches=batches, seed=seed)
         return
+    if peer == "torchrec":
+        torchrec_python()  # a missing environment fails now, not after sniper's run
     launchers = ["inprocess", "local"] if launcher == "inprocess" else ["local"]
     print(
         f"sniper bench e2e: {workload.name} at scale {scale} ({batches} batches of "

@@ -21,8 +21,12 @@ __all__ = [
 ]
 
 
-class PeerMissing(RuntimeError):
-    """The peer a bench compares against is not installed; the message says how to get it."""
+class PeerMissing(LookupError):
+    """The peer a bench compares against is not installed; the message says how to get it.
+
+    A ``LookupError``: the user's environment lacks what was looked for, which the command line
+    reports as one line (exit status 2), not as a traceback.
+    """
 
 
 def median_seconds(call: Callable[[int], object], repeats: int, warmup: int = 1) -> float:

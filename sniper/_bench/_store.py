@@ -13,6 +13,14 @@ Peers, each run on the same batches in the same process:
 - torch ``EmbeddingBag(sparse=True)`` forward + backward + ``torch.optim.Adagrad`` step,
   against sniper ``lookup`` + ``push_grad`` with Adagrad. Target >= 5x.
 - a dict-based store (:mod:`sniper._bench._dict_store`). Target >= 20x.
+
+``--peer torchrec`` replaces the two torch rows with TorchRec's ``FusedEmbeddingBagCollection``
+(:mod:`sniper._bench._store_torchrec`, run in TorchRec's own environment on the same batches):
+its forward against sniper's lookup (target >= 0.5x: like the EmbeddingBag it is given ready
+row ids, ``sign % rows``, and does no hashing), and its forward + backward with Adagrad fused
+into the backward against sniper's lookup + ``push_grad`` (target >= 1.5x, issue 15's end to
+end target against TorchRec: the dense model costs both the same, so the embeddings must be at
+least as far ahead as the whole step).
 """
 
 from __future__ import annotations
@@ -27,8 +35,10 @@ from numpy.typing import NDArray
 
 from sniper._bench._dict_store import DictAdagradTable
 from sniper._bench._report import Comparison, PeerMissing, median_seconds, print_comparisons
+from sniper._bench._store_torchrec import torchrec_seconds
 from sniper._bench._torch_peer import TorchBag
-from sniper.data._workload import Workload
+from sniper._bench._torchrec_peer import torchrec_python
+from sniper.data._workload import VariableSpec, Workload
 from sniper.data._zipf import ZipfSampler, signs_of_ranks
 from sniper.store import Adagrad, EmbeddingTable, ShardedBatch, TableExport
 
@@ -49,6 +59,9 @@ class Case:
     """Batches of one bench case, with their torch ids precomputed."""
 
     name: str
+    variables: tuple[VariableSpec, ...]
+    """The case's variables, in the order of every batch (variable by variable, each with one
+    bag per example)."""
     signs: list[NDArray[np.uint64]]
     offsets: list[NDArray[np.int64]]
     prefill: NDArray[np.uint64]
@@ -57,10 +70,24 @@ class Case:
     def signs_per_batch(self) -> int:
         return int(np.mean([len(s) for s in self.signs]))
 
+    @property
+    def bags(self) -> int:
+        """Bags (examples) per variable of a batch."""
+        return (len(self.offsets[0]) - 1) // len(self.variables)
+
+    @property
+    def warmup_calls(self) -> int:
+        """Unmeasured calls before timing: every batch once, and :data:`WARMUP_SIGNS` signs."""
+        return max(len(self.signs), WARMUP_SIGNS // max(1, self.signs_per_batch))
+
     def steady_seconds(self, call: Callable[[int], object], repeats: int) -> float:
         """Median time of ``call(batch_index)`` once warm (see :data:`WARMUP_SIGNS`)."""
-        warmup = max(len(self.signs), WARMUP_SIGNS // max(1, self.signs_per_batch))
-        return median_seconds(call, repeats, warmup=warmup)
+        return median_seconds(call, repeats, warmup=self.warmup_calls)
+
+    def grads(self, dim: int) -> list[NDArray[np.float32]]:
+        """The gradient of every batch's pooled output, the same for sniper and each peer."""
+        rng = np.random.default_rng(2)
+        return [rng.normal(0, 1, (len(o) - 1, dim)).astype(np.float32) for o in self.offsets]
 
 
 def _ragged(
@@ -102,7 +129,7 @@ def build_cases(workload: Workload, batches: int, prefill_rows: int, seed: int) 
                     [[0]] + [p[1][1:] + shift for p, shift in zip(parts, shifts, strict=True)]
                 ).astype(np.int64)
             )
-        cases.append(Case(name, signs, offsets, prefill))
+        cases.append(Case(name, tuple(variables), signs, offsets, prefill))
     return cases
 
 
@@ -171,13 +198,79 @@ def _torch_ids(case: Case) -> tuple[NDArray[np.uint64], list[NDArray[np.int64]]]
     return universe, [np.searchsorted(universe, s).astype(np.int64) for s in case.signs]
 
 
+PeerSeconds = Callable[[Case, list[NDArray[np.float32]], int, int], tuple[float, float]]
+"""A library peer's median lookup and lookup+update seconds on a case's batches, given the
+gradients, the threads and the measured calls per side."""
+
+
+@dataclass(frozen=True)
+class LibraryPeer:
+    """A library a user would pick instead of sniper's store, as ``--peer`` names it."""
+
+    lookup: str
+    """What sniper's lookup is compared with, in the row's name."""
+    train: str
+    """What sniper's lookup + push is compared with."""
+    lookup_target: float
+    train_target: float
+    seconds: PeerSeconds
+    check: Callable[[], object] | None
+    """Raises :class:`PeerMissing` before anything is measured: a peer named on purpose that
+    is missing stops the bench. None for torch, the default, which is optional: without it
+    the bench prints a note and still measures the dict store."""
+
+
+def _torch_seconds(
+    case: Case, grads: list[NDArray[np.float32]], threads: int, repeats: int
+) -> tuple[float, float]:
+    universe, ids = _torch_ids(case)
+    dim = grads[0].shape[1]
+    weights = np.random.default_rng(1).normal(0, 0.01, (len(universe), dim)).astype(np.float32)
+    bag = TorchBag(weights, threads, LR)
+    tensors = [bag.tensors(i, o) for i, o in zip(ids, case.offsets, strict=True)]
+    torch_grads = [bag.torch.from_numpy(g) for g in grads]
+    n = len(tensors)
+    lookup: Callable[[int], object] = lambda i: bag.lookup(*tensors[i % n])  # noqa: E731
+    return case.steady_seconds(lookup, repeats), case.steady_seconds(
+        lambda i: bag.train_step(*tensors[i % n], torch_grads[i % n]), repeats
+    )
+
+
+def _torchrec_seconds(
+    case: Case, grads: list[NDArray[np.float32]], threads: int, repeats: int
+) -> tuple[float, float]:
+    return torchrec_seconds(
+        case, grads, Adagrad(lr=LR), threads, repeats=repeats, warmup=case.warmup_calls
+    )
+
+
+LIBRARY_PEERS = {
+    "torch": LibraryPeer(
+        "EmbeddingBag (pre-mapped ids)", "EmbeddingBag+Adagrad", 0.5, 5.0, _torch_seconds, None
+    ),
+    "torchrec": LibraryPeer(
+        "TorchRec (sign % rows)",
+        "TorchRec, Adagrad fused",
+        0.5,
+        1.5,
+        _torchrec_seconds,
+        torchrec_python,
+    ),
+}
+
+
 def run_case(
-    case: Case, dim: int, threads: int, repeats: int, dict_repeats: int, pool: ThreadPoolExecutor
+    case: Case,
+    dim: int,
+    threads: int,
+    repeats: int,
+    dict_repeats: int,
+    pool: ThreadPoolExecutor,
+    peer: LibraryPeer,
 ) -> tuple[list[Comparison], str | None]:
-    """Measure one case; returns its comparisons and a note if torch was missing."""
+    """Measure one case; returns its comparisons and a note if an optional peer was missing."""
     n_batches = len(case.signs)
-    rng = np.random.default_rng(2)
-    grads = [rng.normal(0, 1, (len(o) - 1, dim)).astype(np.float32) for o in case.offsets]
+    grads = case.grads(dim)
     runner = ShardedRunner(_fresh_table(case, dim, threads), pool)
 
     def sniper_lookup(i: int) -> object:
@@ -195,11 +288,39 @@ def run_case(
     results = []
     note = None
     try:
-        results += _torch_comparisons(
-            case, dim, threads, repeats, grads, sniper_lookup_s, sniper_train_s
-        )
+        peer_lookup_s, peer_train_s = peer.seconds(case, grads, threads, repeats)
+        results += [
+            Comparison(
+                f"{case.name}: lookup vs {peer.lookup}",
+                case.signs_per_batch,
+                sniper_lookup_s,
+                peer_lookup_s,
+                peer.lookup_target,
+            ),
+            Comparison(
+                f"{case.name}: lookup+push vs {peer.train}",
+                case.signs_per_batch,
+                sniper_train_s,
+                peer_train_s,
+                peer.train_target,
+            ),
+        ]
     except PeerMissing as exc:
+        if peer.check is not None:
+            raise
         note = str(exc)
+    results.append(_dict_comparison(case, dim, grads, dict_repeats, sniper_train_s))
+    return results, note
+
+
+def _dict_comparison(
+    case: Case,
+    dim: int,
+    grads: list[NDArray[np.float32]],
+    repeats: int,
+    sniper_train_s: float,
+) -> Comparison:
+    n_batches = len(case.signs)
     dict_table = DictAdagradTable(dim, capacity=len(case.prefill) + 2 * sum(map(len, case.signs)))
     dict_table.fill(case.prefill, np.zeros((len(case.prefill), dim), np.float32))
 
@@ -208,51 +329,10 @@ def run_case(
         dict_table.lookup_pool(case.signs[k], case.offsets[k])
         dict_table.push_grad(case.signs[k], case.offsets[k], grads[k])
 
-    dict_s = case.steady_seconds(dict_train, dict_repeats)
-    results.append(
-        Comparison(
-            f"{case.name}: lookup+push vs dict", case.signs_per_batch, sniper_train_s, dict_s, 20.0
-        )
+    dict_s = case.steady_seconds(dict_train, repeats)
+    return Comparison(
+        f"{case.name}: lookup+push vs dict", case.signs_per_batch, sniper_train_s, dict_s, 20.0
     )
-    return results, note
-
-
-def _torch_comparisons(
-    case: Case,
-    dim: int,
-    threads: int,
-    repeats: int,
-    grads: list[NDArray[np.float32]],
-    sniper_lookup_s: float,
-    sniper_train_s: float,
-) -> list[Comparison]:
-    universe, ids = _torch_ids(case)
-    weights = np.random.default_rng(1).normal(0, 0.01, (len(universe), dim)).astype(np.float32)
-    bag = TorchBag(weights, threads, LR)
-    tensors = [bag.tensors(i, o) for i, o in zip(ids, case.offsets, strict=True)]
-    torch_grads = [bag.torch.from_numpy(g) for g in grads]
-    n = len(tensors)
-    lookup: Callable[[int], object] = lambda i: bag.lookup(*tensors[i % n])  # noqa: E731
-    torch_lookup_s = case.steady_seconds(lookup, repeats)
-    torch_train_s = case.steady_seconds(
-        lambda i: bag.train_step(*tensors[i % n], torch_grads[i % n]), repeats
-    )
-    return [
-        Comparison(
-            f"{case.name}: lookup vs EmbeddingBag (pre-mapped ids)",
-            case.signs_per_batch,
-            sniper_lookup_s,
-            torch_lookup_s,
-            0.5,
-        ),
-        Comparison(
-            f"{case.name}: lookup+push vs EmbeddingBag+Adagrad",
-            case.signs_per_batch,
-            sniper_train_s,
-            torch_train_s,
-            5.0,
-        ),
-    ]
 
 
 def run(
@@ -264,14 +344,20 @@ def run(
     threads: int,
     prefill_rows: int,
     seed: int,
+    peer: str = "torch",
 ) -> list[Comparison]:
     """Run every case and print the table; returns the comparisons."""
+    library = LIBRARY_PEERS.get(peer)
+    if library is None:
+        raise LookupError(f"unknown peer {peer!r}; valid peers: {', '.join(LIBRARY_PEERS)}")
+    if library.check is not None:
+        library.check()
     dim = workload.embedding_dim
     print(
         f"sniper bench store: workload {workload.name}, dim {dim}, "
         f"table pre-filled with {prefill_rows:,} rows, zipf {workload.zipf_exponent}, "
         f"{threads} shards on {threads} threads, one for the small variable "
-        f"(torch: {threads} threads), "
+        f"({peer}: {threads} threads), "
         f"median of {repeats} batches (dict peer: {dict_repeats})"
     )
     cases = build_cases(workload, batches, prefill_rows, seed)
@@ -279,7 +365,7 @@ def run(
     notes = set()
     with ThreadPoolExecutor(threads, thread_name_prefix="sniper-bench") as pool:
         for case in cases:
-            found, note = run_case(case, dim, threads, repeats, dict_repeats, pool)
+            found, note = run_case(case, dim, threads, repeats, dict_repeats, pool, library)
             results += found
             if note:
                 notes.add(note)

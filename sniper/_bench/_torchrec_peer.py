@@ -5,8 +5,9 @@ torch in sniper's own environment; the two cannot share one. So the TorchRec pee
 environment of its own (``make bench`` creates ``.venv-torchrec``; ``SNIPER_TORCHREC_PYTHON``
 names another), as a subprocess given the same batches in an ``.npz`` file
 (``_torchrec_script.py``, which imports nothing of sniper). Signs map to rows as for the torch
-peer (``sign % rows``, rows = the variable's vocabulary, at most 2**20), and the holdout and
-model are the same.
+peer (``sign % rows``, rows = the variable's vocabulary, at most :data:`MAX_ROWS`), and the
+holdout and model are the same. TorchRec does no hashing: a user maps signs to rows before
+the batch reaches it, so its side of every comparison starts from ready row ids.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,15 @@ from sniper._bench._report import PeerMissing
 from sniper.data import SyntheticCtr
 from sniper.data._workload import Workload
 
-__all__ = ["INSTALL_HINT", "run_torchrec", "torchrec_python", "write_batches"]
+__all__ = [
+    "INSTALL_HINT",
+    "MAX_ROWS",
+    "peer_rows",
+    "run_script",
+    "run_torchrec",
+    "torchrec_python",
+    "write_batches",
+]
 
 SCRIPT = Path(__file__).with_name("_torchrec_script.py")
 ENVIRONMENT = "SNIPER_TORCHREC_PYTHON"
@@ -46,9 +56,19 @@ def torchrec_python() -> str:
     return str(python)
 
 
+MAX_ROWS = 2**20
+"""Most rows of one peer table: past it, signs share rows (the hashing trick), so the peers'
+76 tables of seed_ctr hold 42M rows (5.4 GB with Adagrad's state) instead of 71M."""
+
+
+def peer_rows(vocabulary: int, max_rows: int = MAX_ROWS) -> int:
+    """Rows of a peer's table for a variable of ``vocabulary`` signs, within [1024, max_rows]."""
+    return min(max_rows, max(1024, vocabulary))
+
+
 def table_rows(data: SyntheticCtr, name: str, max_rows: int) -> int:
-    """Rows of a peer's table for variable ``name``: its vocabulary, within [1024, max_rows]."""
-    return min(max_rows, max(1024, data.vocabulary[name]))
+    """Rows of a peer's table for variable ``name`` of ``data`` (see :func:`peer_rows`)."""
+    return peer_rows(data.vocabulary[name], max_rows)
 
 
 def write_batches(
@@ -92,25 +112,40 @@ def write_batches(
     np.savez(path, **arrays)
 
 
+def run_script(
+    mode: str, path: Path, threads: int, env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """Run ``_torchrec_script.py MODE PATH THREADS`` in the TorchRec environment (with ``env``
+    over this process's environment); its JSON line.
+
+    A Python that cannot import torch or TorchRec is :class:`PeerMissing` (the user's
+    environment, with the way to make one); any other failure of the script is a bug of the
+    peer's side, raised with the script's last line.
+    """
+    python = torchrec_python()
+    done = subprocess.run(
+        [python, str(SCRIPT), mode, str(path), str(threads)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        if last.startswith(("ModuleNotFoundError", "ImportError")):
+            raise PeerMissing(f"{python} cannot run the TorchRec peer ({last}): {INSTALL_HINT}")
+        raise RuntimeError(f"the TorchRec peer failed ({python}): {last}")
+    print(f"  TorchRec peer: {python}", file=sys.stderr)
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
 def run_torchrec(
     workload: Workload, data: SyntheticCtr, threads: int, *, hidden: int, eval_every: int
 ) -> tuple[float, int]:
     """TorchRec's examples/s and trained batches on ``data`` (``PeerMissing`` without it)."""
-    from sniper._bench._e2e import MAX_ROWS
-
-    python = torchrec_python()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "batches.npz"
         write_batches(path, workload, data, hidden=hidden, eval_every=eval_every, max_rows=MAX_ROWS)
-        done = subprocess.run(
-            [python, str(SCRIPT), str(path), str(threads)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise RuntimeError(f"the TorchRec peer failed ({python}): {last}")
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    print(f"  TorchRec peer: {python}", file=sys.stderr)
+        result = run_script("train", path, threads)
     return float(result["examples_per_second"]), int(result["batches"])
