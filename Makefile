@@ -44,7 +44,7 @@ bench: $(STAMP) $(TORCHREC)/bin/python
 	$(BIN)/sniper bench scheduler
 	$(BIN)/sniper bench rpc
 	$(BIN)/sniper bench e2e
-	$(BIN)/sniper bench e2e --peer torchrec --launcher inprocess
+	$(BIN)/sniper bench e2e --peer torchrec
 
 clean:
 	rm -rf $(VENV) $(TORCHREC) .pytest_cache .mypy_cache .ruff_cache .hypothesis

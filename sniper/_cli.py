@@ -566,10 +566,11 @@ def _build_parser() -> argparse.ArgumentParser:
     e2e.add_argument("--seed", type=int, default=0)
     e2e.add_argument(
         "--launcher",
-        choices=["local", "inprocess", "ray"],
-        default="local",
-        help="inprocess: also the job in one process against torch; ray: the same job on Ray "
-        "actors against local processes (start-up, examples/s)",
+        choices=["auto", "local", "inprocess", "ray"],
+        default="auto",
+        help="auto (default): the job in one process (sniper train's default on one machine) "
+        "and as local processes, each against the peer; inprocess or local: only that one; "
+        "ray: the same job on Ray actors against local processes (start-up, examples/s)",
     )
     e2e.add_argument(
         "--peer",

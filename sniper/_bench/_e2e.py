@@ -1,9 +1,10 @@
 """``sniper bench e2e``: training throughput of the local cluster against one torch process.
 
-sniper: ``sniper train`` as a user runs it, with 2 ps, 1 hub and the trainer as separate
-processes on loopback (``--launcher inprocess``: also all in one process, passing arrays
-without gRPC). Throughput is the trainer's own examples/s, which leaves out process start-up;
-the per-op latencies come from its JSON report.
+sniper: ``sniper train`` as a user runs it, with 2 ps, 1 hub and the trainer, twice: all in
+one process passing arrays without gRPC (the default job on one machine), and as separate
+processes on loopback gRPC (``--launcher inprocess`` or ``local`` runs one of them). Throughput
+is the trainer's own examples/s, which leaves out process start-up; the per-op latencies come
+from its JSON report.
 
 Peer (``--peer torch``, the default): what a user would pick instead. The same model (an
 ``EmbeddingBag(mode="sum", sparse=True)`` per variable, then the same MLP) is trained in one
@@ -145,6 +146,31 @@ def _torch(workload: Workload, data: SyntheticCtr, threads: int) -> tuple[float,
     return trained * workload.batch_size / seconds, trained
 
 
+def target(peer: str, launcher: str, workload: Workload, scale: float) -> float | None:
+    """Issue 15's ratio for this row, or None where it sets none.
+
+    Against TorchRec: 1.5x at the full shape and 1.0x at scale 0.02 for the job ``sniper
+    train`` runs by default on one machine (in one process), 1.0x at the full shape over gRPC
+    between processes. Against torch: 2.5x at the full shape, 1.5x at 0.02 and on ``criteo``.
+    """
+    full, small = scale >= 1.0, scale <= 0.02
+    if peer == "torchrec":
+        if launcher == "inprocess":
+            return 1.5 if full else 1.0 if small else None
+        return 1.0 if full else None
+    if launcher != "inprocess":
+        return None
+    if workload.name == "criteo" or small:
+        return 1.5
+    return 2.5 if full else None
+
+
+def _verdict(ratio: float, wanted: float | None) -> str:
+    if wanted is None:
+        return "-"
+    return f">= {wanted:g}x: " + ("meets" if ratio >= wanted else "MISSES")
+
+
 def run_launchers(workload: Workload, *, scale: float, batches: int, seed: int) -> None:
     """The same job with its ps and hubs as Ray actors and as local processes: start-up (the
     command's wall time less the training time) and examples/s, and their ratios."""
@@ -177,7 +203,7 @@ def run(
     batches: int,
     seed: int,
     threads: int,
-    launcher: str = "local",
+    launcher: str = "auto",
     peer: str = "torch",
 ) -> None:
     """Train both ways on the same data; print examples/s, the ratio and sniper's per-op time
@@ -187,7 +213,7 @@ def run(
         return
     if peer == "torchrec":
         torchrec_python()  # a missing environment fails now, not after sniper's run
-    launchers = ["inprocess", "local"] if launcher == "inprocess" else ["local"]
+    launchers = ["inprocess", "local"] if launcher == "auto" else [launcher]
     print(
         f"sniper bench e2e: {workload.name} at scale {scale} ({batches} batches of "
         f"{workload.batch_size}), sniper = 2 ps + 1 hub + trainer "
@@ -211,7 +237,7 @@ def run(
                 f"{rate:,.0f}",
                 str(report["steps"]),
                 f"{rate / torch_rate:.2f}x",
-                ">= 1.5x: " + ("meets" if rate / torch_rate >= 1.5 else "MISSES"),
+                _verdict(rate / torch_rate, target(peer, name, workload, scale)),
             ]
         )
     print()
@@ -222,7 +248,7 @@ def run(
             [PEERS[peer], f"{torch_rate:,.0f}", str(torch_batches), "1.00x", "-"],
         ],
     )
-    report = reports[launcher]
+    report = reports[launchers[0]]
     print("\nsniper trainer per-op latency (the bottleneck is the largest p50):")
     print_table(
         ["op", "count", "p50 ms", "p95 ms", "p99 ms"],

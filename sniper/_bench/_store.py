@@ -10,6 +10,9 @@ Peers, each run on the same batches in the same process:
 
 - torch ``EmbeddingBag(mode="sum")`` on rows already mapped to dense ids: it does no hashing,
   so it bounds what a gather-and-sum can reach. Target: sniper lookup >= 0.5x of it.
+- the same peer against sniper's lookup of a batch already fed: its rows were mapped and
+  pinned when it arrived (a ps's FeedSample), so what the trainer waits for is a gather and
+  pool over mapped rows, the work the peer does. Target >= 0.8x (issue 15).
 - torch ``EmbeddingBag(sparse=True)`` forward + backward + ``torch.optim.Adagrad`` step,
   against sniper ``lookup`` + ``push_grad`` with Adagrad. Target >= 5x.
 - a dict-based store (:mod:`sniper._bench._dict_store`). Target >= 20x.
@@ -162,6 +165,10 @@ class ShardedRunner:
     def push(self, batch: ShardedBatch, grads: NDArray[np.float32]) -> None:
         self._each_shard(batch, lambda s: self.table.push_grad_shard(batch, s, grads))
 
+    def pin(self, batch: ShardedBatch) -> None:
+        """Map and pin a batch's rows, as a ps does when FeedSample arrives."""
+        self._each_shard(batch, lambda s: self.table.pin_shard(batch, s))
+
 
 def shards_for(signs_per_batch: int, threads: int) -> int:
     """One shard per thread, but a single one below ``INLINE_SIGNS`` signs per batch.
@@ -285,6 +292,7 @@ def run_case(
 
     sniper_lookup_s = case.steady_seconds(sniper_lookup, repeats)
     sniper_train_s = case.steady_seconds(sniper_train, repeats)
+    sniper_fed_s = _fed_lookup_seconds(case, runner, repeats)
     results = []
     note = None
     try:
@@ -296,6 +304,13 @@ def run_case(
                 sniper_lookup_s,
                 peer_lookup_s,
                 peer.lookup_target,
+            ),
+            Comparison(
+                f"{case.name}: lookup of a fed batch vs {peer.lookup}",
+                case.signs_per_batch,
+                sniper_fed_s,
+                peer_lookup_s,
+                FED_LOOKUP_TARGET,
             ),
             Comparison(
                 f"{case.name}: lookup+push vs {peer.train}",
@@ -311,6 +326,24 @@ def run_case(
         note = str(exc)
     results.append(_dict_comparison(case, dim, grads, dict_repeats, sniper_train_s))
     return results, note
+
+
+FED_LOOKUP_TARGET = 0.8
+"""Issue 15's target for a lookup as the trainer waits for it, the rows mapped at FeedSample."""
+
+
+def _fed_lookup_seconds(case: Case, runner: ShardedRunner, repeats: int) -> float:
+    """Median lookup of batches whose rows were mapped when they were fed (a gather and pool,
+    what the trainer waits for on a ps with ``map_rows = "feed"``); the mapping itself is
+    FeedSample's work, done before the trainer asks, so it is not timed here."""
+    fed = [runner.table.split(s, o) for s, o in zip(case.signs, case.offsets, strict=True)]
+    for batch in fed:
+        runner.pin(batch)
+    try:
+        return case.steady_seconds(lambda i: runner.lookup(fed[i % len(fed)]), repeats)
+    finally:
+        for batch in fed:
+            runner.table.unpin(batch)
 
 
 def _dict_comparison(

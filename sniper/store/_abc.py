@@ -60,19 +60,23 @@ class TableExport:
 class RowMap(NamedTuple):
     """The rows one shard of a batch was mapped to, kept with the batch for what comes next.
 
-    ``pinned``: mapped when the batch was fed, and pinned, so no eviction can give these rows
-    to other signs until the batch is pushed or released: the lookup gathers them and the push
-    applies to them without probing the index again. Unpinned: mapped by a lookup, and valid
-    for the push only while the shard's eviction count is still ``evictions`` (eviction is the
-    only way a row changes owner).
+    Pinned (``seq`` > 0, the shard's pending number it holds): mapped when the batch was fed,
+    and no eviction can give these rows to other signs until the batch is pushed or released:
+    the lookup gathers them and the push applies to them without probing the index again.
+    Unpinned (``seq`` 0): mapped by a lookup, and valid for the push only while the shard's
+    eviction count is still ``evictions`` (eviction is the only way a row changes owner).
     """
 
     evictions: int
     rows: NDArray[np.int64]
-    pinned: bool
+    seq: int
+
+    @property
+    def pinned(self) -> bool:
+        return self.seq > 0
 
 
-CLOSED = RowMap(-1, np.empty(0, dtype=np.int64), False)
+CLOSED = RowMap(-1, np.empty(0, dtype=np.int64), 0)
 """The mark of a shard whose batch was pushed or released: nothing maps or pins it again."""
 
 

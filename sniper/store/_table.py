@@ -149,8 +149,16 @@ class EmbeddingTable(EmbeddingStore):
         self._slots = np.empty((int(slot_counts.sum()), 3), dtype=np.uint32)
         self._slots[:, 2] = k.EMPTY
         self._slot_of_row = np.zeros(capacity, dtype=np.uint32)
-        self._flags = np.zeros(capacity, dtype=np.uint8)
-        self._pins = np.zeros(capacity, dtype=np.uint16)
+        self._stamps = np.zeros(capacity, dtype=np.uint16)
+        self._next_seq = [1] * shards
+        self._pending: list[deque[int]] = [deque() for _ in range(shards)]
+        """Per shard, the pending numbers in the order they were taken (see
+        :mod:`sniper.store._kernels`: a call's, or a fed batch's until pushed or released)."""
+        self._stamped = [True] * shards
+        """Per shard, whether every pinned batch's rows carry its stamp (pins skip stamping
+        while the shard has room; the first call that could evict stamps them)."""
+        self._ended: list[set[int]] = [set() for _ in range(shards)]
+        """Per shard, numbers no longer pending that are still behind an older pending one."""
         self._pinned: list[dict[int, ShardedBatch]] = [{} for _ in range(shards)]
         """Per shard, the batches holding pins there (by id): to take them back when the
         shard runs out of rows to evict."""
@@ -257,14 +265,17 @@ class EmbeddingTable(EmbeddingStore):
     ) -> tuple[NDArray[np.int64], int]:
         """Rows of ``signs`` and the shard's eviction count read under the same index lock.
 
-        If the shard has too few rows left to evict because fed batches pin them, the pins
-        are taken back (those batches are mapped again at their lookup) and the map retried:
-        pinning saves work, it never makes a batch that fits the table fail.
+        If the shard has too few rows left to evict because pending calls protect them, the
+        rows are stamped again from the pinned batches alone and the map retried; if that is
+        not enough, the pins are taken back (those batches are mapped again at their lookup)
+        and the map retried once more: pinning saves work, it never makes a batch that fits
+        the table fail.
         """
         with self._index_lock(shard):
-            rows, evictions, full = self._map_rows(shard, signs, count_sighting, min_count)
-            if full and self._revoke_pins(shard):
-                rows, evictions, full = self._map_rows(shard, signs, False, min_count)
+            rows, evictions, full, _ = self._map_rows(shard, signs, count_sighting, min_count)
+            for make_room in (self._restamp, self._revoke_pins):
+                if full and make_room(shard):
+                    rows, evictions, full, _ = self._map_rows(shard, signs, False, min_count)
         if full:
             raise CapacityError(
                 f"shard {shard} holds {self._meta[shard, k.ROW_CAPACITY]} rows but one batch "
@@ -280,21 +291,31 @@ class EmbeddingTable(EmbeddingStore):
         min_count: int,
         *,
         pin: bool = False,
-    ) -> tuple[NDArray[np.int64], int, bool]:
+    ) -> tuple[NDArray[np.int64], int, bool, int]:
         """:func:`~sniper.store._kernels.map_rows` on this table (the caller holds the index
-        lock): the rows, the eviction count, and whether the shard ran out of rows."""
+        lock): the rows, the eviction count, whether the shard ran out of rows, and the call's
+        pending number, which stays pending with ``pin`` (the caller ends it)."""
         rows = np.empty(signs.shape[0], dtype=np.int64)
         init = self.initializer
+        # Rows are evicted only once the shard is full: until a call could fill it, nothing
+        # needs a stamp. The first that could stamps the rows pinned without one.
+        may_evict = int(self._meta[shard, k.ROWS_USED]) + signs.shape[0] > int(
+            self._meta[shard, k.ROW_CAPACITY]
+        )
+        if may_evict and not self._stamped[shard]:
+            self._restamp(shard)
+        seq = self._begin(shard)
         status = k.map_rows(
             shard,
             signs,
             rows,
             count_sighting,
-            pin,
+            seq,
+            self._low_water(shard),
+            may_evict,
             self._slots,
             self._slot_of_row,
-            self._flags,
-            self._pins,
+            self._stamps,
             self._meta,
             self._counters,
             self._sketch,
@@ -308,7 +329,57 @@ class EmbeddingTable(EmbeddingStore):
             init.a,
             init.b,
         )
-        return rows, int(self._counters[shard, k.EVICTIONS]), status == k.NO_ROW_FREE
+        full = status == k.NO_ROW_FREE
+        if full or not pin:
+            self._end(shard, seq)
+        elif not may_evict:
+            self._stamped[shard] = False
+        return rows, int(self._counters[shard, k.EVICTIONS]), full, seq
+
+    def _begin(self, shard: int) -> int:
+        """Take the shard's next pending number (under its locks)."""
+        seq = self._next_seq[shard]
+        if seq >= k.NO_PENDING - 1:
+            self._restart_stamps(shard)
+            seq = 1
+        self._next_seq[shard] = seq + 1
+        self._pending[shard].append(seq)
+        return seq
+
+    def _end(self, shard: int, seq: int) -> None:
+        """``seq`` is no longer pending: its rows may be evicted once no older one is."""
+        self._ended[shard].add(seq)
+
+    def _low_water(self, shard: int) -> int:
+        """The oldest pending number of the shard (``NO_PENDING`` if none)."""
+        pending, ended = self._pending[shard], self._ended[shard]
+        while pending and pending[0] in ended:
+            ended.discard(pending.popleft())
+        return pending[0] if pending else k.NO_PENDING
+
+    def _restamp(self, shard: int) -> bool:
+        """Stamp the shard's rows again from its pinned batches alone: rows that later calls
+        stamped but no pending batch holds become evictable again. Always True."""
+        start, count = self._meta[shard, k.ROW_START], self._meta[shard, k.ROW_CAPACITY]
+        self._stamps[start : start + count] = 0
+        key = (self._token, shard)
+        for batch in self._pinned[shard].values():
+            entry = batch.row_cache.get(key)
+            if entry is not None and entry.pinned:
+                rows = entry.rows
+                self._stamps[rows[rows >= 0]] = entry.seq
+        self._stamped[shard] = True
+        return True
+
+    def _restart_stamps(self, shard: int) -> None:
+        """Numbers start again at 1 after 65,534 calls on a shard (about two hours of training
+        at 10 batches a second): every pin is taken back (its batch is mapped again at its
+        lookup), and every stamp is cleared."""
+        self._revoke_pins(shard)
+        start, count = self._meta[shard, k.ROW_START], self._meta[shard, k.ROW_CAPACITY]
+        self._stamps[start : start + count] = 0
+        self._pending[shard].clear()
+        self._ended[shard].clear()
 
     def _shard_view(
         self, batch: ShardedBatch, shard: int
@@ -351,7 +422,7 @@ class EmbeddingTable(EmbeddingStore):
                 return entry.rows
             rows, evictions = self._map(shard, signs, True, self._min_count)
             if entry is not CLOSED:
-                batch.row_cache[key] = RowMap(evictions, rows, False)
+                batch.row_cache[key] = RowMap(evictions, rows, 0)
             return rows
 
     def _rows_for_push(
@@ -418,11 +489,16 @@ class EmbeddingTable(EmbeddingStore):
             self._drain(shard)
             if key in batch.row_cache:
                 return False
-            rows, evictions, full = self._map_rows(shard, signs, True, self._min_count, pin=True)
+            rows, evictions, full, seq = self._map_rows(
+                shard, signs, True, self._min_count, pin=True
+            )
+            if full and self._restamp(shard):
+                rows, evictions, full, seq = self._map_rows(
+                    shard, signs, False, self._min_count, pin=True
+                )
             if full:
-                k.unpin_rows(rows, self._flags, self._pins)
                 return False
-            batch.row_cache[key] = RowMap(evictions, rows, True)
+            batch.row_cache[key] = RowMap(evictions, rows, seq)
             self._pinned[shard][id(batch)] = batch
             return True
 
@@ -437,16 +513,26 @@ class EmbeddingTable(EmbeddingStore):
                 self._released[shard].append(batch)
 
     def pinned_rows(self) -> int:
-        """Rows pinned by fed batches not yet pushed or released (takes the shards' locks to
-        give back the pins of batches released since their last call)."""
+        """Distinct rows held by fed batches not yet pushed or released (takes the shards'
+        locks, giving back the pins of batches released since their last call)."""
+        held = 0
         for shard in range(self._num_shards):
             with self._op_lock(shard), self._index_lock(shard):
                 self._drain(shard)
-        return int(np.count_nonzero(self._pins))
+                key = (self._token, shard)
+                rows = [
+                    entry.rows
+                    for batch in self._pinned[shard].values()
+                    if (entry := batch.row_cache.get(key)) is not None and entry.pinned
+                ]
+                if rows:
+                    every = np.concatenate(rows)
+                    held += int(np.unique(every[every >= 0]).shape[0])
+        return held
 
     def _unpin(self, batch: ShardedBatch, shard: int, mapped: RowMap) -> None:
         """Take back a pinned mapping's pins (the caller holds the shard's locks)."""
-        k.unpin_rows(mapped.rows, self._flags, self._pins)
+        self._end(shard, mapped.seq)
         self._pinned[shard].pop(id(batch), None)
 
     def _drain(self, shard: int) -> None:
@@ -471,7 +557,7 @@ class EmbeddingTable(EmbeddingStore):
             if entry is None or not entry.pinned:
                 continue  # a push is applying it right now, and unpins it when done
             self._unpin(batch, shard, entry)
-            batch.row_cache[key] = RowMap(evictions, entry.rows, False)
+            batch.row_cache[key] = RowMap(evictions, entry.rows, 0)
             revoked = True
         return revoked
 
@@ -536,8 +622,7 @@ class EmbeddingTable(EmbeddingStore):
         arrays = (
             self._slots,
             self._slot_of_row,
-            self._flags,
-            self._pins,
+            self._stamps,
             self._weights,
             self._state,
             self._steps,

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sniper.store import SGD, EmbeddingTable, LockMode, ShardedBatch
-from sniper.store._kernels import PIN
+from sniper.store._kernels import NO_PENDING
 
 LR = 0.5
 
@@ -69,14 +69,21 @@ def test_pinned_rows_survive_eviction_until_the_push() -> None:
     assert t.pinned_rows() == 0
 
 
-def test_a_row_is_pinned_once_per_batch_however_often_it_occurs() -> None:
+def test_pending_numbers_start_again_without_losing_a_batch() -> None:
+    """After 2**32 - 2 calls on a shard its numbers start again at 1: the batches pinned until
+    then lose their pins (their lookups map them again) and nothing else changes."""
     t = table(64, shards=1)
-    hot = batch_of(t, [7] * 100_000 + [8])
-    pin(t, hot)
-    pin(t, batch_of(t, [7, 9]))
-    # Rows of 7, 8 and 9: 7 is pinned by both batches, once each.
-    assert sorted(t._pins[t._pins > 0].tolist()) == [1, 1, 2]
-    assert not np.any(t._flags & PIN)  # every call clears its marks
+    t._next_seq[0] = NO_PENDING - 2  # noqa: SLF001 - jump to the end of the numbers
+    old = batch_of(t, [1, 2, 3])
+    assert pin(t, old) == [True]
+    new = batch_of(t, [4, 5])
+    assert pin(t, new) == [True]  # took number 1 again: every stamp was cleared first
+    assert t._next_seq[0] == 2  # noqa: SLF001
+    assert t.pinned_rows() == 2
+    for batch, signs in ((old, [1, 2, 3]), (new, [4, 5])):
+        assert np.array_equal(lookup(t, batch), expected_pool(t, batch))
+        check_push(t, batch, signs)
+    assert t.pinned_rows() == 0
 
 
 def test_release_gives_the_pins_back_at_the_next_call_on_the_shard() -> None:
