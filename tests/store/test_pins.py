@@ -73,12 +73,12 @@ def test_pending_numbers_start_again_without_losing_a_batch() -> None:
     """After 2**32 - 2 calls on a shard its numbers start again at 1: the batches pinned until
     then lose their pins (their lookups map them again) and nothing else changes."""
     t = table(64, shards=1)
-    t._next_seq[0] = NO_PENDING - 2  # noqa: SLF001 - jump to the end of the numbers
+    t._next_seq[0] = NO_PENDING - 2  # jump to the end of the numbers
     old = batch_of(t, [1, 2, 3])
     assert pin(t, old) == [True]
     new = batch_of(t, [4, 5])
     assert pin(t, new) == [True]  # took number 1 again: every stamp was cleared first
-    assert t._next_seq[0] == 2  # noqa: SLF001
+    assert t._next_seq[0] == 2
     assert t.pinned_rows() == 2
     for batch, signs in ((old, [1, 2, 3]), (new, [4, 5])):
         assert np.array_equal(lookup(t, batch), expected_pool(t, batch))
