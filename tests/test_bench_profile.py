@@ -23,6 +23,7 @@ from sniper._bench._procfs import (
     listening_pid,
     machine_cpu_seconds,
     thread_cpu_seconds,
+    thread_names,
 )
 from sniper._bench._profile import ProfilerMissing, Sampling, find_py_spy
 from sniper._bench._stacks import Frame, Stack, category_of, cpu_by_category, parse_collapsed
@@ -144,6 +145,7 @@ def test_the_icicle_graph_is_svg_with_a_box_per_frame(tmp_path: Path) -> None:
 def test_proc_readings_of_this_process() -> None:
     assert cpu_seconds(os.getpid()) > 0
     assert threading.get_native_id() in thread_cpu_seconds(os.getpid())
+    assert thread_names(os.getpid())[threading.get_native_id()]
     busy, total = machine_cpu_seconds()
     assert 0 < busy < total
     with socket.create_server(("127.0.0.1", 0)) as server:

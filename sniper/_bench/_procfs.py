@@ -16,6 +16,7 @@ __all__ = [
     "listening_pid",
     "machine_cpu_seconds",
     "thread_cpu_seconds",
+    "thread_names",
 ]
 
 PROC = Path("/proc")
@@ -44,6 +45,16 @@ def thread_cpu_seconds(pid: int) -> dict[int, float]:
         with contextlib.suppress(OSError):  # the thread exited while we looked
             seconds[int(task.name)] = _stat_cpu(task / "stat")
     return seconds
+
+
+def thread_names(pid: int) -> dict[int, str]:
+    """The name of each live thread of process ``pid`` (Python's thread names, truncated to 15
+    characters; a native thread's is its creator's or the process's)."""
+    names = {}
+    for task in (PROC / str(pid) / "task").iterdir():
+        with contextlib.suppress(OSError):
+            names[int(task.name)] = (task / "comm").read_text().strip()
+    return names
 
 
 def machine_cpu_seconds() -> tuple[float, float]:

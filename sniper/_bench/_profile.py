@@ -53,6 +53,7 @@ from sniper._bench._procfs import (
     listening_pid,
     machine_cpu_seconds,
     thread_cpu_seconds,
+    thread_names,
 )
 from sniper._bench._stacks import read_collapsed
 from sniper._table import markdown_table, print_table
@@ -187,12 +188,15 @@ class _Spy:
     threads_start: dict[int, float]
     cpu_end: float = 0.0
     threads_end: dict[int, float] = field(default_factory=dict)
+    names: dict[int, str] = field(default_factory=dict)
+    """Each thread's name at the end of the window."""
     own_cpu: float = 0.0
     """py-spy's own CPU seconds."""
 
     def read_end(self) -> None:
         """The role's CPU (and py-spy's) at the end of the window."""
         self.threads_end = thread_cpu_seconds(self.pid)
+        self.names = thread_names(self.pid)
         self.cpu_end = cpu_seconds(self.pid)
         self.own_cpu = cpu_seconds(self.process.pid)
 
@@ -442,6 +446,10 @@ def _write(
         "roles": {
             b.role: {"wall_ms": b.wall_ms, "cpu_ms": b.cpu_ms, "category_ms": b.category_ms}
             for b in budgets
+        },
+        "thread_cpu_seconds": {
+            spy.role: {f"{t} {spy.names.get(t, '')}": s for t, s in spy.thread_cpu().items()}
+            for spy in window.spies
         },
         "trainer_report": report,
     }

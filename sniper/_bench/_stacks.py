@@ -20,7 +20,8 @@ component that did the work is the one charged: numpy called from a codec counts
 the codec called from grpclib's send counts as the codec and not as gRPC, and a numba kernel
 (invisible to py-spy: it has no Python frame) counts as the store function that called it. A
 sample that no rule matches is ``other``; one with no Python frame at all (a thread in native
-code only, or py-spy's ``--native`` frames alone) is ``no Python frame``.
+code only, or py-spy's ``--native`` frames alone) is :data:`NO_PYTHON_FRAME`, and so is the CPU
+of threads py-spy never finds with a Python frame (Arrow's pool decoding Parquet in the hub).
 
 The function names are py-spy 0.4's, qualified by class (``Condition.wait``).
 """
@@ -52,7 +53,7 @@ __all__ = [
 ]
 
 OTHER = "other"
-NO_PYTHON_FRAME = "no Python frame (native threads)"
+NO_PYTHON_FRAME = "native threads, no Python frame (Arrow's readers, BLAS)"
 
 
 @dataclass(frozen=True)
