@@ -259,26 +259,28 @@ def cpu_by_category(
 ) -> dict[str, float]:
     """A process's CPU seconds split by category, each thread's own CPU over its samples.
 
-    Each thread's CPU time (``thread_cpu``, by thread id) is split over that thread's
-    categories as its samples are, those caught in a wait left out; a thread with CPU time and
-    only such samples spent it waiting and waking (:data:`WAKE_UPS`). What is left of
-    ``process_cpu`` (threads that exited, or that py-spy never found runnable, such as native
-    ones) is split over the samples of threads without a CPU figure, or charged to
-    :data:`NO_PYTHON_FRAME` when there are none.
+    Each thread's CPU time (``thread_cpu``, by thread id, the threads alive at the end) is
+    split over that thread's categories as its samples are, those caught in a wait left out;
+    a thread with CPU time and only such samples spent it waiting and waking
+    (:data:`WAKE_UPS`), one with no sample at all ran no Python (:data:`NO_PYTHON_FRAME`:
+    Arrow's and BLAS's threads). What is left of ``process_cpu`` is the threads that exited
+    meanwhile: it is split over the samples of threads not in ``thread_cpu``.
     """
     by_thread: dict[int | None, list[Stack]] = {}
     for stack in stacks:
         by_thread.setdefault(stack.thread, []).append(stack)
     split: dict[str, float] = {}
-    unknown: list[Stack] = []
-    for thread, own in by_thread.items():
-        if thread is None or thread not in thread_cpu:
-            unknown += own
-        else:
-            _spread(split, categorise(own), thread_cpu[thread])
-    left = max(0.0, process_cpu - sum(split.values()))
-    _spread(split, categorise(unknown) if unknown else Counter({NO_PYTHON_FRAME: 1}), left)
-    return split
+    # /proc counts in clock ticks, each thread's rounded apart: their sum can pass the process's
+    # by a few ticks. The process's total stands; its threads are scaled into it.
+    scale = min(1.0, process_cpu / (sum(thread_cpu.values()) or 1.0))
+    for thread, seconds in thread_cpu.items():
+        own = by_thread.pop(thread, None)
+        counts = categorise(own) if own else Counter({NO_PYTHON_FRAME: 1})
+        _spread(split, counts, seconds * scale)
+    exited = [stack for own in by_thread.values() for stack in own]
+    left = max(0.0, process_cpu - sum(thread_cpu.values()))
+    _spread(split, categorise(exited) if exited else Counter({NO_PYTHON_FRAME: 1}), left)
+    return {category: seconds for category, seconds in split.items() if seconds}
 
 
 def _spread(split: dict[str, float], counts: Counter[str], seconds: float) -> None:
