@@ -7,8 +7,6 @@ The figures ``sniper bench profile`` prints and writes (``budget.md``, ``budget.
 * CPU ms/batch: the process's user + system time over the window, every thread, per batch;
 * CPU/wall: below 100% the role waited (for a request, a reply, a core), above 100% its
   threads ran at once;
-* samples in a wait: the share of py-spy's samples that found a thread runnable but still in a
-  blocking call (``sniper._bench._stacks.WAITS``): woken, and waiting for a core;
 * the CPU split by category (``sniper._bench._stacks.cpu_by_category``).
 """
 
@@ -18,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sniper._bench._stacks import Stack, cpu_by_category, waiting_samples
+from sniper._bench._stacks import Stack, cpu_by_category
 
 __all__ = ["SMALL_SHARE", "RoleBudget", "Table", "budget_of", "budget_tables", "ops_table"]
 
@@ -42,8 +40,6 @@ class RoleBudget:
     """:attr:`cpu_ms` split by category."""
     samples: int
     """py-spy's samples of runnable threads."""
-    waiting: int
-    """Of those, the ones caught in a wait: runnable, waiting for a core."""
 
     def categories(self) -> list[tuple[str, float, float]]:
         """(category, CPU ms per batch, share of the CPU), largest first; those under
@@ -77,7 +73,6 @@ def budget_of(
         cpu_seconds * 1e3 / batches,
         {category: seconds * 1e3 / batches for category, seconds in split.items()},
         sum(stack.samples for stack in stacks),
-        waiting_samples(stacks),
     )
 
 
@@ -90,14 +85,13 @@ def budget_tables(budgets: Sequence[RoleBudget]) -> list[Table]:
         for i, (category, ms, share) in enumerate(b.categories())
     ]
     return [
-        (["role", "wall ms/batch", "CPU ms/batch", "CPU/wall", "samples in a wait"], summary),
+        (["role", "wall ms/batch", "CPU ms/batch", "CPU/wall", "py-spy samples"], summary),
         (["role", "category", "CPU ms/batch", "share of its CPU"], split),
     ]
 
 
 def _figures(b: RoleBudget) -> list[str]:
-    waiting = f"{b.waiting / b.samples:.0%}" if b.samples else "-"
-    return [f"{b.wall_ms:.1f}", f"{b.cpu_ms:.1f}", f"{b.cpu_ms / b.wall_ms:.0%}", waiting]
+    return [f"{b.wall_ms:.1f}", f"{b.cpu_ms:.1f}", f"{b.cpu_ms / b.wall_ms:.0%}", f"{b.samples:,}"]
 
 
 def ops_table(report: Mapping[str, Any]) -> Table:

@@ -18,8 +18,10 @@ no ``--idle``, so a role blocked on the network adds nothing) say what each thre
 (``sniper._bench._stacks``).
 
 py-spy pauses a process for each sample (unless ``--nonblocking``) and itself takes CPU, on a
-machine the job already fills: the trainer's examples/s under py-spy is printed, to compare
-with an unprofiled ``sniper bench e2e``, and so is py-spy's own CPU.
+machine the job already fills. So the report says how busy the machine's cores were over the
+window and who used them (the job, py-spy, anything else), and ``--unprofiled`` first runs the
+same job without py-spy, for the examples/s py-spy costs. Shares within a role hold up under
+that load better than milliseconds do.
 """
 
 from __future__ import annotations

@@ -5,14 +5,14 @@ separated by ``;``, then a space and the number of samples that caught it::
 
     main (sniper/_cli.py:610);lookup_shard (sniper/store/_table.py:297) 12
 
-Without ``--idle`` py-spy keeps only the samples of threads the kernel had runnable: a ps
-blocked on its socket or a worker parked on a condition adds nothing. Runnable is not running,
-though. A thread just woken from a wait is runnable until a core is free (on a machine the job
-fills, that takes a while), and py-spy then finds it still inside the wait: such samples
-(:data:`WAITS`) are counted apart, as time spent waiting for a core, and are no one's CPU.
-And a thread that wakes often collects samples out of proportion to the CPU it burns, so
-:func:`cpu_by_category` splits each thread's own CPU time (from ``/proc``) over that thread's
-samples.
+Without ``--idle`` py-spy keeps only the samples of threads it finds runnable: a ps blocked on
+its socket or a worker parked on a condition should add nothing. Runnable is not running,
+though: a thread just woken from a wait is runnable until a core is free, and py-spy then finds
+it still inside the wait. py-spy also counts a blocked thread as runnable now and then (here
+about 3% of its samples of a thread that never woke). So a sample whose innermost Python frame
+is a blocking call (:data:`WAITS`) is no one's CPU, and :func:`cpu_by_category` splits each
+thread's own CPU time (from ``/proc``) over that thread's other samples: a thread that wakes
+often, or one that sleeps all along, gets only the CPU it burned.
 
 Each sample gets one category from :data:`CATEGORIES`, read from its innermost frame outwards:
 the first frame that a rule matches names it. Innermost first, so that the most specific
@@ -49,7 +49,6 @@ __all__ = [
     "parse_collapsed",
     "parse_frame",
     "read_collapsed",
-    "waiting_samples",
 ]
 
 OTHER = "other"
@@ -161,11 +160,13 @@ WAITS: tuple[Rule, ...] = (
     _rule(WAKE_UPS, "threading.py", "Condition.wait", "Event.wait", "Semaphore.acquire"),
     _rule(WAKE_UPS, "threading.py", "Condition._acquire_restore", "Thread.join"),
     _rule(WAKE_UPS, "threading.py", "Thread._wait_for_tstate_lock"),
-    _rule(WAKE_UPS, "selectors.py", "EpollSelector.select", "PollSelector.select"),
-    _rule(WAKE_UPS, "selectors.py", "SelectSelector.select"),
+    # Epoll and poll selectors inherit their select, which py-spy names by its class.
+    _rule(WAKE_UPS, "selectors.py", "_PollLikeSelector.select", "SelectSelector.select"),
+    _rule(WAKE_UPS, "selectors.py", "EpollSelector.select", "KqueueSelector.select"),
+    _rule(WAKE_UPS, "sniper/transport/_serve.py", "_wait_for_eof"),  # in os.read of stdin
 )
 """Python frames that block: a sample whose innermost Python frame is one of them caught a
-thread runnable but not yet running again (or just entering the wait)."""
+thread runnable but not yet running again, or entering the wait, or one py-spy misjudged."""
 
 _FRAME = re.compile(r"^(?P<function>.*) \((?P<file>[^()]*?)(?::\d+)?\)$")
 _THREAD = re.compile(r"^thread \((?P<id>[^)]*)\)")
@@ -238,11 +239,6 @@ def in_a_wait(frames: Sequence[Frame]) -> bool:
     """Whether the innermost Python frame is a blocking wait (:data:`WAITS`)."""
     python = [f for f in frames if f.file.endswith(".py") or f.file.startswith("<")]
     return bool(python) and any(rule.matches(python[-1]) for rule in WAITS)
-
-
-def waiting_samples(stacks: Iterable[Stack]) -> int:
-    """Samples caught in a wait: runnable threads waiting for a core."""
-    return sum(stack.samples for stack in stacks if in_a_wait(stack.frames))
 
 
 def categorise(stacks: Iterable[Stack], rules: Sequence[Rule] = CATEGORIES) -> Counter[str]:
