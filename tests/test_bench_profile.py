@@ -129,7 +129,7 @@ def test_each_threads_cpu_is_split_over_its_own_samples() -> None:
 def test_small_categories_are_summed_in_one_row() -> None:
     budget = RoleBudget("ps 0", 100.0, 50.0, {"a": 40.0, "b": 9.5, "c": 0.25, "d": 0.25}, 10)
     rows = [(name, round(ms, 9), round(share, 9)) for name, ms, share in budget.categories()]
-    assert rows == [("a", 40.0, 0.8), ("b", 9.5, 0.19), ("2 smaller categories", 0.5, 0.01)]
+    assert rows == [("a", 40.0, 0.8), ("b", 9.5, 0.19), ("categories under 1% (2)", 0.5, 0.01)]
 
 
 def test_markdown_table_is_the_docs_style() -> None:

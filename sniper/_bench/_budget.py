@@ -52,7 +52,7 @@ class RoleBudget:
             else:
                 rows.append((category, ms, ms / total))
         if small:
-            rows.append((f"{small} smaller categories", rest, rest / total))
+            rows.append((f"categories under {SMALL_SHARE:.0%} ({small})", rest, rest / total))
         return rows
 
 
