@@ -618,6 +618,43 @@ def _build_parser() -> argparse.ArgumentParser:
     ps_bench.add_argument("--seed", type=int, default=0)
     ps_bench.set_defaults(run=_cmd_bench_ps)
 
+    profile = benches.add_parser(
+        "profile", help="py-spy of every process of one training job: each role's time per batch"
+    )
+    _add_workload(profile)
+    profile.add_argument("--scale", type=float, default=1.0, help="default 1.0")
+    profile.add_argument("--batches", type=_positive_int, default=100)
+    profile.add_argument(
+        "--warmup", type=int, default=10, help="batches trained before py-spy attaches (10)"
+    )
+    profile.add_argument("--launcher", choices=["local", "inprocess"], default="local")
+    profile.add_argument(
+        "--rate", type=_positive_int, default=100, help="py-spy's samples per second (default 100)"
+    )
+    profile.add_argument(
+        "--native", action="store_true", help="py-spy --native: C frames too (slower sampling)"
+    )
+    profile.add_argument(
+        "--nonblocking",
+        action="store_true",
+        help="py-spy --nonblocking: never pause a role (less overhead, some torn stacks)",
+    )
+    profile.add_argument(
+        "--unprofiled", action="store_true", help="first run the job without py-spy too"
+    )
+    profile.add_argument(
+        "--out", default="sniper-profile", help="raw stacks, icicle SVGs and budget.md go here"
+    )
+    profile.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
+    profile.add_argument("--seed", type=int, default=0)
+    profile.set_defaults(
+        run=_workload_bench(
+            "_profile",
+            *("scale", "batches", "warmup", "launcher", "rate", "native", "nonblocking", "out"),
+            *("unprofiled", "markdown", "seed"),
+        )
+    )
+
     compile_cmd = benches.add_parser(
         "compile", help="import time and numba kernel compile time, cold and cached"
     )

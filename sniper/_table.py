@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["print_table"]
+__all__ = ["markdown_table", "print_table"]
 
 
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
@@ -14,3 +14,13 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
     print("  ".join("-" * w for w in widths))
     for row in rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """The same table in Markdown (``docs/benchmarks.md``'s style), ending in a newline."""
+    rule = "|" + "---|" * len(headers)
+    return "\n".join([_markdown_row(headers), rule, *map(_markdown_row, rows)]) + "\n"
+
+
+def _markdown_row(cells: Sequence[str]) -> str:
+    return f"| {' | '.join(cells)} |"

@@ -27,10 +27,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import tomli_w
 
 from sniper._bench._torch_peer import import_torch
 from sniper._bench._torchrec_peer import MAX_ROWS, run_torchrec, table_rows, torchrec_python
@@ -45,21 +47,40 @@ HIDDEN = 64
 EVAL_EVERY = TrainerConfig().eval_every
 
 
+def write_job(
+    directory: Path,
+    workload: Workload,
+    data: SyntheticCtr,
+    seed: int,
+    launcher: str,
+    settings: Mapping[str, object],
+) -> tuple[Path, Path]:
+    """Write ``data`` as Parquet under ``directory`` and the ``sniper train`` config that trains
+    on it (with ``settings``, more of its keys): the config's path and where the run's JSON
+    report will be. ``sniper bench profile`` runs the same job."""
+    path = directory / "data.parquet"
+    write_parquet(data, path)
+    config = directory / "e2e.toml"
+    output = directory / "report.json"
+    keys: dict[str, object] = {
+        "workload": workload.name,
+        "data": f"parquet:{path}",
+        "num_batches": data.num_batches,
+        "seed": seed,
+        "output": str(output),
+        "launcher": launcher,
+    }
+    config.write_text(tomli_w.dumps(keys | dict(settings)))
+    return config, output
+
+
 def _sniper(
     workload: Workload, data: SyntheticCtr, seed: int, launcher: str = "local"
 ) -> dict[str, Any]:
     """``sniper train``'s report, with ``wall_seconds``: the whole command, start-up in."""
-    batches = data.num_batches
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "data.parquet"
-        write_parquet(data, path)
-        config = Path(tmp) / "e2e.toml"
-        output = Path(tmp) / "report.json"
-        config.write_text(
-            f'workload = "{workload.name}"\ndata = "parquet:{path}"\n'
-            f"num_batches = {batches}\nseed = {seed}\nstats_interval = {PROGRESS_SECONDS}\n"
-            f'output = "{output}"\nlauncher = "{launcher}"\n'
-        )
+        settings = {"stats_interval": PROGRESS_SECONDS}
+        config, output = write_job(Path(tmp), workload, data, seed, launcher, settings)
         started = time.perf_counter()
         last = _run_showing_progress(
             [sys.executable, "-m", "sniper", "train", "--config", str(config)], launcher

@@ -1,0 +1,99 @@
+"""What ``/proc`` says about the processes of a job: CPU time (per process and per thread), a
+process's children, and which process listens on a port.
+
+Linux only, as py-spy's ptrace attach is; ``sniper bench profile`` is the only user.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+__all__ = [
+    "children",
+    "cpu_seconds",
+    "listening_pid",
+    "machine_cpu_seconds",
+    "thread_cpu_seconds",
+    "thread_names",
+]
+
+PROC = Path("/proc")
+
+
+def _after_name(stat: Path) -> list[str]:
+    """The fields of a ``stat`` file after the command name (which may hold spaces and
+    parentheses): the first is proc(5)'s field 3, the state."""
+    return stat.read_text().rpartition(")")[2].split()
+
+
+def _stat_cpu(stat: Path) -> float:
+    fields = _after_name(stat)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far: every thread, exited ones too."""
+    return _stat_cpu(PROC / str(pid) / "stat")
+
+
+def thread_cpu_seconds(pid: int) -> dict[int, float]:
+    """User + system CPU time of each live thread of process ``pid`` so far, by thread id."""
+    seconds = {}
+    for task in (PROC / str(pid) / "task").iterdir():
+        with contextlib.suppress(OSError):  # the thread exited while we looked
+            seconds[int(task.name)] = _stat_cpu(task / "stat")
+    return seconds
+
+
+def thread_names(pid: int) -> dict[int, str]:
+    """The name of each live thread of process ``pid`` (Python's thread names, truncated to 15
+    characters; a native thread's is its creator's or the process's)."""
+    names = {}
+    for task in (PROC / str(pid) / "task").iterdir():
+        with contextlib.suppress(OSError):
+            names[int(task.name)] = (task / "comm").read_text().strip()
+    return names
+
+
+def machine_cpu_seconds() -> tuple[float, float]:
+    """CPU seconds of all cores since boot: (busy, busy + idle). Busy is user, nice, system
+    and interrupts; steal (another tenant's VM running on our core) counts as neither."""
+    fields = [int(v) for v in (PROC / "stat").read_text().splitlines()[0].split()[1:8]]
+    user, nice, system, idle, iowait, irq, softirq = fields
+    busy = user + nice + system + irq + softirq
+    tick = os.sysconf("SC_CLK_TCK")
+    return busy / tick, (busy + idle + iowait) / tick
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``."""
+    found = []
+    for entry in PROC.iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):  # exited while we looked
+                if int(_after_name(entry / "stat")[1]) == pid:
+                    found.append(int(entry.name))
+    return found
+
+
+def _listening_inode(port: int) -> str:
+    for table in ("tcp", "tcp6"):
+        for line in (PROC / "net" / table).read_text().splitlines()[1:]:
+            fields = line.split()
+            listening = fields[3] == "0A"
+            if listening and int(fields[1].rpartition(":")[2], 16) == port:
+                return fields[9]
+    raise RuntimeError(f"no socket listens on port {port}: did its server exit?")
+
+
+def listening_pid(port: int, candidates: list[int]) -> int:
+    """Which of ``candidates`` holds the socket listening on ``port``."""
+    socket = f"socket:[{_listening_inode(port)}]"
+    for pid in candidates:
+        # A process that exits while its fds are read is not the one listening: skip it.
+        with contextlib.suppress(OSError):
+            if any(os.readlink(fd) == socket for fd in (PROC / str(pid) / "fd").iterdir()):
+                return pid
+    raise RuntimeError(f"none of the processes {candidates} listens on port {port}")
