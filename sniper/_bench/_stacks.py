@@ -106,6 +106,9 @@ WAKE_UPS = "waits and wake-ups (threads that only wait)"
 CATEGORIES: tuple[Rule, ...] = (
     # The store, by function: a numba kernel shows up as the Python function that calls it.
     _rule(HASH_INDEX, "sniper/store/_table.py", "EmbeddingTable._map", "EmbeddingTable.split"),
+    _rule(
+        HASH_INDEX, "sniper/store/_table.py", "EmbeddingTable._map_rows", "EmbeddingTable._restamp"
+    ),
     _rule(HASH_INDEX, "sniper/store/_table.py", "EmbeddingTable._check_fits", "_check_batch"),
     _rule(POOLING, "sniper/store/_table.py", "EmbeddingTable.lookup_shard"),
     _rule(POOLING, "sniper/store/_table.py", "EmbeddingTable.lookup_pool"),
