@@ -12,7 +12,9 @@ Peers, each run on the same batches in the same process:
   so it bounds what a gather-and-sum can reach. Target: sniper lookup >= 0.5x of it.
 - the same peer against sniper's lookup of a batch already fed: its rows were mapped and
   pinned when it arrived (a ps's FeedSample), so what the trainer waits for is a gather and
-  pool over mapped rows, the work the peer does. Target >= 0.8x (issue 15).
+  pool over mapped rows, the work the peer does. Target >= 0.8x (issue 15). And the whole
+  store work of such a batch (map and pin at feed, lookup, push) against the peer's training
+  step, beside lookup + push mapped at lookup: what mapping at feed costs in total.
 - torch ``EmbeddingBag(sparse=True)`` forward + backward + ``torch.optim.Adagrad`` step,
   against sniper ``lookup`` + ``push_grad`` with Adagrad. Target >= 5x.
 - a dict-based store (:mod:`sniper._bench._dict_store`). Target >= 20x.
@@ -293,6 +295,15 @@ def run_case(
     sniper_lookup_s = case.steady_seconds(sniper_lookup, repeats)
     sniper_train_s = case.steady_seconds(sniper_train, repeats)
     sniper_fed_s = _fed_lookup_seconds(case, runner, repeats)
+
+    def sniper_fed_train(i: int) -> None:
+        k = i % n_batches
+        batch = runner.table.split(case.signs[k], case.offsets[k])
+        runner.pin(batch)
+        runner.lookup(batch)
+        runner.push(batch, grads[k])
+
+    sniper_fed_train_s = case.steady_seconds(sniper_fed_train, repeats)
     results = []
     note = None
     try:
@@ -316,6 +327,13 @@ def run_case(
                 f"{case.name}: lookup+push vs {peer.train}",
                 case.signs_per_batch,
                 sniper_train_s,
+                peer_train_s,
+                peer.train_target,
+            ),
+            Comparison(
+                f"{case.name}: feed+lookup+push vs {peer.train}",
+                case.signs_per_batch,
+                sniper_fed_train_s,
                 peer_train_s,
                 peer.train_target,
             ),
