@@ -164,7 +164,12 @@ class PsEngine:
             for name, batch in held
             for shard in range(batch.num_shards)
         ]
-        return [self.scheduler.submit(task[0].key, _pin_parts, task) for task in self._plan(parts)]
+        # Background: a lookup or push the trainer waits for goes first (work_stealing); a
+        # lookup that comes before its batch's pins maps the rows itself, and the pins skip.
+        return [
+            self.scheduler.submit(task[0].key._replace(background=True), _pin_parts, task)
+            for task in self._plan(parts)
+        ]
 
     def _check_room(self, batch_id: int, split: list[tuple[str, ShardedBatch]]) -> None:
         """Refuse a feed that would hold more than ``max_pending_batches`` batches or

@@ -18,6 +18,16 @@ class TaskKey(NamedTuple):
     """The variable (embedding table) name."""
     shard: int = 0
     """The shard within the variable, e.g. ``sniper.hashing.shard_of(signs, n)``."""
+    background: bool = False
+    """Work nobody waits on yet (a ps mapping the rows of a batch fed ahead of training):
+    ``work_stealing`` runs an outside submission with it only when no other outside
+    submission waits, so it never delays the calls a trainer is waiting for. The other
+    backends run it as any task (``per_variable`` in a queue of its own, beside the same
+    shard's foreground one)."""
+
+    def __repr__(self) -> str:
+        background = ", background=True" if self.background else ""
+        return f"TaskKey(variable={self.variable!r}, shard={self.shard}{background})"
 
 
 KeyLike: TypeAlias = TaskKey | str

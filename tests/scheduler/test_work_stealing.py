@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sniper.scheduler import TaskHandle, open_scheduler
+from sniper.scheduler import TaskHandle, TaskKey, open_scheduler
 from sniper.scheduler._work_stealing import WorkStealingScheduler
 from sniper.scheduler._work_stealing._idle import Idle
 from sniper.scheduler._work_stealing._park import Parker
@@ -189,3 +189,20 @@ def test_workers_park_when_idle_and_wake_for_new_work() -> None:
     with open_work_stealing(3) as scheduler:
         wait_until_all_parked(scheduler)
         assert scheduler.submit("k", abs, -5).result(timeout=WAIT) == 5
+
+
+def test_background_submissions_wait_for_every_other_outside_one() -> None:
+    order: list[str] = []
+    gate = threading.Event()
+    with open_work_stealing(1) as scheduler:
+        scheduler.submit("hold", gate.wait, WAIT)
+        handles = [
+            scheduler.submit(TaskKey("pins", background=True), order.append, "pin 0"),
+            scheduler.submit("lookup", order.append, "lookup"),
+            scheduler.submit(TaskKey("pins", background=True), order.append, "pin 1"),
+            scheduler.submit("push", order.append, "push"),
+        ]
+        gate.set()
+        for handle in handles:
+            handle.result(timeout=WAIT)
+    assert order == ["lookup", "push", "pin 0", "pin 1"]

@@ -67,6 +67,17 @@ def test_inject_queue_is_fifo() -> None:
     assert len(queue) == 0
 
 
+def test_inject_queue_takes_background_items_only_when_no_other_waits() -> None:
+    queue: InjectQueue[int] = InjectQueue()
+    queue.push(1, background=True)
+    queue.push(2)
+    queue.push(3, background=True)
+    assert len(queue) == 3
+    assert queue.pop() == 2
+    queue.push(4)
+    assert queue.drain() == [4, 1, 3]
+
+
 def test_owner_and_thieves_take_every_item_exactly_once() -> None:
     """The owner pushes and pops while three thieves steal: nothing is lost or duplicated."""
     queue: LocalQueue[int] = LocalQueue()

@@ -61,30 +61,36 @@ class LocalQueue(Generic[T]):
 
 
 class InjectQueue(Generic[T]):
-    """The global FIFO queue for tasks submitted from outside the workers."""
+    """The global queue for tasks submitted from outside the workers: FIFO, with a second
+    FIFO lane for background work that is taken only while the first is empty."""
 
-    __slots__ = ("_items",)
+    __slots__ = ("_background", "_items")
 
     def __init__(self) -> None:
         self._items: deque[T] = deque()
+        self._background: deque[T] = deque()
 
-    def push(self, item: T) -> None:
-        """Any thread: add an item at the back."""
-        self._items.append(item)
+    def push(self, item: T, *, background: bool = False) -> None:
+        """Any thread: add an item at the back of its lane."""
+        (self._background if background else self._items).append(item)
 
     def pop(self) -> T | None:
-        """Any thread: take the oldest item, or None when empty."""
+        """Any thread: take the oldest item, background ones only when no other waits."""
         try:
             return self._items.popleft()
+        except IndexError:
+            pass
+        try:
+            return self._background.popleft()
         except IndexError:
             return None
 
     def drain(self) -> list[T]:
-        """Any thread: take every item, oldest first."""
-        return _drain(self._items)
+        """Any thread: take every item, oldest first, background ones last."""
+        return _drain(self._items) + _drain(self._background)
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self._items) + len(self._background)
 
 
 def _drain(items: deque[T]) -> list[T]:

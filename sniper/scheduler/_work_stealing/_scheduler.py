@@ -2,7 +2,8 @@
 
 Tasks submitted from outside go to the inject queue and wake a parked worker; tasks submitted
 by a running task (splitting its work into sub-tasks) go to that worker's own deque, where idle
-siblings can steal them. No ordering is promised. The one source of randomness, the choice of
+siblings can steal them. No ordering is promised, except that an outside task keyed
+``background`` waits until no other outside task does. The one source of randomness, the choice of
 steal victim, is a seeded ``random.Random`` exposed as :attr:`WorkStealingScheduler.random`
 so that tests can hand it to ``hypothesis.register_random`` and replay a failing example.
 """

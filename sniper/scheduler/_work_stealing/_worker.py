@@ -69,7 +69,7 @@ class Shared:
         if worker is not None and worker.shared is self:
             worker.local.push(handle)
         else:
-            self.inject.push(handle)
+            self.inject.push(handle, background=handle.key.background)
         self.idle.notify_one()
 
     def has_visible_work(self) -> bool:
