@@ -380,6 +380,7 @@ class EmbeddingTable(EmbeddingStore):
         self._stamps[start : start + count] = 0
         self._pending[shard].clear()
         self._ended[shard].clear()
+        self._stamped[shard] = True  # no batch holds a pin any more
 
     def _shard_view(
         self, batch: ShardedBatch, shard: int
