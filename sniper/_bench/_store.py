@@ -286,24 +286,19 @@ def run_case(
         k = i % n_batches
         return runner.lookup(runner.table.split(case.signs[k], case.offsets[k]))
 
-    def sniper_train(i: int) -> None:
+    def sniper_train(i: int, *, fed: bool = False) -> None:
+        """One step of the store: split, (map and pin, as at FeedSample,) lookup, push."""
         k = i % n_batches
         batch = runner.table.split(case.signs[k], case.offsets[k])
+        if fed:
+            runner.pin(batch)
         runner.lookup(batch)
         runner.push(batch, grads[k])
 
     sniper_lookup_s = case.steady_seconds(sniper_lookup, repeats)
     sniper_train_s = case.steady_seconds(sniper_train, repeats)
     sniper_fed_s = _fed_lookup_seconds(case, runner, repeats)
-
-    def sniper_fed_train(i: int) -> None:
-        k = i % n_batches
-        batch = runner.table.split(case.signs[k], case.offsets[k])
-        runner.pin(batch)
-        runner.lookup(batch)
-        runner.push(batch, grads[k])
-
-    sniper_fed_train_s = case.steady_seconds(sniper_fed_train, repeats)
+    sniper_fed_train_s = case.steady_seconds(lambda i: sniper_train(i, fed=True), repeats)
     results = []
     note = None
     try:

@@ -507,27 +507,28 @@ def _lookup_parts(parts: list[_Part]) -> list[_Done]:
     return done
 
 
-def _pin_parts(parts: list[_Part]) -> list[tuple[str, float]]:
-    """Task body: map and pin every part's rows (a batch just fed); each part's kernel time
-    for its variable."""
+def _timed(parts: list[_Part], call: Callable[[_Part], object]) -> list[tuple[str, float]]:
+    """Run ``call`` on every part; each part's kernel time for its variable."""
     done = []
     for part in parts:
         start = time.perf_counter()
-        part.table.pin_shard(part.batch, part.shard)
+        call(part)
         done.append((part.name, time.perf_counter() - start))
     return done
+
+
+def _pin_parts(parts: list[_Part]) -> list[tuple[str, float]]:
+    """Task body: map and pin every part's rows (a batch just fed)."""
+    return _timed(parts, lambda part: part.table.pin_shard(part.batch, part.shard))
 
 
 def _push_parts(
     parts: list[_Part], grads: Mapping[str, NDArray[np.float32]]
 ) -> list[tuple[str, float]]:
-    """Task body: apply every part's gradient; each part's kernel time for its variable."""
-    done = []
-    for part in parts:
-        start = time.perf_counter()
-        part.table.push_grad_shard(part.batch, part.shard, grads[part.name])
-        done.append((part.name, time.perf_counter() - start))
-    return done
+    """Task body: apply every part's gradient."""
+    return _timed(
+        parts, lambda part: part.table.push_grad_shard(part.batch, part.shard, grads[part.name])
+    )
 
 
 def _collect(tasks: list[list[_Done]]) -> dict[str, Pooled]:

@@ -376,11 +376,9 @@ class EmbeddingTable(EmbeddingStore):
         at 10 batches a second): every pin is taken back (its batch is mapped again at its
         lookup), and every stamp is cleared."""
         self._revoke_pins(shard)
-        start, count = self._meta[shard, k.ROW_START], self._meta[shard, k.ROW_CAPACITY]
-        self._stamps[start : start + count] = 0
         self._pending[shard].clear()
         self._ended[shard].clear()
-        self._stamped[shard] = True  # no batch holds a pin any more
+        self._restamp(shard)  # no batch holds a pin any more: this clears every stamp
 
     def _shard_view(
         self, batch: ShardedBatch, shard: int
