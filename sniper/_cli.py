@@ -12,6 +12,7 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 
+from sniper.runtime._gc import collect_less
 from sniper.runtime._malloc import reuse_freed_memory
 
 __all__ = ["main"]
@@ -668,6 +669,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     command: Command = args.run
     reuse_freed_memory()
+    collect_less()
     try:
         return command(args)
     except (ValueError, LookupError, OSError) as exc:
