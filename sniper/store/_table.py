@@ -43,6 +43,7 @@ from sniper.store._abc import (
 )
 from sniper.store._initializers import Initializer, normal
 from sniper.store._optimizers import Optimizer
+from sniper.store._warm import start_numba
 
 __all__ = [
     "LOCK_MODES",
@@ -131,6 +132,7 @@ class EmbeddingTable(EmbeddingStore):
         self._seed_key = np.uint64(splitmix64_mix(seed))
         self._token = object()  # identifies this table in a batch's row cache
         self._allocate()
+        start_numba()
         # Re-entrant: get/export/import hold every lock and then map rows under the index lock.
         self._shard_locks = [threading.RLock() for _ in range(num_shards)]
         self._table_lock = threading.Lock()
