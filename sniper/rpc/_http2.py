@@ -107,14 +107,15 @@ class Server(server.Server):
         super().__init__(
             handlers, codec=SniperCodec(max_message_bytes), config=_configuration(window_bytes)
         )
-        security = security or Security()
-        self._ssl = security.server_context()
-        security.guard(self)
+        self._security = security or Security()
+        self._ssl = self._security.server_context()
+        self._security.guard(self)
 
     async def start(self, *args: Any, **kwargs: Any) -> None:
         """``grpclib.server.Server.start``, over TLS when this server has a certificate."""
         if self._ssl is not None:
             kwargs.setdefault("ssl", self._ssl)
+        self._security.check_cleartext(kwargs.get("host", args[0] if args else None), "server")
         await super().start(*args, **kwargs)
 
     def _protocol_factory(self) -> H2Protocol:
@@ -144,6 +145,7 @@ class Channel(client.Channel):
             ssl=security.client_context(),
         )
         security.authorize(self)
+        security.check_cleartext(host, "channel")
 
     def _protocol_factory(self) -> H2Protocol:
         return _tuned(super()._protocol_factory(), self._frame_bytes)

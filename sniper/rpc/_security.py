@@ -7,11 +7,17 @@ given: mutual TLS) and checks ``authorization: Bearer <token>`` on every call; a
 the matching client context and sends the token. The health service stays open, so probes
 need no secret. A wrong or missing token is UNAUTHENTICATED, and the call never reaches the
 role.
+
+A token without TLS crosses the network in clear: whoever reads the traffic can reuse it. That
+is fine on loopback and a mistake anywhere else, so a server bound to, or a channel opened to,
+any other address logs a warning that says so (once per address).
 """
 
 from __future__ import annotations
 
 import hmac
+import ipaddress
+import logging
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,10 +27,13 @@ from grpclib.const import Status
 from grpclib.events import RecvRequest, SendRequest, listen
 from grpclib.exceptions import GRPCError
 
-__all__ = ["Security", "load_token"]
+__all__ = ["Security", "is_loopback", "load_token"]
 
 _OPEN = "/grpc.health.v1.Health/"
 """Methods answered without a token: health checks."""
+
+log = logging.getLogger("sniper.rpc")
+_warned: set[str] = set()
 
 
 def load_token(path: str) -> str:
@@ -84,6 +93,21 @@ class Security:
         context.set_alpn_protocols(["h2"])
         return context
 
+    def check_cleartext(self, host: str | None, side: str) -> None:
+        """Warn (once per host) when the token would cross a network without TLS: ``host``
+        is where a server binds or a channel connects (None or "": every interface)."""
+        if not self.token or self.tls or is_loopback(host) or (host or "") in _warned:
+            return
+        _warned.add(host or "")
+        where = f"address {host}" if host else "every interface"
+        log.warning(
+            "the %s on %s sends its bearer token without TLS: anyone who can read the "
+            "traffic can reuse it. Give every role tls_cert, tls_key and tls_ca, or keep the "
+            "job on 127.0.0.1",
+            side,
+            where,
+        )
+
     def _load_chain(self, context: ssl.SSLContext) -> None:
         try:
             context.load_cert_chain(self.cert, self.key)
@@ -123,3 +147,16 @@ class Security:
             event.metadata["authorization"] = value
 
         listen(channel, SendRequest, send)
+
+
+def is_loopback(host: str | None) -> bool:
+    """``host`` names this machine only: ``localhost`` or a loopback address (a host name is
+    not resolved: any other name counts as the network)."""
+    if not host:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 import os
 import signal
@@ -32,6 +31,7 @@ from sniper.monitoring import HubCollector, MetricsServer, PsCollector, serve_me
 from sniper.roles._hub import HubConfig
 from sniper.roles._ps import PsRole, PsSettings
 from sniper.rpc._http2 import Server
+from sniper.rpc._security import is_loopback
 from sniper.runtime import log_to_stderr
 from sniper.scheduler import open_scheduler
 from sniper.transport._grpc import (
@@ -101,20 +101,13 @@ def _grpc_server(services: list[Any], config: ServeConfig) -> Server:
             "tls_ca without tls_cert and tls_key: a server needs its own certificate to speak "
             "TLS (and to require client certificates)"
         )
-    if not (security.cert or security.token) and not _loopback(config.host):
+    if not (security.cert or security.token) and not is_loopback(config.host):
         log.warning(
             "serving on %s without TLS or a token: anyone who reaches this port can read and "
             "overwrite the tables; set tls_cert/tls_key/tls_ca or auth_token_file",
             config.host,
         )
     return GrpcTransport(config, security=security).server(services)
-
-
-def _loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
 
 
 async def serve_ps(config: ServeConfig) -> None:
