@@ -57,5 +57,6 @@ def uniform(low: float, high: float) -> Initializer:
 
 
 def normal(std: float, mean: float = 0.0) -> Initializer:
-    """Independent normal draws (Marsaglia's polar method); the default is ``normal(0.01)``."""
+    """Independent normal draws (Marsaglia and Tsang's ziggurat); the default is
+    ``normal(0.01)``."""
     return Initializer(_kernels.INIT_NORMAL, float(mean), float(std))

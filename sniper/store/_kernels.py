@@ -299,9 +299,77 @@ def _claim_row(
     return -1
 
 
+def _ziggurat(layers: int, r: float, v: float) -> tuple[np.ndarray, np.ndarray]:
+    """Marsaglia and Tsang's ziggurat for the normal, as Doornik's ZIGNOR lays it out: ``x[i]``
+    the right edge of layer ``i`` (``x[0] = v / f(r)`` is the base layer's notional width,
+    ``x[1] = r`` where the tail starts, ``x[layers] = 0``) and ``ratio[i] = x[i + 1] / x[i]``,
+    the share of layer ``i`` that lies wholly under the density."""
+    x = np.zeros(layers + 1)
+    f = math.exp(-0.5 * r * r)
+    x[0], x[1] = v / f, r
+    for i in range(2, layers):
+        x[i] = math.sqrt(-2.0 * math.log(v / x[i - 1] + f))
+        f = math.exp(-0.5 * x[i] * x[i])
+    return x, x[1:] / x[:-1]
+
+
+_ZIG_LAYERS = 128
+_ZIG_R = 3.442619855899  # where the tail starts, for 128 layers of equal area _ZIG_V
+_ZIG_X, _ZIG_RATIO = _ziggurat(_ZIG_LAYERS, _ZIG_R, 9.91256303526217e-3)
+_ZIG_MASK = np.uint64(_ZIG_LAYERS - 1)
+
+
 @kernel
 def _uniform01(x: np.uint64) -> float:
+    """The top 53 bits of ``x`` as a double in [0, 1)."""
     return np.float64(x >> _S11) * _TWO_POW_MINUS_53
+
+
+@kernel
+def _normal_tail(state: np.uint64, negative: bool) -> tuple[float, np.uint64]:
+    """A draw of the normal beyond ``±_ZIG_R`` (Marsaglia's tail method), and the state."""
+    while True:
+        state += _GOLDEN
+        tail = math.log(_uniform01(mix64(state))) / _ZIG_R
+        state += _GOLDEN
+        if -2.0 * math.log(_uniform01(mix64(state))) >= tail * tail:
+            return (tail - _ZIG_R if negative else _ZIG_R - tail), state
+
+
+@kernel
+def _ziggurat_first(x: np.uint64) -> tuple[float, bool]:
+    """The ziggurat's first try on draw ``x``: a standard normal value, and whether it stands.
+
+    The draw's top 53 bits are the position ``u`` in the layer and its low 7 bits the layer,
+    so the two are independent (Doornik's fix of the original). 98.8% of first tries stand.
+    """
+    u = 2.0 * _uniform01(x) - 1.0
+    i = np.int64(x & _ZIG_MASK)
+    return u * _ZIG_X[i], abs(u) < _ZIG_RATIO[i]
+
+
+@kernel
+def _ziggurat_rest(x: np.uint64) -> float:
+    """The ziggurat's draw for a coordinate whose first try, draw ``x``, did not stand: that
+    try goes on to the wedge test or the tail, and later tries take ``mix64(x + k * golden)``
+    for k = 1, 2, ... (each coordinate its own stream, so the first tries of a row are
+    independent of each other and computed together)."""
+    state = x
+    while True:
+        u = 2.0 * _uniform01(x) - 1.0
+        i = np.int64(x & _ZIG_MASK)
+        if abs(u) < _ZIG_RATIO[i]:
+            return u * _ZIG_X[i]
+        if i == 0:
+            return _normal_tail(state, u < 0.0)[0]
+        z = u * _ZIG_X[i]
+        f0 = math.exp(-0.5 * (_ZIG_X[i] * _ZIG_X[i] - z * z))
+        f1 = math.exp(-0.5 * (_ZIG_X[i + 1] * _ZIG_X[i + 1] - z * z))
+        state += _GOLDEN
+        if f1 + _uniform01(mix64(state)) * (f0 - f1) < 1.0:
+            return z
+        state += _GOLDEN
+        x = mix64(state)
 
 
 @kernel
@@ -311,23 +379,20 @@ def initial_row(
     """Write the initial value of ``sign`` into ``out[:]``: a pure function of (seed, sign)."""
     base = mix64(sign ^ seed_key)
     if kind == INIT_NORMAL:
-        # Marsaglia's polar method: two independent normals per accepted pair of uniforms
-        # (accepted with probability pi/4), one log and one sqrt, no trigonometry. Inserting
-        # a row is mostly this arithmetic: 180 ns a row, against 360 for Box-Muller.
-        x = base
-        for d in range(0, out.shape[0], 2):
-            while True:
-                x = mix64(x + _GOLDEN)
-                u = 2.0 * _uniform01(x) - 1.0
-                x = mix64(x + _GOLDEN)
-                v = 2.0 * _uniform01(x) - 1.0
-                s = u * u + v * v
-                if 0.0 < s < 1.0:
-                    break
-            factor = b * math.sqrt(-2.0 * math.log(s) / s)
-            out[d] = a + u * factor
-            if d + 1 < out.shape[0]:
-                out[d + 1] = a + v * factor
+        # The ziggurat (Marsaglia and Tsang): one 64-bit draw, a table lookup and a comparison
+        # per coordinate, almost always; the rare try that does not stand is finished after.
+        # Inserting a row is mostly this arithmetic: 91 ns of CPU a row of 16, against 208 for
+        # Marsaglia's polar method (a log and a sqrt per pair) and 360 for Box-Muller.
+        settled = True
+        for d in range(out.shape[0]):
+            z, stands = _ziggurat_first(mix64(base + np.uint64(d + 1) * _GOLDEN))
+            out[d] = a + b * z
+            settled &= stands
+        if not settled:
+            for d in range(out.shape[0]):
+                x = mix64(base + np.uint64(d + 1) * _GOLDEN)
+                if not _ziggurat_first(x)[1]:
+                    out[d] = a + b * _ziggurat_rest(x)
         return
     for d in range(out.shape[0]):
         x = mix64(base + np.uint64(d + 1) * _GOLDEN)

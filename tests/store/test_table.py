@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import threading
@@ -298,6 +299,23 @@ def test_split_puts_each_sign_in_the_shard_hashing_names(shards: int) -> None:
         lo, hi = batch.shard_offsets[shard, 0], batch.shard_offsets[shard, -1]
         assert (shard_of(batch.signs[lo:hi], shards) == shard).all()
     assert sorted(batch.signs.tolist()) == sorted(signs.tolist())
+
+
+def test_normal_initial_values_follow_the_normal_into_its_tails() -> None:
+    """The ziggurat's three paths (a layer's core, its wedge, the tail past 3.44) together give
+    the normal: Kolmogorov-Smirnov against its CDF, and the mass beyond 3, 3.44 and 4 sigma on
+    each side."""
+    table = EmbeddingTable(16, capacity=10, optimizer=SGD(0.1), initializer=normal(1.0))
+    signs = np.arange(40_000, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    z = np.sort(table.get(signs).astype(np.float64).ravel())
+    n = z.shape[0]
+    cdf = 0.5 * np.vectorize(math.erfc)(-z / math.sqrt(2.0))
+    gap = max(np.max(np.arange(1, n + 1) / n - cdf), np.max(cdf - np.arange(n) / n))
+    assert gap * math.sqrt(n) < 1.95  # the KS statistic's 0.1% critical value
+    for sigma in (3.0, 3.442619855899, 4.0):
+        expected = n * math.erfc(sigma / math.sqrt(2.0)) / 2  # on each side
+        for side in (np.sum(z > sigma), np.sum(z < -sigma)):
+            assert abs(side - expected) < 5 * math.sqrt(expected), sigma
 
 
 @pytest.mark.parametrize("dim", [1, 7, 16])
