@@ -53,7 +53,8 @@ from typing import Any, TypeVar, cast
 import numpy as np
 from numba import njit
 
-from sniper.store._prefetch import PREFETCH_DISTANCE, prefetch
+from sniper.store._prefetch import GATHER_PREFETCH_DISTANCE, PREFETCH_DISTANCE, prefetch
+from sniper.store._simd import LANES, add16, load16, store16
 
 # map_rows keeps the hashes of the signs between a probe and its prefetch; a power of two.
 _RING = 2 * PREFETCH_DISTANCE
@@ -535,13 +536,51 @@ def find_rows(
 
 @kernel
 def pool_rows(weights: np.ndarray, rows: np.ndarray, offsets: np.ndarray, out: np.ndarray) -> None:
-    """``out[b] += sum(weights[rows[j]] for j in example b)``, skipping negative rows."""
+    """``out[b] += sum(weights[rows[j]] for j in example b)``, skipping negative rows.
+
+    ``weights`` and ``out`` are C-contiguous. Rows of dim 16 are summed in registers
+    (:func:`pool_rows16`), any other dim by :func:`pool_rows_any`; both add an example's rows
+    to ``out[b]`` one at a time in the order of its signs, so their results are the same bits.
+    """
+    if weights.shape[1] == LANES:
+        pool_rows16(weights, rows, offsets, out)
+    else:
+        pool_rows_any(weights, rows, offsets, out)
+
+
+@kernel
+def pool_rows16(
+    weights: np.ndarray, rows: np.ndarray, offsets: np.ndarray, out: np.ndarray
+) -> None:
+    """:func:`pool_rows` for dim 16: each example's sum is a ``<16 x float>`` in registers,
+    read from ``out[b]`` before its first row and written back after its last."""
+    n = rows.shape[0]
+    for b in range(offsets.shape[0] - 1):
+        total = load16(out, b * LANES)
+        for j in range(offsets[b], offsets[b + 1]):
+            if j + GATHER_PREFETCH_DISTANCE < n:
+                ahead = rows[j + GATHER_PREFETCH_DISTANCE]
+                if ahead >= 0:
+                    prefetch(weights, ahead * LANES)
+            row = rows[j]
+            if row >= 0:
+                total = add16(total, load16(weights, row * LANES))
+        store16(out, b * LANES, total)
+
+
+@kernel
+def pool_rows_any(
+    weights: np.ndarray, rows: np.ndarray, offsets: np.ndarray, out: np.ndarray
+) -> None:
+    """:func:`pool_rows` for any dim: the sum goes through ``out[b]`` in memory."""
     dim = weights.shape[1]
     n = rows.shape[0]
     for b in range(offsets.shape[0] - 1):
         for j in range(offsets[b], offsets[b + 1]):
-            if j + PREFETCH_DISTANCE < n and rows[j + PREFETCH_DISTANCE] >= 0:
-                prefetch(weights, rows[j + PREFETCH_DISTANCE] * dim)
+            if j + GATHER_PREFETCH_DISTANCE < n:
+                ahead = rows[j + GATHER_PREFETCH_DISTANCE]
+                if ahead >= 0:
+                    prefetch(weights, ahead * dim)
             row = rows[j]
             if row >= 0:
                 for d in range(dim):

@@ -16,10 +16,19 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-__all__ = ["PREFETCH_DISTANCE", "prefetch"]
+__all__ = ["GATHER_PREFETCH_DISTANCE", "PREFETCH_DISTANCE", "prefetch"]
 
 PREFETCH_DISTANCE = 16
 """How many signs ahead to prefetch: enough to cover a miss, few enough to stay in L1."""
+
+GATHER_PREFETCH_DISTANCE = 128
+"""How many signs ahead pooling prefetches a row: farther than :data:`PREFETCH_DISTANCE`.
+
+Pooling does little work per sign (1-2 ns once the sum stays in registers), and zipf signs
+repeat: most of the rows in a window are already in cache, so a window must span many signs to
+hold enough misses to cover memory latency. Measured on the store bench's huge variable, one
+shard, one thread: 0.53 ms at 16 signs ahead, 0.29 at 64, 0.25 at 128, no better at 192-256.
+"""
 
 _I32 = ir.IntType(32)
 
