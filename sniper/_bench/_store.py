@@ -39,6 +39,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sniper._bench._dict_store import DictAdagradTable
+from sniper._bench._init import print_initial_values
 from sniper._bench._report import Comparison, PeerMissing, median_seconds, print_comparisons
 from sniper._bench._store_torchrec import torchrec_seconds
 from sniper._bench._torch_peer import TorchBag
@@ -416,6 +417,7 @@ def run(
             if note:
                 notes.add(note)
     print_comparisons("signs per batch; ratio = peer time / sniper time", "peer", "signs", results)
+    print_initial_values(dim, repeats)
     for note in sorted(notes):
         print(f"\nnote: {note}")
     return results
