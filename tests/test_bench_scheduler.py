@@ -23,7 +23,7 @@ TINY = Workload(
 )
 
 
-def test_every_backend_and_the_global_lock_run_the_step_in_rounds() -> None:
+def test_every_backend_the_global_lock_and_the_threads_reference_run_in_rounds() -> None:
     calls: list[int] = []
 
     def capacity(workers: int) -> float:
@@ -37,15 +37,16 @@ def test_every_backend_and_the_global_lock_run_the_step_in_rounds() -> None:
         ("inline", "shard"),
         *[(name, "shard") for name in SCHEDULER_NAMES if name != "inline"],
         ("work_stealing", "global"),
+        ("2 inline threads", "shard"),
     ]
     assert [(r.backend, r.lock) for r in results] == expected
-    assert all(len(r.latencies) == 5 for r in results)
+    assert [len(r.latencies) for r in results] == [5] * (len(expected) - 1) + [2 * 5]
     assert calls == [2, 2]
     assert capacities == [2.0, 2.0]
 
 
 def _result(backend: str, p50_ms: float, lock: str = "shard") -> BackendResult:
-    return BackendResult(backend, lock, np.array([p50_ms / 1e3]), 0.5)
+    return BackendResult(backend, lock, np.array([p50_ms / 1e3]), 0.5, 0.01)
 
 
 def test_work_stealing_is_judged_against_the_capacity_the_others_against_inline() -> None:
@@ -56,8 +57,10 @@ def test_work_stealing_is_judged_against_the_capacity_the_others_against_inline(
             _result("thread_pool", 20.0),
             _result("work_stealing", 20.0),
             _result("work_stealing", 30.0, lock="global"),
+            _result("2 inline threads", 18.0),
         ],
         capacity=1.6,
+        workers=2,
     )
     assert [(line.target, line.verdict) for line in lines] == [
         ("baseline", ""),
@@ -65,8 +68,10 @@ def test_work_stealing_is_judged_against_the_capacity_the_others_against_inline(
         (">= 0.9x", "meets"),
         (">= 90% of capacity", "meets"),
         ("-", ""),
+        ("-", ""),
     ]
     assert lines[3].speedup == 1.5
     assert round(lines[3].capacity_share, 4) == round(1.5 / 1.6, 4)
-    below = rows([_result("inline", 30.0), _result("work_stealing", 20.0)], capacity=2.0)
-    assert below[1].verdict == "MISSES"
+    pair = [_result("inline", 30.0), _result("work_stealing", 20.0)]
+    assert rows(pair, capacity=2.0, workers=2)[1].verdict == "MISSES"
+    assert rows(pair, capacity=1.2, workers=2)[1].verdict == "machine busy"

@@ -12,14 +12,18 @@ becomes several tasks.
 
 Every backend runs the same batches on the same tables; ``inline`` is the baseline. The
 seeds' pathology, every table behind one process-wide lock (``lock="global"``), runs on
-``work_stealing`` in the same table. The machine is shared, so backends take turns in rounds,
-and each round also measures the parallel capacity (how much faster ``workers`` processes of
-pure arithmetic run than one): a backend's speedup over ``inline`` is read against the
-capacity measured in the same run.
+``work_stealing`` in the same table, and so does a reference without any scheduler: one
+inline pipeline per worker, each on its own thread and tables, which shows what Python threads
+can make of this step at all (its "task ms/step" above ``inline``'s is time spent waiting for
+the GIL). The machine is shared, so backends take turns in rounds, and each round also
+measures the parallel capacity (how much faster ``workers`` processes of pure arithmetic run
+than one): a backend's speedup over ``inline`` is read against the capacity measured in the
+same run.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
@@ -35,12 +39,15 @@ from sniper._table import print_table
 from sniper.data._workload import Workload
 from sniper.roles import PsEngine
 from sniper.scheduler import SCHEDULER_NAMES, open_scheduler
-from sniper.store import SGD, EmbeddingTable
+from sniper.store import SGD, EmbeddingTable, LockMode
 
 Grads = dict[str, NDArray[np.float32]]
 
 CAPACITY_TARGET = {"work_stealing": 0.9}
 """Speedup over ``inline`` a backend should reach, as a share of the parallel capacity."""
+BUSY_CAPACITY = 0.75
+"""Below this capacity per worker (another tenant holds a core), no share is judged: every
+backend then runs near ``inline`` and near the capacity, so any verdict would be noise."""
 SLOWDOWN_LIMIT = 0.9
 """The other parallel backends should not be slower than ``inline`` by more than this."""
 ROUNDS = 3
@@ -52,7 +59,12 @@ class BackendResult:
     backend: str
     lock: str
     latencies: NDArray[np.float64]
+    """Seconds of each measured step."""
     utilization: float
+    """Share of the workers' time spent in tasks; NaN where there are no workers."""
+    task_seconds: float
+    """Seconds spent in task functions per step, over every thread: above ``inline``'s, it is
+    time the same work spent waiting (for the GIL, mostly) rather than computing."""
 
     def percentile(self, q: float) -> float:
         return float(np.percentile(self.latencies, q))
@@ -142,6 +154,11 @@ class _Runner:
         self.busy += sum(after.busy_seconds) - sum(before.busy_seconds)
         self.next_id += count + 1
 
+    def reset(self) -> None:
+        """Forget the warm-up."""
+        self.latencies.clear()
+        self.busy = self.wall = 0.0
+
     def result(self) -> BackendResult:
         workers = self.engine.scheduler.statistics().workers
         return BackendResult(
@@ -149,6 +166,45 @@ class _Runner:
             self.lock,
             np.array(self.latencies),
             self.busy / (self.wall * workers),
+            self.busy / len(self.latencies),
+        )
+
+
+class _InlineThreads:
+    """The reference row: ``workers`` inline pipelines, each on its own thread and tables.
+
+    No scheduler and nothing shared, so what keeps them below the parallel capacity is what
+    Python threads pay for running this step at all: the GIL around the store's kernels.
+    Steps run ``workers`` at a time, so each counts for its latency over ``workers``.
+    """
+
+    def __init__(self, runners: list[_Runner]) -> None:
+        self.runners = runners
+
+    def run(self, batches: list[Batch], grads: list[Grads], count: int) -> None:
+        threads = [
+            threading.Thread(target=runner.run, args=(batches, grads, count))
+            for runner in self.runners
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def reset(self) -> None:
+        for runner in self.runners:
+            runner.reset()
+
+    def result(self) -> BackendResult:
+        workers = len(self.runners)
+        latencies = np.concatenate([runner.result().latencies for runner in self.runners])
+        busy = sum(runner.busy for runner in self.runners)
+        return BackendResult(
+            f"{workers} inline threads",
+            "shard",
+            latencies / workers,
+            float("nan"),
+            busy / len(latencies),
         )
 
 
@@ -171,34 +227,45 @@ def measure(
     data = make_batches(workload, batches, seed)
     grads = gradients(workload, data, seed)
     tables = make_tables(workload, SGD(0.01), "shard")
-    global_tables = make_tables(workload, SGD(0.01), "global")
-    backends = [("inline", "shard"), *[(n, "shard") for n in SCHEDULER_NAMES if n != "inline"]]
-    backends.append(("work_stealing", "global"))
+    backends: list[tuple[str, LockMode]] = [
+        ("inline", "shard"),
+        *[(n, "shard") for n in SCHEDULER_NAMES if n != "inline"],
+        ("work_stealing", "global"),
+    ]
     capacities = []
     with ExitStack() as stack:
-        runners = [
-            _Runner(
-                stack.enter_context(
-                    _engine(name, workers, tables if lock == "shard" else global_tables)
-                ),
-                lock,
+
+        def runner(name: str, lock: str, tables: dict[str, EmbeddingTable]) -> _Runner:
+            return _Runner(stack.enter_context(_engine(name, workers, tables)), lock)
+
+        runners: list[_Runner | _InlineThreads] = [
+            runner(
+                name, lock, tables if lock == "shard" else make_tables(workload, SGD(0.01), lock)
             )
             for name, lock in backends
         ]
-        for runner in runners:
-            runner.run(data, grads, len(data))
-            runner.latencies.clear()
-            runner.busy = runner.wall = 0.0
+        runners.append(
+            _InlineThreads(
+                [runner("inline", "shard", tables)]
+                + [
+                    runner("inline", "shard", make_tables(workload, SGD(0.01), "shard"))
+                    for _ in range(workers - 1)
+                ]
+            )
+        )
+        for each in runners:
+            each.run(data, grads, len(data))
+            each.reset()
         for turn in range(rounds):
             count = steps // rounds + (turn < steps % rounds)
             capacities.append(capacity(workers))
-            for runner in runners:
+            for each in runners:
                 if count:
-                    runner.run(data, grads, count)
-    return [runner.result() for runner in runners], capacities
+                    each.run(data, grads, count)
+    return [each.result() for each in runners], capacities
 
 
-def rows(results: list[BackendResult], capacity: float) -> list[Row]:
+def rows(results: list[BackendResult], capacity: float, workers: int) -> list[Row]:
     """Speedups over the first result (``inline``) and verdicts against the targets."""
     baseline = results[0].percentile(50)
     lines = []
@@ -207,12 +274,15 @@ def rows(results: list[BackendResult], capacity: float) -> list[Row]:
         share = speedup / capacity
         if r.backend == "inline":
             target, verdict = "baseline", ""
-        elif r.lock != "shard":
+        elif r.lock != "shard" or r.backend not in SCHEDULER_NAMES:
             target, verdict = "-", ""
         elif r.backend in CAPACITY_TARGET:
             goal = CAPACITY_TARGET[r.backend]
             target = f">= {goal:.0%} of capacity"
-            verdict = "meets" if share >= goal else "MISSES"
+            if capacity < BUSY_CAPACITY * workers:
+                verdict = "machine busy"
+            else:
+                verdict = "meets" if share >= goal else "MISSES"
         else:
             target = f">= {SLOWDOWN_LIMIT}x"
             verdict = "meets" if speedup >= SLOWDOWN_LIMIT else "MISSES"
@@ -221,7 +291,8 @@ def rows(results: list[BackendResult], capacity: float) -> list[Row]:
 
 
 def run(workload: Workload, *, workers: int, steps: int, batches: int, seed: int) -> None:
-    """Measure every backend and the global-lock pathology; print one table."""
+    """Measure every backend, the global-lock pathology and the inline-threads reference;
+    print one table."""
     huge = workload.largest()
     print(
         f"sniper bench scheduler: {workload.name} feed+lookup+push step (next batch fed "
@@ -234,7 +305,7 @@ def run(workload: Workload, *, workers: int, steps: int, batches: int, seed: int
         workload, workers=workers, steps=steps, batches=batches, seed=seed
     )
     capacity = float(np.median(capacities))
-    _print(rows(results, capacity))
+    _print(rows(results, capacity, workers))
     print(
         f"\nparallel capacity of this machine during the run: {workers} processes of pure "
         f"arithmetic ran {capacity:.2f}x faster than one (median of "
@@ -254,6 +325,7 @@ def _print(lines: list[Row]) -> None:
             "vs inline",
             "of capacity",
             "worker util",
+            "task ms/step",
             "target",
             "",
         ],
@@ -266,7 +338,8 @@ def _print(lines: list[Row]) -> None:
                 f"{line.result.percentile(99) * 1e3:.1f}",
                 f"{line.speedup:.2f}x",
                 f"{100 * line.capacity_share:.0f}%",
-                f"{100 * line.result.utilization:.0f}%",
+                "-" if np.isnan(u := line.result.utilization) else f"{100 * u:.0f}%",
+                f"{line.result.task_seconds * 1e3:.1f}",
                 line.target,
                 line.verdict,
             ]
