@@ -206,3 +206,57 @@ def test_background_submissions_wait_for_every_other_outside_one() -> None:
         for handle in handles:
             handle.result(timeout=WAIT)
     assert order == ["lookup", "push", "pin 0", "pin 1"]
+
+
+def test_outside_work_is_taken_without_searching_when_there_is_nothing_to_steal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker running a queue of outside tasks takes each from the inject queue without
+    registering as searching (two turns of the idle lock per task); it searches only once it
+    runs out of work, before it parks."""
+    searches: list[int] = []
+    original = Idle.start_searching
+
+    def counting(idle: Idle) -> None:
+        searches.append(1)
+        original(idle)
+
+    gate = threading.Event()
+    with open_work_stealing(1) as scheduler:
+        wait_until_all_parked(scheduler)
+        scheduler.submit("hold", gate.wait, WAIT)
+        handles = [scheduler.submit("k", abs, -i) for i in range(20)]
+        monkeypatch.setattr(Idle, "start_searching", counting)
+        gate.set()
+        assert [handle.result(timeout=WAIT) for handle in handles] == list(range(20))
+        wait_until_all_parked(scheduler)
+    assert len(searches) <= 2, "the worker searched for each of the 20 tasks"
+
+
+def test_two_workers_draw_nothing_from_the_random_source() -> None:
+    """With one sibling there is no victim to choose, so stealing leaves the stream alone."""
+    with open_work_stealing(2, seed=5) as scheduler:
+
+        def nap() -> None:
+            time.sleep(0.001)
+
+        def parent() -> list[TaskHandle[None]]:
+            return [scheduler.submit("child", nap) for _ in range(40)]
+
+        for child in scheduler.submit("parent", parent).result(timeout=WAIT):
+            child.result(timeout=WAIT)
+        wait_until_all_parked(scheduler)
+    assert scheduler.random.getstate() == random.Random(5).getstate()
+
+
+def test_a_task_of_one_scheduler_submits_to_another_through_its_inject_queue() -> None:
+    """Only a scheduler's own workers push to their local deques; a worker of another
+    scheduler is an outside thread to it."""
+    with open_work_stealing(1) as first, open_work_stealing(1) as second:
+
+        def hop() -> TaskHandle[str]:
+            return second.submit("other", lambda: threading.current_thread().name)
+
+        ran_on = first.submit("k", hop).result(timeout=WAIT).result(timeout=WAIT)
+        assert ran_on == second._threads[0].name
+        assert not first._shared.workers[0].local

@@ -36,6 +36,10 @@ class LocalQueue(Generic[T]):
 
     def pop(self) -> T | None:
         """Owner only: take the newest item, or None when empty."""
+        # Test first: raising IndexError costs more than a task's whole dequeue, and an owner
+        # finds its deque empty on most calls. The try covers a thief taking the last item.
+        if not self._items:
+            return None
         try:
             return self._items.pop()
         except IndexError:
@@ -76,14 +80,13 @@ class InjectQueue(Generic[T]):
 
     def pop(self) -> T | None:
         """Any thread: take the oldest item, background ones only when no other waits."""
-        try:
-            return self._items.popleft()
-        except IndexError:
-            pass
-        try:
-            return self._background.popleft()
-        except IndexError:
-            return None
+        for lane in (self._items, self._background):
+            if lane:  # testing first is cheaper than raising IndexError on an empty lane
+                try:
+                    return lane.popleft()
+                except IndexError:  # another thread took the last item meanwhile
+                    pass
+        return None
 
     def drain(self) -> list[T]:
         """Any thread: take every item, oldest first, background ones last."""

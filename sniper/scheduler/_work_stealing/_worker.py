@@ -7,7 +7,11 @@ Work-search order (rayon's, plus tokio's fairness tick), tried until one step yi
    choice, a prime so the check does not fall into step with periodic workloads.
 1. The worker's own deque, newest first.
 2. Steal the older half of a random sibling's deque, trying each sibling once starting at a
-   random one. The first stolen task runs; the rest go to the thief's own deque.
+   random one (with one sibling, no draw). The first stolen task runs; the rest go to the
+   thief's own deque. A worker registers as searching for this step (see ``_idle``), unless
+   every sibling's deque is empty: then it goes straight to step 3 and registers only if that
+   finds nothing too. A ps submits every task from outside, so this is the common case, and
+   skipping the registration saves two turns of the idle lock per task.
 3. The inject queue, where tasks submitted from outside the workers wait.
 4. Park until woken (see ``_idle`` for the wake-up protocol).
 
@@ -42,8 +46,6 @@ AnyHandle = TaskHandle[Any]
 FAIRNESS_TICKS = 61
 """Every this many tasks, a worker checks the inject queue before its own deque."""
 
-_current = threading.local()
-
 
 class Shared:
     """What the workers of one scheduler share: queues, the idle registry, the random source."""
@@ -57,6 +59,10 @@ class Shared:
     ) -> None:
         self.inject: InjectQueue[AnyHandle] = InjectQueue()
         self.workers = [Worker(index, self) for index in range(count)]
+        # Thread id -> the worker running on it. Looking the submitting thread up here costs
+        # a tenth of a ``threading.local`` attribute that is missing (as it is on the event
+        # loop's thread, which makes most submits).
+        self.worker_on: dict[int, Worker] = {}
         self.idle = Idle([worker.parker for worker in self.workers])
         self.rng = rng
         self.run_task = run_task
@@ -65,8 +71,8 @@ class Shared:
 
     def push(self, handle: AnyHandle) -> None:
         """Queue a task: on the calling worker's own deque, or on the inject queue."""
-        worker = getattr(_current, "worker", None)
-        if worker is not None and worker.shared is self:
+        worker = self.worker_on.get(threading.get_ident())
+        if worker is not None:
             worker.local.push(handle)
         else:
             self.inject.push(handle, background=handle.key.background)
@@ -104,7 +110,8 @@ class Worker:
 
     def run(self) -> None:
         """Run tasks until shutdown; called on the worker's own thread."""
-        _current.worker = self
+        ident = threading.get_ident()
+        self.shared.worker_on[ident] = self
         try:
             while True:
                 task = self._find_task()
@@ -115,7 +122,7 @@ class Worker:
                 elif self._park_or_exit():
                     return
         finally:
-            _current.worker = None
+            del self.shared.worker_on[ident]
 
     def _find_task(self) -> AnyHandle | None:
         """Steps 0-3 of the search order in the module docstring."""
@@ -128,6 +135,12 @@ class Worker:
         if task is not None:
             return task
         if not self.searching:
+            if not any(worker.local for worker in shared.workers):
+                # Step 2 would find nothing. A worker that takes outside work without having
+                # registered suppressed no wake-up, so it has no search to hand on after.
+                task = shared.inject.pop()
+                if task is not None:
+                    return task
             self.searching = True
             shared.idle.start_searching()
         task = self._steal()
@@ -137,10 +150,11 @@ class Worker:
 
     def _steal(self) -> AnyHandle | None:
         workers = self.shared.workers
-        start = self.shared.rng.randrange(len(workers))
+        # With one sibling there is nothing to choose: no draw from the random source.
+        start = self.shared.rng.randrange(len(workers)) if len(workers) > 2 else 0
         for offset in range(len(workers)):
             victim = workers[(start + offset) % len(workers)]
-            if victim is self:
+            if victim is self or not victim.local:
                 continue
             stolen = victim.local.steal_half()
             if stolen:
