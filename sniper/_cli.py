@@ -538,7 +538,7 @@ def _build_parser() -> argparse.ArgumentParser:
         )
     )
     scheduler = benches.add_parser(
-        "scheduler", help="seed_ctr lookup step through every scheduler backend"
+        "scheduler", help="seed_ctr ps step (feed, lookup, push) through every scheduler backend"
     )
     _add_workload(scheduler)
     scheduler.add_argument("--workers", type=_positive_int, default=2)
