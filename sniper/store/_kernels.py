@@ -573,6 +573,8 @@ def pool_rows_any(
     weights: np.ndarray, rows: np.ndarray, offsets: np.ndarray, out: np.ndarray
 ) -> None:
     """:func:`pool_rows` for any dim: the sum goes through ``out[b]`` in memory."""
+    # The prefetch is written out here and in pool_rows16: as one inlined helper the fed
+    # lookup of the huge variable took 2.36 ms instead of 0.49 (`sniper bench store`).
     dim = weights.shape[1]
     n = rows.shape[0]
     for b in range(offsets.shape[0] - 1):
