@@ -100,12 +100,13 @@ class Security:
             return
         _warned.add(host or "")
         where = f"address {host}" if host else "every interface"
+        does = "takes bearer tokens" if side == "server" else "sends its bearer token"
         log.warning(
-            "the %s on %s sends its bearer token without TLS: anyone who can read the "
-            "traffic can reuse it. Give every role tls_cert, tls_key and tls_ca, or keep the "
-            "job on 127.0.0.1",
+            "the %s on %s %s without TLS: anyone who can read the traffic can reuse the "
+            "token. Give every role tls_cert, tls_key and tls_ca, or keep the job on 127.0.0.1",
             side,
             where,
+            does,
         )
 
     def _load_chain(self, context: ssl.SSLContext) -> None:
