@@ -315,8 +315,9 @@ def _ziggurat(layers: int, r: float, v: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 _ZIG_LAYERS = 128
-_ZIG_R = 3.442619855899  # where the tail starts, for 128 layers of equal area _ZIG_V
-_ZIG_X, _ZIG_RATIO = _ziggurat(_ZIG_LAYERS, _ZIG_R, 9.91256303526217e-3)
+_ZIG_R = 3.442619855899  # where the tail starts, for 128 layers of equal area:
+_ZIG_AREA = 9.91256303526217e-3
+_ZIG_X, _ZIG_RATIO = _ziggurat(_ZIG_LAYERS, _ZIG_R, _ZIG_AREA)
 _ZIG_MASK = np.uint64(_ZIG_LAYERS - 1)
 
 
@@ -327,14 +328,15 @@ def _uniform01(x: np.uint64) -> float:
 
 
 @kernel
-def _normal_tail(state: np.uint64, negative: bool) -> tuple[float, np.uint64]:
-    """A draw of the normal beyond ``±_ZIG_R`` (Marsaglia's tail method), and the state."""
+def _normal_tail(state: np.uint64, negative: bool) -> float:
+    """A draw of the normal beyond ``±_ZIG_R`` (Marsaglia's tail method) from ``state``'s
+    stream."""
     while True:
         state += _GOLDEN
         tail = math.log(_uniform01(mix64(state))) / _ZIG_R
         state += _GOLDEN
         if -2.0 * math.log(_uniform01(mix64(state))) >= tail * tail:
-            return (tail - _ZIG_R if negative else _ZIG_R - tail), state
+            return tail - _ZIG_R if negative else _ZIG_R - tail
 
 
 @kernel
@@ -362,7 +364,7 @@ def _ziggurat_rest(x: np.uint64) -> float:
         if abs(u) < _ZIG_RATIO[i]:
             return u * _ZIG_X[i]
         if i == 0:
-            return _normal_tail(state, u < 0.0)[0]
+            return _normal_tail(state, u < 0.0)
         z = u * _ZIG_X[i]
         f0 = math.exp(-0.5 * (_ZIG_X[i] * _ZIG_X[i] - z * z))
         f1 = math.exp(-0.5 * (_ZIG_X[i + 1] * _ZIG_X[i + 1] - z * z))
