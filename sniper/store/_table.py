@@ -364,12 +364,9 @@ class EmbeddingTable(EmbeddingStore):
         stamped but no pending batch holds become evictable again. Always True."""
         start, count = self._meta[shard, k.ROW_START], self._meta[shard, k.ROW_CAPACITY]
         self._stamps[start : start + count] = 0
-        key = (self._token, shard)
-        for batch in self._pinned[shard].values():
-            entry = batch.row_cache.get(key)
-            if entry is not None and entry.pinned:
-                rows = entry.rows
-                self._stamps[rows[rows >= 0]] = entry.seq
+        for _, entry in self._pinned_maps(shard):
+            rows = entry.rows
+            self._stamps[rows[rows >= 0]] = entry.seq
         self._stamped[shard] = True
         return True
 
@@ -520,12 +517,7 @@ class EmbeddingTable(EmbeddingStore):
         for shard in range(self._num_shards):
             with self._op_lock(shard), self._index_lock(shard):
                 self._drain(shard)
-                key = (self._token, shard)
-                rows = [
-                    entry.rows
-                    for batch in self._pinned[shard].values()
-                    if (entry := batch.row_cache.get(key)) is not None and entry.pinned
-                ]
+                rows = [entry.rows for _, entry in self._pinned_maps(shard)]
                 if rows:
                     every = np.concatenate(rows)
                     held += int(np.unique(every[every >= 0]).shape[0])
@@ -550,17 +542,24 @@ class EmbeddingTable(EmbeddingStore):
     def _revoke_pins(self, shard: int) -> bool:
         """Unpin every fed batch's rows in ``shard``, keeping their mappings as a lookup's
         (valid for their push while nothing is evicted); False if there were none."""
-        key = (self._token, shard)
         evictions = int(self._counters[shard, k.EVICTIONS])
         revoked = False
-        for batch in list(self._pinned[shard].values()):
-            entry = batch.row_cache.get(key)
-            if entry is None or not entry.pinned:
-                continue  # a push is applying it right now, and unpins it when done
+        for batch, entry in self._pinned_maps(shard):
             self._unpin(batch, shard, entry)
-            batch.row_cache[key] = RowMap(evictions, entry.rows, 0)
+            batch.row_cache[(self._token, shard)] = RowMap(evictions, entry.rows, 0)
             revoked = True
         return revoked
+
+    def _pinned_maps(self, shard: int) -> list[tuple[ShardedBatch, RowMap]]:
+        """The batches holding pins in ``shard`` with their pinned mappings (the caller holds
+        the shard's locks). A batch whose push is applying it right now has marked its entry
+        closed, and unpins itself when done: it is left out."""
+        key = (self._token, shard)
+        return [
+            (batch, entry)
+            for batch in self._pinned[shard].values()
+            if (entry := batch.row_cache.get(key)) is not None and entry.pinned
+        ]
 
     def lookup_pool(self, signs: ArrayLike, offsets: ArrayLike) -> NDArray[np.float32]:
         batch = self.split(signs, offsets)
