@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import tomli_w
 
+from sniper._bench._report import verdict
 from sniper._bench._torch_peer import import_torch
 from sniper._bench._torchrec_peer import MAX_ROWS, run_torchrec, table_rows, torchrec_python
 from sniper._table import print_table
@@ -189,7 +190,7 @@ def target(peer: str, launcher: str, workload: Workload, scale: float) -> float 
 def _verdict(ratio: float, wanted: float | None) -> str:
     if wanted is None:
         return "-"
-    return f">= {wanted:g}x: " + ("meets" if ratio >= wanted else "MISSES")
+    return f">= {wanted:g}x: {verdict(ratio, wanted)}"
 
 
 def run_launchers(workload: Workload, *, scale: float, batches: int, seed: int) -> None:

@@ -36,7 +36,7 @@ import anyio
 import numpy as np
 from numpy.typing import NDArray
 
-from sniper._bench._report import PeerMissing
+from sniper._bench._report import PeerMissing, verdict
 from sniper._bench._torch_peer import import_torch
 from sniper._table import print_table
 from sniper.cluster._process import ps_command, server_process
@@ -235,7 +235,7 @@ def _ratio_row(name: str, footprint: Footprint, target: float, judged: bool) -> 
         f"{footprint.bytes / 2**20:,.1f}",
         f"{footprint.per_row:.1f}",
         f"{ratio:.2f}x",
-        ("meets" if ratio >= 1 else "MISSES") if judged else "-",
+        verdict(ratio, 1.0) if judged else "-",
     ]
 
 

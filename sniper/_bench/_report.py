@@ -58,6 +58,11 @@ class Comparison:
         return self.peer_s / self.sniper_s
 
 
+def verdict(value: float, target: float) -> str:
+    """``meets`` or ``MISSES``: how every bench marks a figure against its target."""
+    return "meets" if value >= target else "MISSES"
+
+
 def print_comparisons(title: str, peer: str, unit: str, items: Sequence[Comparison]) -> None:
     """Print comparisons with throughput in millions of ``unit`` per second and the ratio."""
     print(f"\n{title}")
@@ -71,7 +76,7 @@ def print_comparisons(title: str, peer: str, unit: str, items: Sequence[Comparis
             f"{c.work / c.peer_s / 1e6:.1f}",
             f"{c.ratio:.2f}x",
             f">= {c.target:g}x",
-            "meets" if c.ratio >= c.target else "MISSES",
+            verdict(c.ratio, c.target),
         ]
         for c in items
     ]

@@ -34,7 +34,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sniper._bench._local import Batch, make_batches, make_tables, shards_for
-from sniper._bench._report import parallel_capacity
+from sniper._bench._report import parallel_capacity, verdict
 from sniper._table import print_table
 from sniper.data._workload import Workload
 from sniper.roles import PsEngine
@@ -273,20 +273,18 @@ def rows(results: list[BackendResult], capacity: float, workers: int) -> list[Ro
         speedup = baseline / r.percentile(50)
         share = speedup / capacity
         if r.backend == "inline":
-            target, verdict = "baseline", ""
+            target, judged = "baseline", ""
         elif r.lock != "shard" or r.backend not in SCHEDULER_NAMES:
-            target, verdict = "-", ""
+            target, judged = "-", ""
         elif r.backend in CAPACITY_TARGET:
             goal = CAPACITY_TARGET[r.backend]
             target = f">= {goal:.0%} of capacity"
-            if capacity < BUSY_CAPACITY * workers:
-                verdict = "machine busy"
-            else:
-                verdict = "meets" if share >= goal else "MISSES"
+            busy = capacity < BUSY_CAPACITY * workers
+            judged = "machine busy" if busy else verdict(share, goal)
         else:
             target = f">= {SLOWDOWN_LIMIT}x"
-            verdict = "meets" if speedup >= SLOWDOWN_LIMIT else "MISSES"
-        lines.append(Row(r, speedup, share, target, verdict))
+            judged = verdict(speedup, SLOWDOWN_LIMIT)
+        lines.append(Row(r, speedup, share, target, judged))
     return lines
 
 
