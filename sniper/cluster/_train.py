@@ -480,7 +480,7 @@ def _run_training(
     ``died()`` says a server this launcher started is gone (worth a restart)."""
     try:
         # grpclib runs on asyncio: the gRPC transport picks the backend.
-        return anyio.run(job, backend="asyncio")
+        report, signum = anyio.run(_until_signalled, job, backend="asyncio")
     except TrainingError as exc:
         if died():
             raise _ServerDied(exc, exc.steps) from exc
@@ -492,6 +492,46 @@ def _run_training(
         if interrupt is not None:
             raise interrupt from None
         raise
+    finally:
+        # The loop's signal handling is gone with it; SIGTERM unwinds the launcher again.
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    if report is None:
+        raise KeyboardInterrupt if signum == signal.SIGINT else SystemExit(128 + signum)
+    return report
+
+
+async def _until_signalled(
+    job: Callable[[], Awaitable[TrainReport]],
+) -> tuple[TrainReport | None, int]:
+    """Run ``job``; a SIGTERM or SIGINT meanwhile cancels it: ``(None, the signal)``.
+
+    Why not let the signal raise where it lands: an exception thrown into whatever bytecode
+    the main thread runs can stop the event loop before it runs the callbacks that stop
+    anyio's worker threads, and the process then waits for them forever (CI saw a
+    SIGTERMed ``sniper train`` hang so). Cancelling unwinds every task at an ``await``.
+    """
+    outcome: list[TrainReport | Exception] = []
+    received: list[int] = []
+    async with anyio.create_task_group() as group:
+
+        async def watch() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for signum in signals:
+                    received.append(signum)
+                    group.cancel_scope.cancel()
+
+        group.start_soon(watch)
+        try:
+            outcome.append(await job())
+        except Exception as exc:  # raised below as it is, not wrapped in the group's
+            outcome.append(exc)
+        finally:
+            group.cancel_scope.cancel()
+    if received:
+        return None, received[0]
+    if isinstance(outcome[0], Exception):
+        raise outcome[0]
+    return outcome[0], 0
 
 
 def _run_on_ray(config: TrainConfig, plan: TrainPlan, resume: JobCheckpoint | None) -> TrainReport:

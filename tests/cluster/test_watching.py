@@ -68,7 +68,13 @@ def test_every_role_is_scraped_while_it_trains_and_the_counters_move(tmp_path: P
         second = {role: samples(url) for role, url in urls.items()}
     finally:
         launcher.send_signal(signal.SIGTERM)
-        launcher.communicate(timeout=60)
+        try:
+            launcher.communicate(timeout=60)
+        finally:
+            if launcher.poll() is None:  # hung: kill it, so it cannot outlive the test
+                launcher.kill()
+                launcher.communicate()
+    assert launcher.returncode == 128 + signal.SIGTERM
 
     def moved(server: str, name: str, **labels: str) -> bool:
         return value(second[server], name, **labels) > value(first[server], name, **labels)
