@@ -10,7 +10,7 @@ trainer pushes back to the ps.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -125,19 +125,30 @@ class DenseModel:
             activations.append(h)
         return h[:, 0], activations
 
-    def backward(self, activations: list[F32], d_logits: F32) -> F32:
-        """Apply one Adam step for ``d(loss)/d(logits)``; return ``d(loss)/d(input)``."""
+    def backward(
+        self, activations: list[F32], d_logits: F32, columns: Sequence[tuple[int, int]]
+    ) -> list[F32]:
+        """Apply one Adam step for ``d(loss)/d(logits)``; return ``d(loss)/d(input)`` of each
+        ``(start, stop)`` range of input columns, each its own C-contiguous array.
+
+        Why ranges: the trainer pushes each variable's gradient as a contiguous array. One
+        product per range writes it so directly, where the whole ``d(input)`` sliced and copied
+        moved every byte twice (1.9 against 1.5 ms a seed_ctr batch), and columns no range asks
+        for (the dense features') are never computed.
+        """
         grad = d_logits[:, None].astype(np.float32)
         weight_grads: list[F32] = []
         bias_grads: list[F32] = []
-        for i in range(len(self.weights) - 1, -1, -1):
-            inputs = activations[i]
-            weight_grads.append(inputs.T @ grad)
+        for i in range(len(self.weights) - 1, 0, -1):
+            weight_grads.append(activations[i].T @ grad)
             bias_grads.append(grad.sum(axis=0))
             grad = grad @ self.weights[i].T
-            if i > 0:
-                grad *= activations[i] > 0
+            grad *= activations[i] > 0
+        weight_grads.append(activations[0].T @ grad)
+        bias_grads.append(grad.sum(axis=0))
+        first = self.weights[0]
+        d_input = [grad @ first[start:stop].T for start, stop in columns]  # before Adam moves it
         weight_grads.reverse()
         bias_grads.reverse()
         self._adam.step([*self.weights, *self.biases], [*weight_grads, *bias_grads], self._moments)
-        return grad
+        return d_input

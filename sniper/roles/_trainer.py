@@ -426,13 +426,11 @@ class Trainer:
         loss = log_loss(labels, probs)
         train_auc.update(labels, probs)
         d_input = self.model.backward(
-            activations, ((probs - labels) / len(labels)).astype(np.float32)
+            activations,
+            ((probs - labels) / len(labels)).astype(np.float32),
+            list(self._columns.values()),
         )
-        grads = {
-            name: np.ascontiguousarray(d_input[:, start:stop])
-            for name, (start, stop) in self._columns.items()
-        }
-        return loss, grads
+        return loss, dict(zip(self._columns, d_input, strict=True))
 
     async def _evaluate(self, ready: _Ready, report: TrainReport) -> None:
         probs = await anyio.to_thread.run_sync(self.predict, ready.pooled, ready.dense)
