@@ -518,7 +518,10 @@ async def _until_signalled(
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                 async for signum in signals:
                     received.append(signum)
-                    group.cancel_scope.cancel()
+                    break
+            # A second signal while the job unwinds raises where it lands, as before.
+            signal.signal(signal.SIGTERM, _exit_on_sigterm)
+            group.cancel_scope.cancel()
 
         group.start_soon(watch)
         try:
