@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+# Imported at collection, not first inside a test: on import hypothesis runs trio's plugin
+# hook, whose register_random warns, and under filterwarnings = error a test that happened
+# to import hypothesis first (tests/test_bench_profile.py alone) failed on that warning.
+import hypothesis  # noqa: F401
 import pytest
 
 
