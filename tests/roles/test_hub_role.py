@@ -13,8 +13,9 @@ import pytest
 
 from sniper.data import SyntheticCtr, load_workload
 from sniper.roles import BatchId, HubConfig, HubRole, PsCluster, PsEngine, PsRole, Unavailable
-from sniper.rpc import Sample, Signs, variable_request
+from sniper.rpc import Sample, Signs
 from sniper.scheduler import open_scheduler
+from tests.roles._roles import created
 
 pytestmark = pytest.mark.anyio
 
@@ -33,13 +34,6 @@ async def read(hub: HubRole) -> Sample | None:
     if sample is not None:
         assert await hub.acknowledge([sample.batch_id]) == 1
     return sample
-
-
-async def created(role: PsRole, reader: SyntheticCtr) -> PsRole:
-    """``role`` with a small table for every variable of ``reader``."""
-    for name in reader.variables:
-        await role.create_variable(variable_request(name, 4, 10_000))
-    return role
 
 
 async def test_batches_are_handed_out_in_reading_order_and_the_end_reaches_all() -> None:

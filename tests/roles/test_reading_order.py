@@ -4,7 +4,6 @@ run resumed from the trainer's state continues exactly where the interrupted one
 
 from __future__ import annotations
 
-import random
 from collections.abc import Mapping
 
 import anyio
@@ -16,7 +15,6 @@ from sniper.data import SyntheticCtr, load_workload
 from sniper.roles import (
     BatchId,
     HubConfig,
-    HubRole,
     PsCluster,
     PsEngine,
     PsRole,
@@ -24,8 +22,8 @@ from sniper.roles import (
     TrainerConfig,
     TrainReport,
 )
-from sniper.rpc import Sample, variable_request
 from sniper.scheduler import open_scheduler
+from tests.roles._roles import JitteryHub, created
 
 pytestmark = pytest.mark.anyio
 NUM_HUBS = 2
@@ -42,14 +40,6 @@ class RecordingPs(PsRole):
         return await super().push_grad(batch_id, grads)
 
 
-class JitteryHub(HubRole):
-    """A real hub whose answers take a random 0-10 ms, so concurrent reads finish out of order."""
-
-    async def read_sample(self) -> Sample | None:
-        await anyio.sleep(random.random() * 0.01)
-        return await super().read_sample()
-
-
 async def train(
     reader: SyntheticCtr,
     max_steps: int = 0,
@@ -62,8 +52,7 @@ async def train(
     async with open_scheduler("inline", workers=1) as scheduler:
         ps = RecordingPs(PsEngine(scheduler))
         ps.pushed = []
-        for name in reader.variables:
-            await ps.create_variable(variable_request(name, 4, 10_000))
+        await created(ps, reader)
         cluster = PsCluster([ps])
         hubs = []
         for index in range(NUM_HUBS):

@@ -12,9 +12,10 @@ import pytest
 from numpy.typing import NDArray
 
 from sniper.data import SyntheticCtr, load_workload
-from sniper.roles import HubConfig, HubRole, PsCluster, PsEngine, PsRole, Trainer, TrainerConfig
-from sniper.rpc import Pooled, Sample, variable_request
+from sniper.roles import HubConfig, PsCluster, PsEngine, PsRole, Trainer, TrainerConfig
+from sniper.rpc import Pooled
 from sniper.scheduler import open_scheduler
+from tests.roles._roles import JitteryHub, created
 
 pytestmark = pytest.mark.anyio
 NUM_HUBS = 2
@@ -39,10 +40,8 @@ class LoggingPs(PsRole):
         return applied
 
 
-class JitteryHub(HubRole):
-    async def read_sample(self) -> Sample | None:
-        await anyio.sleep(random.random() * 0.003)
-        return await super().read_sample()
+class QuickJitteryHub(JitteryHub):
+    delay = 0.003
 
 
 async def lookups_and_pushes(max_staleness: int, eval_every: int) -> list[tuple[str, int]]:
@@ -52,11 +51,13 @@ async def lookups_and_pushes(max_staleness: int, eval_every: int) -> list[tuple[
     async with open_scheduler("work_stealing", workers=2) as scheduler:
         ps = LoggingPs(PsEngine(scheduler))
         ps.log = []
-        for name in reader.variables:
-            await ps.create_variable(variable_request(name, 4, 10_000))
+        await created(ps, reader)
         cluster = PsCluster([ps])
         hubs = [
-            (f"hub-{i}", JitteryHub(reader, cluster, HubConfig(hub_index=i, num_hubs=NUM_HUBS)))
+            (
+                f"hub-{i}",
+                QuickJitteryHub(reader, cluster, HubConfig(hub_index=i, num_hubs=NUM_HUBS)),
+            )
             for i in range(NUM_HUBS)
         ]
         config = TrainerConfig(
