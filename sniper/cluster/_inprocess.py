@@ -5,10 +5,11 @@ through HTTP/2 framing, protobuf codecs and a socket, and the four processes sha
 with the kernel's scheduler between them. Here the ps, the hubs and the trainer are actors of
 one event loop that pass their arrays to each other as they are (``sniper.transport``'s
 in-process transport): no bytes are encoded, copied or sent. The store's kernels release the
-GIL and run on the threads of one scheduler that every ps shares, the hubs read their data on
-worker threads and the dense model's BLAS releases the GIL too, so the cores still work in
-parallel (with the ``inline`` scheduler, though, a ps's kernels run on the loop and hold up
-every role).
+GIL and run on the threads of one scheduler that every ps shares, and the dense model runs on
+a worker thread whose BLAS releases the GIL too, so the cores still work in parallel (with the
+``inline`` scheduler, though, a ps's kernels run on the loop and hold up every role). The hubs
+read their data on the loop itself (``HubConfig.read_on_loop``): one thread fewer taking turns
+at the GIL.
 
 The shared scheduler has the threads the ps would have had between them: a batch's work is
 rarely split evenly between ps (ps 0 of seed_ctr gets 1.7x the signs of ps 1), and a thread
@@ -121,7 +122,12 @@ def _ps_settings(config: TrainConfig) -> PsSettings:
 
 
 def _hub_config(config: TrainConfig, index: int, resume: JobCheckpoint | None) -> HubConfig:
-    return HubConfig(**fields_of(config, HubSettings), hub_index=index, **_start(resume, index))
+    return HubConfig(
+        **fields_of(config, HubSettings),
+        hub_index=index,
+        read_on_loop=True,
+        **_start(resume, index),
+    )
 
 
 async def run_until_stopped(hub: HubRole, stop: anyio.CancelScope) -> None:

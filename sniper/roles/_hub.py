@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 import numpy as np
 from grpclib.const import Status
@@ -101,6 +102,13 @@ class HubConfig(HubSettings):
     """Resume here: batches of earlier epochs, and of this epoch before ``start_index``, are
     read past (they were trained before the checkpoint)."""
     start_index: int = 0
+    read_on_loop: bool = False
+    """Read each batch on the event loop's thread instead of a worker thread. A hub of its own
+    process reads on a thread, so its loop goes on sending FeedSample and answering ReadSample
+    while a batch decodes. The one-process job reads on the loop, which serves every role of
+    the process: the read then waits its turn between the roles' coroutines instead of running
+    beside them, and the threads that hold the GIL in turn are one fewer (at scale 0.02, a
+    third fewer context switches and 8-14% more examples/s; at 1.0 the same)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -177,6 +185,13 @@ class HubRole:
         except Exception as exc:  # whatever the reader raises, it is about the data
             raise DataError(f"{type(exc).__name__}: {exc}" if str(exc) else repr(exc)) from exc
 
+    async def _read(self, stream: Iterator[tuple[int, Any]]) -> tuple[int, Any] | None:
+        """The next batch, read where :attr:`HubConfig.read_on_loop` says."""
+        if self.config.read_on_loop:
+            await anyio.lowlevel.checkpoint()  # a cancelled hub stops here, as on a thread
+            return self._next(stream)
+        return await anyio.to_thread.run_sync(self._next, stream)
+
     async def _produce(self) -> BaseException | None:
         """Feed every batch, ``max_in_flight`` at a time; the first failure, or None.
 
@@ -193,7 +208,7 @@ class HubRole:
         async with anyio.create_task_group() as feeds:
             while not failures:
                 try:
-                    item = await anyio.to_thread.run_sync(self._next, stream)
+                    item = await self._read(stream)
                 except DataError as exc:
                     failures.append(exc)
                     break
