@@ -36,12 +36,20 @@ async def read(hub: HubRole) -> Sample | None:
     return sample
 
 
-async def test_batches_are_handed_out_in_reading_order_and_the_end_reaches_all() -> None:
+# A hub of its own process reads on a worker thread; the one-process job's hubs read on the loop.
+on_loop = pytest.mark.parametrize("read_on_loop", [False, True], ids=["thread", "loop"])
+
+
+@on_loop
+async def test_batches_are_handed_out_in_reading_order_and_the_end_reaches_all(
+    read_on_loop: bool,
+) -> None:
     workload = load_workload("seed_ctr")
     reader = SyntheticCtr(workload, num_batches=30, scale=0.01, seed=1, batch_size=64)
     async with open_scheduler("thread_pool", workers=2) as scheduler:
         ps = await created(SlowFeeds(PsEngine(scheduler)), reader)
-        hub = HubRole(reader, PsCluster([ps]), HubConfig(epochs=2, max_in_flight=8))
+        config = HubConfig(epochs=2, max_in_flight=8, read_on_loop=read_on_loop)
+        hub = HubRole(reader, PsCluster([ps]), config)
         got: list[BatchId] = []
         async with anyio.create_task_group() as group:
             group.start_soon(hub.run)
@@ -56,12 +64,13 @@ async def test_batches_are_handed_out_in_reading_order_and_the_end_reaches_all()
         hub.close()
 
 
-async def test_a_cancelled_hub_tells_its_readers_it_shut_down() -> None:
+@on_loop
+async def test_a_cancelled_hub_tells_its_readers_it_shut_down(read_on_loop: bool) -> None:
     workload = load_workload("seed_ctr")
     reader = SyntheticCtr(workload, num_batches=1000, scale=0.01, seed=1, batch_size=64)
     async with open_scheduler("inline", workers=1) as scheduler:
         ps = await created(PsRole(PsEngine(scheduler)), reader)
-        hub = HubRole(reader, PsCluster([ps]), HubConfig(queue_size=2))
+        hub = HubRole(reader, PsCluster([ps]), HubConfig(queue_size=2, read_on_loop=read_on_loop))
         async with anyio.create_task_group() as group:
             group.start_soon(hub.run)
             assert await read(hub) is not None
