@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from sniper.cluster._inprocess import _hub_config
+from sniper.cluster._train import TrainConfig
+from sniper.roles import HubConfig
 from tests.cluster._sniper import sniper
 
 JOB = """\
@@ -64,3 +67,12 @@ def test_inprocess_starts_its_own_roles(tmp_path: Path) -> None:
     (tmp_path / "job.toml").write_text(JOB + 'launcher = "inprocess"\n')
     again = sniper(tmp_path, "train", "--config", "job.toml", "--hub", "h:1")
     assert again.returncode == 2 and "launcher inprocess starts its own" in again.stderr
+
+
+def test_the_hubs_of_one_process_read_on_its_loop() -> None:
+    """The one-process job's hubs read on the loop every role shares (one thread fewer at the
+    GIL: docs/benchmarks.md, the eleventh session); a hub of its own process, on a thread."""
+    config = TrainConfig(num_hubs=2)
+    hubs = [_hub_config(config, index, None) for index in range(2)]
+    assert [(hub.hub_index, hub.read_on_loop) for hub in hubs] == [(0, True), (1, True)]
+    assert not HubConfig().read_on_loop
