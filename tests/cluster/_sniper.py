@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -17,3 +19,16 @@ def sniper(cwd: Path, *args: str, timeout: float = 240) -> subprocess.CompletedP
         timeout=timeout,
         check=False,
     )
+
+
+@contextmanager
+def reaped(process: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
+    """``process``, killed and waited for on the way out if it is still running: a child that
+    hangs fails its own test instead of outliving it (a hung ``sniper train`` once failed the
+    next test on its open pipes)."""
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()

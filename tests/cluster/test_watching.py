@@ -17,6 +17,8 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.cluster._sniper import reaped
+
 SMALL = (
     'scale = 0.01\nnum_batches = {batches}\nhidden = [16]\nstats_interval = 1\noutput = "r.json"\n'
 )
@@ -68,12 +70,8 @@ def test_every_role_is_scraped_while_it_trains_and_the_counters_move(tmp_path: P
         second = {role: samples(url) for role, url in urls.items()}
     finally:
         launcher.send_signal(signal.SIGTERM)
-        try:
+        with reaped(launcher):
             launcher.communicate(timeout=60)
-        finally:
-            if launcher.poll() is None:  # hung: kill it, so it cannot outlive the test
-                launcher.kill()
-                launcher.communicate()
     assert launcher.returncode == 128 + signal.SIGTERM
 
     def moved(server: str, name: str, **labels: str) -> bool:

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cluster._sniper import reaped
+
 SMALL = """
 scale = 0.01
 num_batches = {batches}
@@ -95,7 +97,7 @@ def test_small_cluster_trains_and_loss_decreases(tmp_path: Path) -> None:
 def test_killing_a_hub_fails_the_run_clearly_and_leaves_no_process(tmp_path: Path) -> None:
     config, _ = write_config(tmp_path, batches=100_000, launcher="local")
     train = start_train(config)
-    try:
+    with reaped(train):
         servers = wait_for_servers(train.pid)
         hubs = [
             p for p in servers if "/hub-0.toml" in (Path("/proc") / str(p) / "cmdline").read_text()
@@ -105,10 +107,6 @@ def test_killing_a_hub_fails_the_run_clearly_and_leaves_no_process(tmp_path: Pat
         time.sleep(3)  # let training run for a while
         os.kill(hub_pid, signal.SIGKILL)
         _, stderr = train.communicate(timeout=120)
-    finally:
-        if train.poll() is None:
-            train.kill()
-            train.wait()
     assert train.returncode != 0
     assert "sniper: error: hub 127.0.0.1:" in stderr
     assert "failed on ReadSample" in stderr
@@ -178,15 +176,11 @@ def test_max_steps_stops_early_without_hanging(tmp_path: Path) -> None:
 def test_sigterm_to_train_stops_every_server(tmp_path: Path) -> None:
     config, _ = write_config(tmp_path, batches=100_000, launcher="local")
     train = start_train(config)
-    try:
+    with reaped(train):
         servers = wait_for_servers(train.pid)
         time.sleep(2)
         train.send_signal(signal.SIGTERM)
         train.communicate(timeout=120)
-    finally:
-        if train.poll() is None:
-            train.kill()
-            train.wait()
     assert train.returncode == 128 + signal.SIGTERM
     deadline = time.monotonic() + 10
     while any(alive(pid) for pid in servers) and time.monotonic() < deadline:
@@ -206,7 +200,7 @@ def test_a_signal_stops_the_one_process_job_promptly(
     were told to stop, and the process then never exited (seen in CI, 1 run in 30 here)."""
     config, _ = write_config(tmp_path, batches=100_000, launcher="inprocess")
     train = start_train(config)
-    try:
+    with reaped(train):
         assert train.stderr is not None
         while not (line := train.stderr.readline()).startswith("step "):
             assert line, train.communicate(timeout=30)
@@ -215,10 +209,6 @@ def test_a_signal_stops_the_one_process_job_promptly(
         start = time.monotonic()
         train.communicate(timeout=60)
         stopped_in = time.monotonic() - start
-    finally:
-        if train.poll() is None:
-            train.kill()
-            train.communicate()
     assert train.returncode == status
     assert stopped_in < 30, f"{stopped_in:.1f} s from the signal to the exit"
 
