@@ -389,9 +389,7 @@ class EmbeddingTable(EmbeddingStore):
             )
         if not 0 <= shard < self._num_shards:
             raise IndexError(f"shard {shard} out of range [0, {self._num_shards})")
-        bounds = batch.shard_offsets[shard]
-        lo, hi = int(bounds[0]), int(bounds[-1])
-        return batch.signs[lo:hi], bounds - lo
+        return batch.shard_view(shard)
 
     def lookup_shard(self, batch: ShardedBatch, shard: int) -> NDArray[np.float32]:
         signs, offsets = self._shard_view(batch, shard)
@@ -737,14 +735,17 @@ def _check_batch(
             f"got dtype {raw.dtype} and shape {raw.shape}"
         )
     offsets_i64 = np.ascontiguousarray(raw, dtype=np.int64)
-    if offsets_i64[0] != 0:
-        raise ValueError(f"offsets[0] must be 0, got {offsets_i64[0]}")
-    if offsets_i64[-1] != signs_u64.shape[0]:
+    first, last = int(offsets_i64[0]), int(offsets_i64[-1])
+    if first != 0:
+        raise ValueError(f"offsets[0] must be 0, got {first}")
+    if last != signs_u64.shape[0]:
+        raise ValueError(f"offsets[-1] must equal len(signs) = {signs_u64.shape[0]}, got {last}")
+    decrease = k.first_decrease(offsets_i64)
+    if decrease >= 0:
         raise ValueError(
-            f"offsets[-1] must equal len(signs) = {signs_u64.shape[0]}, got {offsets_i64[-1]}"
+            f"offsets must be non-decreasing, but offsets[{decrease}] = "
+            f"{offsets_i64[decrease]} < offsets[{decrease - 1}] = {offsets_i64[decrease - 1]}"
         )
-    if offsets_i64.shape[0] > 1 and np.any(np.diff(offsets_i64) < 0):
-        raise ValueError("offsets must be non-decreasing")
     return signs_u64, offsets_i64
 
 

@@ -151,7 +151,11 @@ def test_a_refused_batch_evicts_nothing() -> None:
         (np.array([[1]], dtype=np.uint64), [0, 1], r"signs must be 1-D, got shape \(1, 1\)"),
         (u64(1, 2), [1, 2], r"offsets\[0\] must be 0, got 1"),
         (u64(1, 2), [0, 3], r"offsets\[-1\] must equal len\(signs\) = 2, got 3"),
-        (u64(1, 2), [0, 2, 1, 2], r"offsets must be non-decreasing"),
+        (
+            u64(1, 2),
+            [0, 2, 1, 2],
+            r"offsets must be non-decreasing, but offsets\[2\] = 1 < offsets\[1\] = 2",
+        ),
         (u64(1, 2), np.array([0.0, 2.0]), r"offsets must be a 1-D integer array"),
         (u64(1, 2), [], r"offsets must be a 1-D integer array"),
     ],
@@ -299,6 +303,19 @@ def test_split_puts_each_sign_in_the_shard_hashing_names(shards: int) -> None:
         lo, hi = batch.shard_offsets[shard, 0], batch.shard_offsets[shard, -1]
         assert (shard_of(batch.signs[lo:hi], shards) == shard).all()
     assert sorted(batch.signs.tolist()) == sorted(signs.tolist())
+
+
+def test_a_shard_view_is_the_shards_signs_with_offsets_from_zero_and_is_kept() -> None:
+    table = EmbeddingTable(4, capacity=1000, optimizer=SGD(0.1), num_shards=3)
+    signs = np.arange(1, 301, dtype=np.uint64)
+    batch = table.split(signs, np.array([0, 120, 120, 300], dtype=np.int64))
+    for shard in range(3):
+        lo, hi = batch.shard_offsets[shard, 0], batch.shard_offsets[shard, -1]
+        view_signs, view_offsets = batch.shard_view(shard)
+        assert view_signs.tolist() == batch.signs[lo:hi].tolist()
+        assert view_offsets.tolist() == (batch.shard_offsets[shard] - lo).tolist()
+        assert batch.shard_size(shard) == hi - lo
+        assert batch.shard_view(shard)[0] is view_signs  # made once, then kept
 
 
 def test_normal_initial_values_follow_the_normal_into_its_tails() -> None:
