@@ -548,13 +548,19 @@ def find_rows(
 
 
 @kernel
-def pool_rows(weights: np.ndarray, rows: np.ndarray, offsets: np.ndarray, out: np.ndarray) -> None:
-    """``out[b] += sum(weights[rows[j]] for j in example b)``, skipping negative rows.
+def pool_rows(
+    weights: np.ndarray, rows: np.ndarray, offsets: np.ndarray, out: np.ndarray, add: bool = True
+) -> None:
+    """``out[b] += sum(weights[rows[j]] for j in example b)``, skipping negative rows; with
+    ``add=False``, ``out`` is zeroed first (here, without the GIL: a lookup hands in
+    ``np.empty``, where ``np.zeros`` cost a small variable's lookup 2-8 us holding it).
 
     ``weights`` and ``out`` are C-contiguous. Rows of dim 16 are summed in registers
     (:func:`pool_rows16`), any other dim by :func:`pool_rows_any`; both add an example's rows
     to ``out[b]`` one at a time in the order of its signs, so their results are the same bits.
     """
+    if not add:
+        out[:] = 0
     if weights.shape[1] == LANES:
         pool_rows16(weights, rows, offsets, out)
     else:
@@ -633,13 +639,16 @@ def sum_by_row(
     slot_of_row: np.ndarray,
     counters: np.ndarray,
     shard: int,
-) -> tuple[np.ndarray, np.ndarray, int]:
+) -> tuple[np.ndarray, np.ndarray, int, float]:
     """Sum the gradients of each distinct row of a ragged batch, in one pass.
 
     Sign ``j`` of example ``b`` (row ``rows[j]``) contributes ``grads[b]``. Returns
-    ``(unique_rows, summed, n)``: the first ``n`` entries of both are the distinct rows, in the
-    order they first appear, and their summed gradients. A sign without a row (-1: not admitted)
-    has its gradient dropped and counted.
+    ``(unique_rows, summed, n, largest)``: the first ``n`` entries of both are the distinct
+    rows, in the order they first appear, and their summed gradients; ``largest`` is the
+    largest ``|summed|`` (NaN if any is NaN), which tells the optimizer whether its update
+    needs the finite check (found here, without the GIL, over the summed rows alone: as a
+    separate call over all of ``grads`` it cost a small variable's push 6 us). A sign without a
+    row (-1: not admitted) has its gradient dropped and counted.
 
     Each distinct row's position in ``summed`` lives in ``slot_of_row`` (tagged with ``MARK``)
     while the call runs, and the saved slots are put back before it returns, so deduplication
@@ -675,7 +684,7 @@ def sum_by_row(
     for i in range(n):
         slot_of_row[unique_rows[i]] = saved[i]
     counters[shard, DROPPED_GRADIENTS] += dropped
-    return unique_rows, summed, n
+    return unique_rows, summed, n, max_abs(summed[:n].reshape(-1))
 
 
 @kernel

@@ -141,6 +141,7 @@ class EmbeddingTable(EmbeddingStore):
         capacity, shards = self._capacity, self._num_shards
         row_caps = np.full(shards, capacity // shards, dtype=np.int64)
         row_caps[: capacity % shards] += 1
+        self._smallest_shard = int(row_caps.min())
         slot_counts = np.ceil(row_caps / MAX_LOAD_FACTOR).astype(np.int64) + 1
         self._meta = np.zeros((shards, k.META_FIELDS), dtype=np.int64)
         self._meta[:, k.ROW_CAPACITY] = row_caps
@@ -248,8 +249,11 @@ class EmbeddingTable(EmbeddingStore):
         ran out of rows half-way would already have evicted rows for its first signs, and no
         failed call may change a table. Only a shard with more signs than rows can be over,
         so the distinct count is taken for those alone: a table sized for its batches pays
-        one comparison per shard.
+        one comparison per shard, and a batch with no more signs than the smallest shard has
+        rows, none.
         """
+        if batch.signs.shape[0] <= self._smallest_shard:
+            return
         for shard in range(batch.num_shards):
             capacity = int(self._meta[shard, k.ROW_CAPACITY])
             if batch.shard_size(shard) <= capacity:
@@ -393,12 +397,13 @@ class EmbeddingTable(EmbeddingStore):
 
     def lookup_shard(self, batch: ShardedBatch, shard: int) -> NDArray[np.float32]:
         signs, offsets = self._shard_view(batch, shard)
-        out = np.zeros((batch.batch_size, self._dim), dtype=np.float32)
+        out = np.empty((batch.batch_size, self._dim), dtype=np.float32)
         with self._op_lock(shard):
             rows = self._rows_for_lookup(batch, shard, signs)
             if self.pooling == "fused":
-                k.pool_rows(self._weights, rows, offsets, out)
+                k.pool_rows(self._weights, rows, offsets, out, False)
             else:
+                out[:] = 0
                 k.pool_gathered(k.gather_rows(self._weights, rows), offsets, out)
         return out
 
@@ -447,12 +452,9 @@ class EmbeddingTable(EmbeddingStore):
         with self._op_lock(shard):
             rows, mapped = self._rows_for_push(batch, shard, signs)
             with self._index_lock(shard):
-                unique_rows, summed, n = k.sum_by_row(
+                unique_rows, summed, n, largest = k.sum_by_row(
                     rows, offsets, grads, self._slot_of_row, self._counters, shard
                 )
-            # A summed gradient is at most the batch's largest times the signs summed: a
-            # bound found on [batch, dim], far fewer values than the summed rows.
-            largest = k.max_abs(grads.reshape(-1)) * signs.shape[0]
             left = self.optimizer.apply(
                 self._weights,
                 self._state,

@@ -199,6 +199,19 @@ def test_an_update_that_would_overflow_leaves_its_row_and_is_counted(optimizer: 
     assert np.isfinite(exported.state).all()
 
 
+def test_gradients_that_overflow_only_once_summed_leave_their_row() -> None:
+    """Each of the two occurrences' gradient is finite; their sum for the one row is Inf."""
+    table = EmbeddingTable(4, capacity=64, optimizer=Adagrad(lr=0.1))
+    signs, offsets = u64(5, 5, 6), np.array([0, 1, 2, 3])
+    before = table.lookup_pool(signs, offsets).copy()
+    grads = np.array([[3e38] * 4, [3e38] * 4, [0.5] * 4], dtype=np.float32)
+    table.push_grad(signs, offsets, grads)
+    after = table.lookup_pool(signs, offsets)
+    np.testing.assert_array_equal(after[0], before[0])
+    assert not np.array_equal(after[2], before[2])
+    assert table.statistics().nonfinite_updates == 1
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
