@@ -159,9 +159,9 @@ class PsEngine:
         if not self.map_at_feed:
             return []
         parts = [
-            _Part(name, self.table(name), batch, shard, batch.shard_size(shard))
+            _Part(name, self.table(name), batch, shard, size)
             for name, batch in held
-            for shard in range(batch.num_shards)
+            for shard, size in enumerate(batch.shard_sizes)
         ]
         # Background: a lookup or push the trainer waits for goes first (work_stealing); a
         # lookup that comes before its batch's pins maps the rows itself, and the pins skip.
@@ -318,8 +318,8 @@ class PsEngine:
                 raise self._missing(batch_id, name)
             batch = entry[0]
             parts += [
-                _Part(name, table, batch, shard, batch.shard_size(shard))
-                for shard in range(batch.num_shards)
+                _Part(name, table, batch, shard, size)
+                for shard, size in enumerate(batch.shard_sizes)
             ]
         return parts
 

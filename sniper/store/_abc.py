@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import NamedTuple
 
 import numpy as np
@@ -137,7 +138,13 @@ class ShardedBatch:
 
     def shard_size(self, shard: int) -> int:
         """Signs that fall into ``shard``: a measure of that shard task's work."""
-        return int(self.shard_view(shard)[0].shape[0])
+        return self.shard_sizes[shard]
+
+    @cached_property
+    def shard_sizes(self) -> tuple[int, ...]:
+        """:meth:`shard_size` of every shard, found once: each request plans its tasks by
+        them."""
+        return tuple((self.shard_offsets[:, -1] - self.shard_offsets[:, 0]).tolist())
 
 
 class EmbeddingStore(ABC):
