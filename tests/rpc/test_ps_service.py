@@ -117,7 +117,11 @@ async def test_unknown_names_get_not_found_and_change_nothing() -> None:
             "offsets[-1] must equal len(signs) = 6, got 7",
         ),
         (SIGNS, np.array([1, 3, 6], dtype=np.int64), "offsets[0] must be 0, got 1"),
-        (SIGNS, np.array([0, 4, 3, 6], dtype=np.int64), "offsets must be non-decreasing"),
+        (
+            SIGNS,
+            np.array([0, 4, 3, 6], dtype=np.int64),
+            "offsets must be non-decreasing, but offsets[2] = 3 < offsets[1] = 4",
+        ),
     ],
 )
 async def test_bad_feed_is_invalid_argument(
