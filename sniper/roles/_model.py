@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from sniper.roles._dense_kernels import adam_update
 from sniper.rpc._api import Pooled
 
 __all__ = ["DenseModel", "Predictor", "sigmoid"]
@@ -47,9 +48,25 @@ class _Adam:
         c1 = 1 - self.beta1**self.t
         c2 = 1 - self.beta2**self.t
         for p, g, (m, v) in zip(params, grads, moments, strict=True):
-            m[...] = self.beta1 * m + (1 - self.beta1) * g
-            v[...] = self.beta2 * v + (1 - self.beta2) * g * g
-            p[...] -= (self.lr / c1) * m / (np.sqrt(v / c2) + self.eps)
+            adam_update(
+                _flat(p),
+                np.ascontiguousarray(g, dtype=np.float32).reshape(-1),
+                _flat(m),
+                _flat(v),
+                self.lr / c1,
+                self.beta1,
+                self.beta2,
+                c2,
+                self.eps,
+            )
+
+
+def _flat(array: F32) -> F32:
+    """``array`` as a flat view, which the Adam kernel writes through (a copy would lose the
+    step, so an array that is not C-contiguous is refused)."""
+    if not array.flags.c_contiguous:
+        raise ValueError("Adam updates C-contiguous arrays in place; got a strided one")
+    return array.reshape(-1)
 
 
 class Predictor:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from sniper.roles._dense_kernels import adam_update
 from sniper.roles._model import DenseModel
 
 
@@ -54,3 +55,24 @@ def test_input_gradient_matches_finite_differences() -> None:
         base = x.astype(np.float64)
         numeric[index] = (objective(base + step) - objective(base - step)) / 2e-4
     np.testing.assert_allclose(analytic, numeric, rtol=1e-3, atol=1e-4)
+
+
+def test_adam_kernel_takes_the_steps_of_adams_formula() -> None:
+    """Three steps of the kernel against Adam written out in numpy (float64), bias
+    corrections included."""
+    rng = np.random.default_rng(3)
+    param = rng.normal(size=50).astype(np.float32)
+    m, v = np.zeros_like(param), np.zeros_like(param)
+    want = param.astype(np.float64)
+    want_m, want_v = np.zeros(50), np.zeros(50)
+    lr, beta1, beta2, eps = 0.01, 0.9, 0.999, 1e-8
+    for t in range(1, 4):
+        grad = rng.normal(size=50).astype(np.float32)
+        c1, c2 = 1 - beta1**t, 1 - beta2**t
+        adam_update(param, grad, m, v, lr / c1, beta1, beta2, c2, eps)
+        want_m = beta1 * want_m + (1 - beta1) * grad
+        want_v = beta2 * want_v + (1 - beta2) * grad.astype(np.float64) ** 2
+        want -= lr / c1 * want_m / (np.sqrt(want_v / c2) + eps)
+    np.testing.assert_allclose(param, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(m, want_m, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(v, want_v, rtol=1e-5, atol=1e-9)
