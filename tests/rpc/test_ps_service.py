@@ -14,6 +14,7 @@ from grpclib.exceptions import GRPCError
 
 from sniper.roles import PsRoleConfig
 from sniper.roles._checkpoint import manifest_digest
+from sniper.roles._ps import _all_finite
 from sniper.rpc import Checkpointed, PsClient, variable_request
 from sniper.rpc._generated.grpc.health.v1 import (
     HealthCheckRequest,
@@ -155,6 +156,32 @@ async def test_bad_gradients_change_no_row() -> None:
         )
         np.testing.assert_array_equal(await client.pull("emb", SIGNS), before)
         assert (await client.stats()).nonfinite_gradients == 1
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf, -np.nan])
+async def test_any_nonfinite_value_in_a_gradient_is_refused(bad: float) -> None:
+    async with running_ps() as (_service, client):
+        await create(client)
+        await client.feed_sample(1, {"emb": (SIGNS, OFFSETS)})
+        before = await client.pull("emb", SIGNS)
+        grads = GRADS.copy()
+        grads[2, 3] = bad  # the last value: the check must read to the end
+        await expect(
+            Status.INVALID_ARGUMENT,
+            "gradient of 'emb' has NaN or Inf; nothing was applied",
+            client.push_grad(1, {"emb": grads}),
+        )
+        np.testing.assert_array_equal(await client.pull("emb", SIGNS), before)
+
+
+def test_the_finite_check_reads_strided_and_other_dtypes_too() -> None:
+    """A gradient that is not contiguous float32 (an embedder's) takes numpy's check."""
+    strided = np.ones((4, 8), dtype=np.float32)[:, ::2]
+    assert _all_finite(strided)
+    strided[3, 1] = np.nan
+    assert not _all_finite(strided)
+    assert not _all_finite(np.array([1.0, np.inf]))
+    assert _all_finite(np.zeros(0, dtype=np.float32))
 
 
 async def test_nonfinite_drop_policy_drops_and_counts() -> None:
