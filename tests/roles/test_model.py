@@ -76,3 +76,26 @@ def test_adam_kernel_takes_the_steps_of_adams_formula() -> None:
     np.testing.assert_allclose(param, want, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(m, want_m, rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(v, want_v, rtol=1e-5, atol=1e-9)
+
+
+@pytest.mark.parametrize("hidden", [(), (8,), (8, 4)])
+def test_a_step_moves_every_weight_against_its_gradient(hidden: tuple[int, ...]) -> None:
+    """Adam's first step is ``lr * g / (|g| + eps)``: each weight and bias moves by ``lr``
+    against the sign of its gradient, here found by plain backpropagation written out."""
+    rng = np.random.default_rng(len(hidden))
+    model = DenseModel(6, hidden, lr=0.01, seed=1)
+    x = rng.normal(size=(5, 6)).astype(np.float32)
+    d_logits = rng.normal(size=5).astype(np.float32)
+    before = [p.copy() for p in [*model.weights, *model.biases]]
+    _, activations = model.forward(x)
+    weight_grads, bias_grads = [], []
+    grad = d_logits[:, None].astype(np.float64)
+    for i in range(len(model.weights) - 1, -1, -1):
+        weight_grads.insert(0, activations[i].T.astype(np.float64) @ grad)
+        bias_grads.insert(0, grad.sum(axis=0))
+        grad = (grad @ model.weights[i].T.astype(np.float64)) * (activations[i] > 0)
+    model.backward(activations, d_logits, [(0, 6)])
+    after = [*model.weights, *model.biases]
+    for old, new, g in zip(before, after, [*weight_grads, *bias_grads], strict=True):
+        moved = g != 0
+        np.testing.assert_allclose((old - new)[moved], 0.01 * np.sign(g[moved]), rtol=1e-3)
