@@ -7,7 +7,7 @@ parameter arrays is about forty numpy calls; as a kernel it is four, without the
 pass over each array instead of ten (0.04 against 0.24 ms for seed_ctr's 1229 x 64 model).
 
 Not a kernel: each variable's input gradient. One product per variable (76 for seed_ctr) took
-2.9 ms; one product for all and a kernel that copies each range out took 3.4 to 4.1 ms, because
+2.9 ms; one product for all and a kernel that copies each range out took 4.2 to 5.5 ms, because
 the copy is a strided walk over 5 MB.
 """
 
