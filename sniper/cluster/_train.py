@@ -22,6 +22,7 @@ import logging
 import shutil
 import signal
 import tempfile
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -473,6 +474,25 @@ def _run_once(
         )
 
 
+EXIT_GRACE = 2.0
+"""Seconds a failed job waits for one of its servers to have exited before it gives up."""
+
+
+def _exited_soon(died: Callable[[], bool], grace: float = EXIT_GRACE) -> bool:
+    """Whether ``died()`` becomes true within ``grace`` seconds.
+
+    A killed server's sockets close before its exit can be collected, so the trainer may hear
+    "connection lost" while the process still polls as running (CI saw a job with a ps killed
+    by -9 fail instead of restarting). A failure with every server alive costs ``grace``.
+    """
+    deadline = time.monotonic() + grace
+    while not died():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
 def _run_training(
     job: Callable[[], Awaitable[TrainReport]], died: Callable[[], bool]
 ) -> TrainReport:
@@ -482,7 +502,7 @@ def _run_training(
         # grpclib runs on asyncio: the gRPC transport picks the backend.
         report, signum = anyio.run(_until_signalled, job, backend="asyncio")
     except TrainingError as exc:
-        if died():
+        if _exited_soon(died):
             raise _ServerDied(exc, exc.steps) from exc
         raise
     except BaseExceptionGroup as group:

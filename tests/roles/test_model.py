@@ -88,7 +88,8 @@ def test_a_step_moves_every_weight_against_its_gradient(hidden: tuple[int, ...])
     d_logits = rng.normal(size=5).astype(np.float32)
     before = [p.copy() for p in [*model.weights, *model.biases]]
     _, activations = model.forward(x)
-    weight_grads, bias_grads = [], []
+    weight_grads: list[np.ndarray] = []
+    bias_grads: list[np.ndarray] = []
     grad = d_logits[:, None].astype(np.float64)
     for i in range(len(model.weights) - 1, -1, -1):
         weight_grads.insert(0, activations[i].T.astype(np.float64) @ grad)
