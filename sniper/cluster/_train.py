@@ -494,15 +494,16 @@ def _exited_soon(died: Callable[[], bool], grace: float = EXIT_GRACE) -> bool:
 
 
 def _run_training(
-    job: Callable[[], Awaitable[TrainReport]], died: Callable[[], bool]
+    job: Callable[[], Awaitable[TrainReport]], died: Callable[[], bool] | None
 ) -> TrainReport:
     """Run ``job`` (one attempt at training); :class:`_ServerDied` when it failed and
-    ``died()`` says a server this launcher started is gone (worth a restart)."""
+    ``died()`` says a server this launcher started is gone (worth a restart). ``None``: no
+    server runs apart from the job (one process), so a failure is never a restart."""
     try:
         # grpclib runs on asyncio: the gRPC transport picks the backend.
         report, signum = anyio.run(_until_signalled, job, backend="asyncio")
     except TrainingError as exc:
-        if _exited_soon(died):
+        if died is not None and _exited_soon(died):
             raise _ServerDied(exc, exc.steps) from exc
         raise
     except BaseExceptionGroup as group:
@@ -597,7 +598,7 @@ def _run_in_process(
     from sniper.cluster._inprocess import train_in_process
 
     print(f"started {config.num_ps} ps and {config.num_hubs} hub(s) in this process", flush=True)
-    return _run_training(lambda: train_in_process(config, plan, resume), lambda: False)
+    return _run_training(lambda: train_in_process(config, plan, resume), None)
 
 
 def _placed(placement: Any, role: str, addresses: list[tuple[str, int]]) -> str:
