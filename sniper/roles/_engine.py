@@ -158,11 +158,7 @@ class PsEngine:
         """Map and pin the rows of batches just fed, as tasks planned like a lookup's."""
         if not self.map_at_feed:
             return []
-        parts = [
-            _Part(name, self.table(name), batch, shard, size)
-            for name, batch in held
-            for shard, size in enumerate(batch.shard_sizes)
-        ]
+        parts = [part for name, batch in held for part in _shards(name, self.table(name), batch)]
         # Background: a lookup or push the trainer waits for goes first (work_stealing); a
         # lookup that comes before its batch's pins maps the rows itself, and the pins skip.
         return [
@@ -316,11 +312,7 @@ class PsEngine:
         for name, table, entry in held:
             if entry is None:
                 raise self._missing(batch_id, name)
-            batch = entry[0]
-            parts += [
-                _Part(name, table, batch, shard, size)
-                for shard, size in enumerate(batch.shard_sizes)
-            ]
+            parts += _shards(name, table, entry[0])
         return parts
 
     def start_lookup(self, batch_id: int, names: Iterable[str]) -> PendingLookup:
@@ -492,6 +484,11 @@ class _Part(NamedTuple):
     @property
     def key(self) -> TaskKey:
         return TaskKey(self.name, self.shard)
+
+
+def _shards(name: str, table: EmbeddingTable, batch: ShardedBatch) -> list[_Part]:
+    """Every shard of variable ``name``'s batch, as parts."""
+    return [_Part(name, table, batch, shard, size) for shard, size in enumerate(batch.shard_sizes)]
 
 
 _Done = tuple[str, NDArray[np.float32], float]
