@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["Batch", "Ragged"]
+__all__ = ["Batch", "Ragged", "checked_batch"]
 
 Ragged = tuple[NDArray[np.uint64], NDArray[np.int64]]
 """One variable's signs in a batch: ``(signs, offsets)``; example ``b`` owns
@@ -57,6 +57,19 @@ class Batch:
     def num_signs(self) -> int:
         """Signs of all variables together."""
         return sum(len(signs) for signs, _ in self.sparse.values())
+
+
+def checked_batch(
+    labels: NDArray[np.float32], dense: NDArray[np.float32], sparse: dict[str, Ragged]
+) -> Batch:
+    """A :class:`Batch` of arrays its maker has already checked as ``Batch`` would, built
+    without checking them again: a reader that checks whole row groups once slices them into
+    batches at no further cost (76 variables' checks were 0.5 ms a seed_ctr batch)."""
+    batch = object.__new__(Batch)
+    object.__setattr__(batch, "labels", labels)
+    object.__setattr__(batch, "dense", dense)
+    object.__setattr__(batch, "sparse", sparse)
+    return batch
 
 
 def _check_array(field: str, value: object, dtype: type[np.generic], ndim: int) -> NDArray[Any]:

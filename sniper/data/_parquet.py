@@ -19,14 +19,14 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
-from sniper.data._batch import Batch, Ragged
+from sniper.data._batch import Batch, Ragged, checked_batch
 from sniper.data._checks import check_int
 from sniper.data._reader import Reader, check_stream
 
@@ -34,6 +34,10 @@ __all__ = ["FORMAT", "ParquetFormatError", "ParquetReader", "parquet_schema", "w
 
 FORMAT = "sniper.data/1"
 """Value of the ``sniper.format`` metadata key; bumped when the schema changes."""
+WINDOW_BYTES = 4 << 20
+"""Decoded bytes of row groups that :meth:`ParquetReader.batches` reads in one call: enough to
+pay pyarrow's per-call cost once for several batches of a small workload, while a large one
+(seed_ctr at scale 1.0: 6 MB a batch) still reads one batch at a time."""
 _LABEL = "label"
 _DENSE = "dense"
 _KEY_FORMAT = b"sniper.format"
@@ -161,8 +165,12 @@ class ParquetReader:
         self._max_batches = max_batches
         groups = self._file.metadata.num_row_groups
         sizes = [self._file.metadata.row_group(i).num_rows for i in range(groups)]
+        self._group_sizes = np.array(sizes, dtype=np.int64)
         self._group_starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
-        self._cached: tuple[tuple[int, ...], Any] | None = None
+        self._group_bytes = [
+            self._file.metadata.row_group(i).total_byte_size for i in range(groups)
+        ]
+        self._cached: tuple[tuple[int, ...], _Rows] | None = None
 
     @property
     def variables(self) -> tuple[str, ...]:
@@ -212,46 +220,93 @@ class ParquetReader:
         return value.decode() if value is not None else None
 
     def batches(self, *, epoch: int = 0, shard: int = 0, num_shards: int = 1) -> Iterator[Batch]:
-        """Batches ``shard, shard + num_shards, ...`` of the file (every epoch the same)."""
+        """Batches ``shard, shard + num_shards, ...`` of the file (every epoch the same).
+
+        The row groups of several batches are read in one call (up to :data:`WINDOW_BYTES`
+        decoded): pyarrow's cost per call and per column is paid once for them all (seed_ctr at
+        scale 0.02: 3.0 ms a batch read alone, 1.3 in fours). Only this shard's groups are read.
+        """
         check_stream(epoch, shard, num_shards)
-        for index in range(shard, self.num_batches, num_shards):
-            yield self.batch(index)
+        indices = range(shard, self.num_batches, num_shards)
+        window: list[int] = []
+        size = 0
+        for index in indices:
+            window.append(index)
+            size += self._batch_bytes(index)
+            if size >= WINDOW_BYTES:
+                yield from self._window(window)
+                window, size = [], 0
+        yield from self._window(window)
 
     def batch(self, index: int) -> Batch:
         """Batch ``index`` alone."""
         if not 0 <= index < self.num_batches:
             raise IndexError(f"batch {index} out of range: the file has {self.num_batches}")
+        return next(self._window([index]))
+
+    def _rows(self, index: int) -> tuple[int, int]:
+        """The file rows ``[start, stop)`` of batch ``index``."""
         start = index * self._batch_size
-        stop = min(start + self._batch_size, self.num_rows)
+        return start, min(start + self._batch_size, self.num_rows)
+
+    def _groups(self, index: int) -> range:
+        """The row groups batch ``index`` lies in."""
+        start, stop = self._rows(index)
         first = int(np.searchsorted(self._group_starts, start, side="right")) - 1
         last = int(np.searchsorted(self._group_starts, stop - 1, side="right")) - 1
-        groups = tuple(range(first, last + 1))
-        table = self._read_groups(groups)
-        return self._to_batch(table.slice(start - int(self._group_starts[first]), stop - start))
+        return range(first, last + 1)
+
+    def _batch_bytes(self, index: int) -> int:
+        """Decoded bytes of the row groups batch ``index`` lies in (from the file's footer)."""
+        return sum(int(self._group_bytes[group]) for group in self._groups(index))
+
+    def _window(self, indices: list[int]) -> Iterator[Batch]:
+        """Batches ``indices`` (in order), their row groups read and converted together."""
+        groups = sorted({group for index in indices for group in self._groups(index)})
+        if not groups:
+            return
+        rows = self._read_groups(tuple(groups))
+        # Where each group's first row landed in the window (groups are read in this order).
+        at = dict(zip(groups, np.cumsum([0, *self._group_sizes[groups]]).tolist(), strict=False))
+        for index in indices:
+            start, stop = self._rows(index)
+            first = self._groups(index)[0]
+            offset = at[first] - int(self._group_starts[first])
+            yield rows.batch(start + offset, stop + offset)
+
+    def _read_groups(self, groups: tuple[int, ...]) -> _Rows:
+        """Read row groups as numpy, keeping the last ones read: a batch read alone again, or
+        consecutive small batches, share them."""
+        if self._cached is None or self._cached[0] != groups:
+            columns = [_LABEL, _DENSE, *self._variables]
+            table = self._file.read_row_groups(list(groups), columns=columns)
+            self._cached = (groups, self._to_rows(table))
+        return self._cached[1]
+
+    def _to_rows(self, table: Any) -> _Rows:
+        """A table's columns as checked numpy arrays (checked here once, for every batch)."""
+        labels = _numpy(self._single_chunk(table, _LABEL)).astype(np.float32, copy=False)
+        if not np.all((labels == 0) | (labels == 1)):
+            raise ParquetFormatError(
+                f"{self.path}: labels must be 0.0 or 1.0; binarize click counts before writing"
+            )
+        dense_column = self._single_chunk(table, _DENSE)
+        dense = _numpy(dense_column.flatten()).reshape(len(dense_column), self._dense_features)
+        sparse = {name: self._ragged(table, name) for name in self._variables}
+        return _Rows(labels, dense.astype(np.float32, copy=False), sparse)
+
+    def _ragged(self, table: Any, name: str) -> Ragged:
+        """A list<uint64> column as ``(signs, offsets)``, views of its buffers where possible;
+        the offsets index ``signs`` directly (the first need not be 0)."""
+        column = self._single_chunk(table, name)
+        offsets = _numpy(column.offsets).astype(np.int64, copy=False)
+        if np.any(offsets[1:] < offsets[:-1]):
+            raise ParquetFormatError(f"{self.path}: column {name!r} has decreasing offsets")
+        return _numpy(column.values), offsets
 
     def __repr__(self) -> str:
         limit = f", max_batches={self._max_batches}" if self._max_batches is not None else ""
         return f"ParquetReader({str(self.path)!r}, batch_size={self._batch_size}{limit})"
-
-    def _read_groups(self, groups: tuple[int, ...]) -> Any:
-        """Read row groups, keeping the last ones read: consecutive small batches share them."""
-        if self._cached is None or self._cached[0] != groups:
-            columns = [_LABEL, _DENSE, *self._variables]
-            self._cached = (groups, self._file.read_row_groups(list(groups), columns=columns))
-        return self._cached[1]
-
-    def _to_batch(self, table: Any) -> Batch:
-        labels = _numpy(self._single_chunk(table, _LABEL))
-        dense_column = self._single_chunk(table, _DENSE)
-        dense = _numpy(dense_column.flatten()).reshape(len(dense_column), self._dense_features)
-        sparse: dict[str, Ragged] = {}
-        for name in self._variables:
-            sparse[name] = _ragged(self._single_chunk(table, name))
-        return Batch(
-            labels=labels.astype(np.float32, copy=False),
-            dense=dense.astype(np.float32, copy=False),
-            sparse=sparse,
-        )
 
     def _single_chunk(self, table: Any, name: str) -> Any:
         column = table.column(name)
@@ -295,13 +350,23 @@ class ParquetReader:
         return int(kind.list_size)
 
 
-def _ragged(column: Any) -> Ragged:
-    """A list<uint64> array as ``(signs, offsets)``, both views of its buffers where possible."""
-    offsets = _numpy(column.offsets).astype(np.int64, copy=False)
-    signs = _numpy(column.values)[offsets[0] : offsets[-1]]
-    if offsets[0] != 0:
-        offsets = offsets - offsets[0]
-    return signs, offsets
+class _Rows(NamedTuple):
+    """Consecutive rows read from the file, as numpy arrays that have passed every check a
+    :class:`Batch` makes: slicing one into batches needs no checks of its own."""
+
+    labels: NDArray[np.float32]
+    dense: NDArray[np.float32]
+    sparse: dict[str, Ragged]
+
+    def batch(self, start: int, stop: int) -> Batch:
+        """Rows ``[start, stop)`` as a batch of views (the offsets alone are rebased: a copy
+        of ``stop - start + 1`` numbers, unless they already start at 0)."""
+        sparse = {}
+        for name, (values, offsets) in self.sparse.items():
+            mine = offsets[start : stop + 1]
+            first = int(mine[0])
+            sparse[name] = (values[first : int(mine[-1])], mine - first if first else mine)
+        return checked_batch(self.labels[start:stop], self.dense[start:stop], sparse)
 
 
 def _numpy(array: Any) -> NDArray[Any]:

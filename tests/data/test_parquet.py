@@ -26,7 +26,7 @@ from sniper.data import (
     parquet_schema,
     write_parquet,
 )
-from sniper.data._parquet import _ragged
+from sniper.data._parquet import WINDOW_BYTES, _Rows
 from tests.data._helpers import (
     SMALL_BATCH,
     assert_batches_equal,
@@ -75,25 +75,56 @@ def test_batches_are_views_of_arrow_buffers(synthetic_file: Path, batch_size: in
         arrays: list[NDArray[Any]] = [batch.labels, batch.dense]
         for signs, offsets in batch.sparse.values():
             arrays.append(signs)
-            # A batch that starts inside a row group needs offsets that start at 0: a copy.
-            if batch_size == SMALL_BATCH:
-                arrays.append(offsets)
+            # A batch that starts inside the rows read needs offsets that start at 0: a copy.
+            assert offsets[0] == 0
         for array in arrays:
             assert not array.flags.owndata and not array.flags.writeable
 
 
-def test_a_list_column_becomes_signs_and_offsets_without_copies() -> None:
-    values = pa.array(np.arange(10, dtype=np.uint64))
-    column = pa.LargeListArray.from_arrays(pa.array(np.array([0, 3, 3, 7, 10])), values)
-    signs, offsets = _ragged(column)
-    assert np.shares_memory(signs, np.frombuffer(values.buffers()[1], dtype=np.uint64))
-    assert np.shares_memory(offsets, np.frombuffer(column.buffers()[1], dtype=np.int64))
-    np.testing.assert_array_equal(offsets, [0, 3, 3, 7, 10])
-    # A slice (a batch inside a row group) still shares the signs; its offsets restart at 0.
-    signs, offsets = _ragged(column.slice(2, 2))
+def test_a_batch_is_views_of_the_rows_read_with_its_offsets_from_zero() -> None:
+    values = np.arange(10, dtype=np.uint64)
+    labels = np.array([0, 1, 0, 1], dtype=np.float32)
+    dense = np.arange(8, dtype=np.float32).reshape(4, 2)
+    rows = _Rows(labels, dense, {"v": (values, np.array([0, 3, 3, 7, 10]))})
+    batch = rows.batch(2, 4)
+    signs, offsets = batch.sparse["v"]
     np.testing.assert_array_equal(signs, [3, 4, 5, 6, 7, 8, 9])
     np.testing.assert_array_equal(offsets, [0, 4, 7])
-    assert np.shares_memory(signs, np.frombuffer(values.buffers()[1], dtype=np.uint64))
+    np.testing.assert_array_equal(batch.labels, [0, 1])
+    np.testing.assert_array_equal(batch.dense, [[4, 5], [6, 7]])
+    for view, whole in ((signs, values), (batch.labels, labels), (batch.dense, dense)):
+        assert np.shares_memory(view, whole)
+
+
+def test_a_file_batch_shares_the_decoded_buffers(synthetic_file: Path) -> None:
+    reader = ParquetReader(synthetic_file)
+    batch = reader.batch(1)
+    assert reader._cached is not None
+    rows = reader._cached[1]
+    for name, (signs, _) in batch.sparse.items():
+        assert np.shares_memory(signs, rows.sparse[name][0])
+
+
+def test_several_batches_are_read_in_one_call_and_only_the_shards_groups(
+    synthetic_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reader = ParquetReader(synthetic_file)
+    calls: list[list[int]] = []
+    read = reader._file.read_row_groups
+
+    def counted(groups: list[int], **kwargs: object) -> object:
+        calls.append(list(groups))
+        return read(groups, **kwargs)
+
+    monkeypatch.setattr(reader._file, "read_row_groups", counted)
+    monkeypatch.setattr("sniper.data._parquet.WINDOW_BYTES", 3 * reader._group_bytes[0])
+    batches = list(reader.batches(shard=1, num_shards=2))
+    wanted = list(range(1, reader.num_batches, 2))
+    assert [group for call in calls for group in call] == wanted
+    assert max(len(call) for call in calls) == 3
+    for index, batch in zip(wanted, batches, strict=True):
+        assert_batches_equal(batch, small_generator().batch(index))
+    assert WINDOW_BYTES > 0
 
 
 def rows_of(batches: list[Batch]) -> tuple[list[float], list[list[int]]]:
