@@ -21,7 +21,7 @@ import anyio
 import numpy as np
 from numpy.typing import NDArray
 
-from sniper.rpc._api import Pooled, PsApi, Signs
+from sniper.rpc._api import LookupTarget, Pooled, PsApi, Signs
 from sniper.rpc._placement import Placement
 
 __all__ = ["PsCluster", "gather"]
@@ -124,11 +124,18 @@ class PsCluster:
                 self._fed.set()
 
     async def embedding_lookup(
-        self, batch_id: int, names: Sequence[str], *, release: bool = False
+        self,
+        batch_id: int,
+        names: Sequence[str],
+        *,
+        release: bool = False,
+        into: LookupTarget | None = None,
     ) -> dict[str, Pooled]:
         parts = await gather(
             [
-                _bind(self.members[ps].embedding_lookup, batch_id, group, release=release)
+                _bind(
+                    self.members[ps].embedding_lookup, batch_id, group, release=release, into=into
+                )
                 for ps, group in self._by_owner(names).items()
             ]
         )

@@ -35,7 +35,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from sniper._config import check_at_least, check_positive
 from sniper.roles._errors import AlreadyPushedError, UnknownBatchError, UnknownVariableError
-from sniper.rpc._api import Pooled
+from sniper.rpc._api import LookupTarget, Pooled
 from sniper.scheduler import Scheduler, TaskHandle, TaskKey, wait_all
 from sniper.store import CapacityError, EmbeddingTable, ShardedBatch, TableExport
 
@@ -315,19 +315,32 @@ class PsEngine:
             parts += _shards(name, table, entry[0])
         return parts
 
-    def start_lookup(self, batch_id: int, names: Iterable[str]) -> PendingLookup:
+    def start_lookup(
+        self, batch_id: int, names: Iterable[str], into: LookupTarget | None = None
+    ) -> PendingLookup:
         """Validate the request and submit its tasks; collect with the returned object.
 
         Splitting start from wait lets a server time dispatch and waiting as separate stages.
+        With ``into``, a variable held in one shard is pooled straight into its block of
+        ``into.matrix``; one of several shards is pooled shard by shard, as without, and its
+        sum written there when the tasks are collected (two tasks cannot add to one block).
         """
         names = list(names)
         if len(set(names)) != len(names):
             repeated = sorted({n for n in names if names.count(n) > 1})
             raise ValueError(f"names repeats {', '.join(map(repr, repeated))}; ask once")
         parts = self._parts(batch_id, names)
+        if into is not None:
+            for part in parts:  # a target that does not fit fails now, before any task
+                into.check_rows(part.batch.batch_size)
+                into.block(part.name, part.table.dim)
         return PendingLookup(
-            [self.scheduler.submit(task[0].key, _lookup_parts, task) for task in self._plan(parts)],
+            [
+                self.scheduler.submit(task[0].key, _lookup_parts, task, into)
+                for task in self._plan(parts)
+            ],
             self._count,
+            into,
         )
 
     def _count(self, seconds: Iterable[tuple[str, float]]) -> None:
@@ -336,13 +349,17 @@ class PsEngine:
             for name, elapsed in seconds:
                 self.kernel_seconds[name] = self.kernel_seconds.get(name, 0.0) + elapsed
 
-    def lookup(self, batch_id: int, names: Iterable[str]) -> dict[str, Pooled]:
+    def lookup(
+        self, batch_id: int, names: Iterable[str], into: LookupTarget | None = None
+    ) -> dict[str, Pooled]:
         """Pooled embeddings of ``names`` for a fed batch, blocking the calling thread."""
-        return self.start_lookup(batch_id, names).result()
+        return self.start_lookup(batch_id, names, into).result()
 
-    async def lookup_async(self, batch_id: int, names: Iterable[str]) -> dict[str, Pooled]:
+    async def lookup_async(
+        self, batch_id: int, names: Iterable[str], into: LookupTarget | None = None
+    ) -> dict[str, Pooled]:
         """Pooled embeddings of ``names``, awaited without blocking the event loop."""
-        return await self.start_lookup(batch_id, names).wait()
+        return await self.start_lookup(batch_id, names, into).wait()
 
     def _submit_pushes(
         self, batch_id: int, grads: Mapping[str, ArrayLike]
@@ -454,12 +471,14 @@ class PendingLookup:
         self,
         handles: list[TaskHandle[list[_Done]]],
         count: Callable[[Iterable[tuple[str, float]]], None] | None = None,
+        into: LookupTarget | None = None,
     ) -> None:
         self.handles = handles
         self._count = count
+        self._into = into
 
     def _collected(self, tasks: list[list[_Done]]) -> dict[str, Pooled]:
-        results = _collect(tasks)
+        results = _collect(tasks, self._into)
         if self._count is not None:
             self._count((name, pooled.kernel_seconds) for name, pooled in results.items())
         return results
@@ -494,12 +513,18 @@ def _shards(name: str, table: EmbeddingTable, batch: ShardedBatch) -> list[_Part
 _Done = tuple[str, NDArray[np.float32], float]
 
 
-def _lookup_parts(parts: list[_Part]) -> list[_Done]:
-    """Task body: pool every part; report each part's kernel time for its variable."""
+def _lookup_parts(parts: list[_Part], into: LookupTarget | None = None) -> list[_Done]:
+    """Task body: pool every part (a variable of one shard straight into its block of
+    ``into``); report each part's kernel time for its variable."""
     done = []
     for part in parts:
         start = time.perf_counter()
-        pooled = part.table.lookup_shard(part.batch, part.shard)
+        if into is not None and part.batch.num_shards == 1:
+            pooled = part.table.lookup_shard_into(
+                part.batch, part.shard, into.matrix, into.columns[part.name]
+            )
+        else:
+            pooled = part.table.lookup_shard(part.batch, part.shard)
         done.append((part.name, pooled, time.perf_counter() - start))
     return done
 
@@ -528,18 +553,32 @@ def _push_parts(
     )
 
 
-def _collect(tasks: list[list[_Done]]) -> dict[str, Pooled]:
-    """Sum each variable's partial pools and kernel times over the tasks that held them."""
-    pooled: dict[str, NDArray[np.float32]] = {}
+def _collect(tasks: list[list[_Done]], into: LookupTarget | None = None) -> dict[str, Pooled]:
+    """Sum each variable's partial pools and kernel times over the tasks that held them (into
+    its block of ``into``, where given: a variable of one shard is there already)."""
+    partials: dict[str, list[NDArray[np.float32]]] = {}
     seconds: dict[str, float] = {}
     for task in tasks:
         for name, part, elapsed in task:
-            if name in pooled:
-                pooled[name] += part
-            else:
-                pooled[name] = part
+            partials.setdefault(name, []).append(part)
             seconds[name] = seconds.get(name, 0.0) + elapsed
-    return {name: Pooled(pooled[name], seconds[name]) for name in pooled}
+    return {
+        name: Pooled(_summed(name, parts, into), seconds[name]) for name, parts in partials.items()
+    }
+
+
+def _summed(
+    name: str, parts: list[NDArray[np.float32]], into: LookupTarget | None
+) -> NDArray[np.float32]:
+    """The sum of one variable's shard pools, added into the first (fresh arrays) or into the
+    variable's block of ``into``."""
+    if len(parts) == 1:
+        return parts[0]
+    total = parts[0] if into is None else into.block(name, parts[0].shape[1])
+    np.add(parts[0], parts[1], out=total)
+    for part in parts[2:]:
+        total += part
+    return total
 
 
 _PUSHED_REMEMBERED = 1 << 16

@@ -45,7 +45,7 @@ from sniper.roles._checkpoint import (
 from sniper.roles._engine import PsEngine
 from sniper.roles._errors import Unavailable, UnknownVariableError, VariableExistsError
 from sniper.roles._variables import same_config, table_from_request
-from sniper.rpc._api import Checkpointed, MovedVariable, Pooled, Signs
+from sniper.rpc._api import Checkpointed, LookupTarget, MovedVariable, Pooled, Signs
 from sniper.rpc._generated.sniper.v1 import (
     CreateVariableRequest,
     LatencySummary,
@@ -250,11 +250,16 @@ class PsRole:
             )
 
     async def embedding_lookup(
-        self, batch_id: int, names: Sequence[str], *, release: bool = False
+        self,
+        batch_id: int,
+        names: Sequence[str],
+        *,
+        release: bool = False,
+        into: LookupTarget | None = None,
     ) -> dict[str, Pooled]:
         with self.call("EmbeddingLookup"):
             start = time.perf_counter()
-            pending = self.engine.start_lookup(batch_id, names)
+            pending = self.engine.start_lookup(batch_id, names, into)
             dispatched = time.perf_counter()
             results = await pending.wait()
             if release:

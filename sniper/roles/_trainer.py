@@ -56,7 +56,7 @@ from sniper.roles._errors import RPC_ERRORS, describe_error
 from sniper.roles._evaluate import DataEvaluator, EvalResult
 from sniper.roles._model import DenseModel, Predictor, sigmoid
 from sniper.roles._reading import HubReader, Ticket
-from sniper.rpc._api import HubApi, Pooled
+from sniper.rpc._api import HubApi, LookupTarget, Pooled
 from sniper.rpc._tensor import check_wire_dtype
 
 __all__ = ["LiveProgress", "OpStats", "TrainReport", "Trainer", "TrainerConfig", "TrainingError"]
@@ -237,8 +237,9 @@ class LiveProgress:
 class _Ready:
     batch_id: int
     labels: NDArray[np.float32]
-    dense: NDArray[np.float32]
-    pooled: Mapping[str, Pooled]
+    inputs: NDArray[np.float32]
+    """The model's input: each variable's pooled embeddings (the lookup wrote them in place)
+    and the dense features."""
     held_out: bool
 
 
@@ -271,6 +272,8 @@ class Trainer:
         self._columns = {
             name: (int(bounds[i]), int(bounds[i + 1])) for i, name in enumerate(self.variables)
         }
+        self._starts = {name: start for name, (start, _) in self._columns.items()}
+        self._dense_columns = (int(bounds[-1]), int(bounds[-1]) + dense_features)
         self.model = DenseModel(
             int(bounds[-1]) + dense_features, config.hidden, config.lr, config.seed
         )
@@ -324,16 +327,37 @@ class Trainer:
             self.config.eval_every > 0
             and counter % self.config.eval_every == self.config.eval_every - 1
         )
+        inputs = self._input_matrix(ticket, sample.labels, sample.dense)
         try:
-            pooled = await self._timed(
+            await self._timed(
                 "EmbeddingLookup",
-                self.cluster.embedding_lookup(sample.batch_id, self.variables, release=held_out),
+                self.cluster.embedding_lookup(
+                    sample.batch_id,
+                    self.variables,
+                    release=held_out,
+                    into=LookupTarget(inputs, self._starts),
+                ),
             )
         except RPC_ERRORS as exc:
             raise TrainingError(
                 f"EmbeddingLookup of batch {sample.batch_id} failed: {describe_error(exc)}"
             ) from exc
-        return _Ready(sample.batch_id, sample.labels, sample.dense, pooled, held_out)
+        return _Ready(sample.batch_id, sample.labels, inputs, held_out)
+
+    def _input_matrix(
+        self, ticket: Ticket, labels: NDArray[np.float32], dense: NDArray[np.float32]
+    ) -> NDArray[np.float32]:
+        """The batch's model input with its dense features in place; the lookup writes the
+        rest. A hub whose dense features do not fit the model is named."""
+        start, stop = self._dense_columns
+        if dense.shape != (len(labels), stop - start):
+            raise TrainingError(
+                f"hub {self.hubs[ticket.hub][0]} sent dense features of shape {dense.shape} "
+                f"for {len(labels)} examples; the model takes {stop - start} per example"
+            )
+        inputs = np.empty((len(labels), stop), dtype=np.float32)
+        inputs[:, start:] = dense
+        return inputs
 
     async def _fresh_enough(self, ticket: int) -> None:
         """Wait until every ticket more than ``max_staleness`` before ``ticket`` is settled:
@@ -382,14 +406,15 @@ class Trainer:
 
     # -- the training loop ------------------------------------------------------------------
 
-    def _inputs(self, ready: _Ready) -> NDArray[np.float32]:
-        return self.model_input(ready.pooled, ready.dense)
-
     def model_input(
         self, pooled: Mapping[str, Pooled], dense: NDArray[np.float32]
     ) -> NDArray[np.float32]:
         """``[pooled embedding of each variable ‖ dense features]``, one row per example."""
         return self._predictor.model_input(pooled, dense)
+
+    def _predict_inputs(self, inputs: NDArray[np.float32]) -> NDArray[Any]:
+        logits, _ = self.model.forward(inputs)
+        return sigmoid(logits)
 
     def predict(self, pooled: Mapping[str, Pooled], dense: NDArray[np.float32]) -> NDArray[Any]:
         """Click probabilities of a batch (no training)."""
@@ -419,8 +444,7 @@ class Trainer:
         self, ready: _Ready, train_auc: StreamingAuc
     ) -> tuple[float, dict[str, NDArray[np.float32]]]:
         """Forward, backward and Adam on one batch: its loss and each variable's gradient."""
-        x = self._inputs(ready)
-        logits, activations = self.model.forward(x)
+        logits, activations = self.model.forward(ready.inputs)
         probs = sigmoid(logits)
         labels = ready.labels
         loss = log_loss(labels, probs)
@@ -433,7 +457,7 @@ class Trainer:
         return loss, dict(zip(self._columns, d_input, strict=True))
 
     async def _evaluate(self, ready: _Ready, report: TrainReport) -> None:
-        probs = await anyio.to_thread.run_sync(self.predict, ready.pooled, ready.dense)
+        probs = await anyio.to_thread.run_sync(self._predict_inputs, ready.inputs)
         self._held_out.append((ready.labels, probs))
         with self._live_lock:
             self._live_auc.update(ready.labels, probs)

@@ -10,6 +10,7 @@ need.
 
 from sniper.rpc._api import Checkpointed as Checkpointed
 from sniper.rpc._api import HubApi as HubApi
+from sniper.rpc._api import LookupTarget as LookupTarget
 from sniper.rpc._api import MovedVariable as MovedVariable
 from sniper.rpc._api import Pooled as Pooled
 from sniper.rpc._api import PsApi as PsApi
@@ -32,6 +33,7 @@ __all__ = [
     "Checkpointed",
     "HubApi",
     "HubClient",
+    "LookupTarget",
     "MovedVariable",
     "Placement",
     "Pooled",

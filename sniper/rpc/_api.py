@@ -33,6 +33,7 @@ from sniper.rpc._placement import Placement
 __all__ = [
     "Checkpointed",
     "HubApi",
+    "LookupTarget",
     "MovedVariable",
     "Pooled",
     "PsApi",
@@ -54,6 +55,64 @@ class Pooled:
     kernel_seconds: float
     """Seconds the store kernels spent on this variable, summed over its shards: the load a
     variable puts on its ps (the seeds' ``time_spends``), whatever the other tasks did."""
+
+
+@dataclass(frozen=True)
+class LookupTarget:
+    """Where an EmbeddingLookup's answers go: each variable's block of columns in one matrix.
+
+    A trainer's dense model takes ``[pooled embedding of each variable ‖ dense features]`` as
+    one ``[batch, width]`` matrix. Naming the columns each variable fills lets a lookup write
+    there directly (a ps in the same process pools into it; a gRPC client decodes into it)
+    instead of answering one array per variable that the trainer then copies into place:
+    76 strided copies a seed_ctr batch, 1.8 to 3.4 ms of the dense step.
+    """
+
+    matrix: NDArray[np.float32]
+    """``[batch, width]`` float32, C-contiguous."""
+    columns: Mapping[str, int]
+    """Each variable's first column; its block is as wide as the variable's dim."""
+
+    def __post_init__(self) -> None:
+        matrix = self.matrix
+        if not (
+            isinstance(matrix, np.ndarray)
+            and matrix.dtype == np.float32
+            and matrix.ndim == 2
+            and matrix.flags.c_contiguous
+            and matrix.flags.writeable
+        ):
+            raise ValueError(
+                "a lookup target's matrix must be a writable C-contiguous float32 array "
+                "[batch, width]"
+            )
+
+    def check_rows(self, batch_size: int) -> None:
+        """Refuse a batch of another size than the matrix's rows."""
+        if self.matrix.shape[0] != batch_size:
+            raise ValueError(
+                f"the lookup target's matrix has {self.matrix.shape[0]} rows but the batch "
+                f"has {batch_size} examples"
+            )
+
+    def block(self, name: str, dim: int) -> NDArray[np.float32]:
+        """Variable ``name``'s columns (a view); the error names what does not fit."""
+        start = self.columns.get(name)
+        if start is None:
+            raise ValueError(f"the lookup target has no columns for variable {name!r}")
+        if not 0 <= start <= self.matrix.shape[1] - dim:
+            raise ValueError(
+                f"variable {name!r} needs columns [{start}, {start + dim}) but the lookup "
+                f"target's matrix has {self.matrix.shape[1]}"
+            )
+        return self.matrix[:, start : start + dim]
+
+    def place(self, name: str, pooled: NDArray[np.float32]) -> NDArray[np.float32]:
+        """Copy one variable's answer into its block; the block."""
+        self.check_rows(pooled.shape[0])
+        block = self.block(name, pooled.shape[1])
+        block[...] = pooled
+        return block
 
 
 @dataclass(frozen=True)
@@ -136,9 +195,16 @@ class PsApi(Protocol):
         ...
 
     async def embedding_lookup(
-        self, batch_id: int, names: Sequence[str], *, release: bool = False
+        self,
+        batch_id: int,
+        names: Sequence[str],
+        *,
+        release: bool = False,
+        into: LookupTarget | None = None,
     ) -> dict[str, Pooled]:
-        """Pooled embeddings of a fed batch; ``release`` frees it (an evaluation batch)."""
+        """Pooled embeddings of a fed batch; ``release`` frees it (an evaluation batch).
+        With ``into``, each answer is written into its block of ``into.matrix`` and the
+        returned arrays are those blocks."""
         ...
 
     async def push_grad(self, batch_id: int, grads: Mapping[str, NDArray[np.float32]]) -> int:

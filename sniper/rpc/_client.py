@@ -22,7 +22,7 @@ from grpclib.const import Status
 from grpclib.exceptions import GRPCError, StreamTerminatedError
 from numpy.typing import NDArray
 
-from sniper.rpc._api import Checkpointed, MovedVariable, Pooled, Sample, Signs
+from sniper.rpc._api import Checkpointed, LookupTarget, MovedVariable, Pooled, Sample, Signs
 from sniper.rpc._generated.sniper.v1 import (
     AckSampleRequest,
     CreateVariableRequest,
@@ -158,7 +158,12 @@ class PsClient:
         await self._retry(lambda: self._feed(request, timeout=self.timeout))
 
     async def embedding_lookup(
-        self, batch_id: int, names: Sequence[str], *, release: bool = False
+        self,
+        batch_id: int,
+        names: Sequence[str],
+        *,
+        release: bool = False,
+        into: LookupTarget | None = None,
     ) -> dict[str, Pooled]:
         request = EmbeddingLookupRequest(
             batch_id=batch_id, names=list(names), release=release, pooled_dtype=self.wire_dtype
@@ -170,8 +175,14 @@ class PsClient:
         items = await (call() if release else self._retry(call))
         if items and items[0][1] is not None:
             self._answered = items[0][1].dtype or "float32"
+        answers = {
+            name: (decode_floats(pooled, name, 2), seconds) for name, pooled, seconds in items
+        }
+        if into is None:
+            return {name: Pooled(pooled, seconds) for name, (pooled, seconds) in answers.items()}
         return {
-            name: Pooled(decode_floats(pooled, name, 2), seconds) for name, pooled, seconds in items
+            name: Pooled(into.place(name, pooled), seconds)
+            for name, (pooled, seconds) in answers.items()
         }
 
     async def push_grad(self, batch_id: int, grads: Mapping[str, NDArray[np.float32]]) -> int:

@@ -182,6 +182,17 @@ class EmbeddingStore(ABC):
     def lookup_shard(self, batch: ShardedBatch, shard: int) -> NDArray[np.float32]:
         """Pooled ``[batch, dim]`` sums over the signs of one shard only."""
 
+    def lookup_shard_into(
+        self, batch: ShardedBatch, shard: int, out: NDArray[np.float32], col: int
+    ) -> NDArray[np.float32]:
+        """:meth:`lookup_shard` written into columns ``[col, col + dim)`` of ``out``
+        (``[batch, width]`` float32); those columns, as a view. A store whose kernels can pool
+        into a wider matrix overrides this to skip the copy."""
+        pooled = self.lookup_shard(batch, shard)
+        block = out[:, col : col + pooled.shape[1]]
+        block[...] = pooled
+        return block
+
     @abstractmethod
     def push_grad_shard(self, batch: ShardedBatch, shard: int, grads: NDArray[np.float32]) -> None:
         """Apply ``grads[batch, dim]`` to the signs of one shard only."""

@@ -549,33 +549,44 @@ def find_rows(
 
 @kernel
 def pool_rows(
-    weights: np.ndarray, rows: np.ndarray, offsets: np.ndarray, out: np.ndarray, add: bool = True
+    weights: np.ndarray,
+    rows: np.ndarray,
+    offsets: np.ndarray,
+    out: np.ndarray,
+    add: bool = True,
+    col: int = 0,
 ) -> None:
-    """``out[b] += sum(weights[rows[j]] for j in example b)``, skipping negative rows; with
-    ``add=False``, ``out`` is zeroed first (here, without the GIL: a lookup hands in
-    ``np.empty``, where ``np.zeros`` cost a small variable's lookup 2-8 us holding it).
+    """``out[b, col:col + dim] += sum(weights[rows[j]] for j in example b)``, skipping negative
+    rows; with ``add=False``, those columns are zeroed first (here, without the GIL: a lookup
+    hands in ``np.empty``, where ``np.zeros`` cost a small variable's lookup 2-8 us holding it).
 
-    ``weights`` and ``out`` are C-contiguous. Rows of dim 16 are summed in registers
-    (:func:`pool_rows16`), any other dim by :func:`pool_rows_any`; both add an example's rows
-    to ``out[b]`` one at a time in the order of its signs, so their results are the same bits.
+    ``weights`` and ``out`` are C-contiguous; ``out`` may be wider than ``dim``, so a lookup
+    can write each variable's block straight into the trainer's model input (``col``: where
+    the block starts) instead of into an array of its own that is then copied there. Rows of
+    dim 16 are summed in registers (:func:`pool_rows16`), any other dim by
+    :func:`pool_rows_any`; both add an example's rows to ``out[b]`` one at a time in the order
+    of its signs, so their results are the same bits.
     """
+    dim = weights.shape[1]
     if not add:
-        out[:] = 0
-    if weights.shape[1] == LANES:
-        pool_rows16(weights, rows, offsets, out)
+        out[:, col : col + dim] = 0
+    if dim == LANES:
+        pool_rows16(weights, rows, offsets, out, col)
     else:
-        pool_rows_any(weights, rows, offsets, out)
+        pool_rows_any(weights, rows, offsets, out, col)
 
 
 @kernel
 def pool_rows16(
-    weights: np.ndarray, rows: np.ndarray, offsets: np.ndarray, out: np.ndarray
+    weights: np.ndarray, rows: np.ndarray, offsets: np.ndarray, out: np.ndarray, col: int = 0
 ) -> None:
     """:func:`pool_rows` for dim 16: each example's sum is a ``<16 x float>`` in registers,
     read from ``out[b]`` before its first row and written back after its last."""
     n = rows.shape[0]
+    width = out.shape[1]
     for b in range(offsets.shape[0] - 1):
-        total = load16(out, b * LANES)
+        at = b * width + col
+        total = load16(out, at)
         for j in range(offsets[b], offsets[b + 1]):
             if j + GATHER_PREFETCH_DISTANCE < n:
                 ahead = rows[j + GATHER_PREFETCH_DISTANCE]
@@ -584,12 +595,12 @@ def pool_rows16(
             row = rows[j]
             if row >= 0:
                 total = add16(total, load16(weights, row * LANES))
-        store16(out, b * LANES, total)
+        store16(out, at, total)
 
 
 @kernel
 def pool_rows_any(
-    weights: np.ndarray, rows: np.ndarray, offsets: np.ndarray, out: np.ndarray
+    weights: np.ndarray, rows: np.ndarray, offsets: np.ndarray, out: np.ndarray, col: int = 0
 ) -> None:
     """:func:`pool_rows` for any dim: the sum goes through ``out[b]`` in memory."""
     # The prefetch is written out here and in pool_rows16: as one inlined helper the fed
@@ -605,7 +616,7 @@ def pool_rows_any(
             row = rows[j]
             if row >= 0:
                 for d in range(dim):
-                    out[b, d] += weights[row, d]
+                    out[b, col + d] += weights[row, d]
 
 
 @kernel

@@ -396,16 +396,29 @@ class EmbeddingTable(EmbeddingStore):
         return batch.shard_view(shard)
 
     def lookup_shard(self, batch: ShardedBatch, shard: int) -> NDArray[np.float32]:
-        signs, offsets = self._shard_view(batch, shard)
         out = np.empty((batch.batch_size, self._dim), dtype=np.float32)
+        self._pool_into(batch, shard, out, 0)
+        return out
+
+    def lookup_shard_into(
+        self, batch: ShardedBatch, shard: int, out: NDArray[np.float32], col: int
+    ) -> NDArray[np.float32]:
+        _check_out(out, batch.batch_size, self._dim, col)
+        return self._pool_into(batch, shard, out, col)
+
+    def _pool_into(
+        self, batch: ShardedBatch, shard: int, out: NDArray[np.float32], col: int
+    ) -> NDArray[np.float32]:
+        signs, offsets = self._shard_view(batch, shard)
+        block = out[:, col : col + self._dim]
         with self._op_lock(shard):
             rows = self._rows_for_lookup(batch, shard, signs)
             if self.pooling == "fused":
-                k.pool_rows(self._weights, rows, offsets, out, False)
+                k.pool_rows(self._weights, rows, offsets, out, False, col)
             else:
-                out[:] = 0
-                k.pool_gathered(k.gather_rows(self._weights, rows), offsets, out)
-        return out
+                block[...] = 0
+                k.pool_gathered(k.gather_rows(self._weights, rows), offsets, block)
+        return block
 
     def _rows_for_lookup(
         self, batch: ShardedBatch, shard: int, signs: NDArray[np.uint64]
@@ -749,6 +762,23 @@ def _check_batch(
             f"{offsets_i64[decrease]} < offsets[{decrease - 1}] = {offsets_i64[decrease - 1]}"
         )
     return signs_u64, offsets_i64
+
+
+def _check_out(out: NDArray[np.float32], batch_size: int, dim: int, col: int) -> None:
+    """The kernels write ``out`` without bounds checks: refuse anything they could overrun."""
+    if not (
+        isinstance(out, np.ndarray)
+        and out.dtype == np.float32
+        and out.ndim == 2
+        and out.flags.c_contiguous
+        and out.flags.writeable
+    ):
+        raise ValueError("out must be a writable C-contiguous float32 matrix [batch, width]")
+    if out.shape[0] != batch_size or not 0 <= col <= out.shape[1] - dim:
+        raise ValueError(
+            f"out of shape {out.shape} has no room for a [{batch_size}, {dim}] block at "
+            f"column {col}"
+        )
 
 
 def _check_grads(grads: ArrayLike, batch_size: int, dim: int) -> NDArray[np.float32]:

@@ -32,7 +32,7 @@ from numpy.typing import NDArray
 from sniper._tasks import background
 from sniper.roles._hub import HubRole
 from sniper.roles._ps import PsRole
-from sniper.rpc._api import Checkpointed, MovedVariable, Pooled, Sample, Signs
+from sniper.rpc._api import Checkpointed, LookupTarget, MovedVariable, Pooled, Sample, Signs
 from sniper.rpc._generated.sniper.v1 import CreateVariableRequest, StatsResponse
 from sniper.rpc._placement import Placement
 from sniper.transport._abc import Transport
@@ -166,10 +166,15 @@ class InProcessPsClient:
         await self._mailbox.call("feed_sample", batch_id, variables)
 
     async def embedding_lookup(
-        self, batch_id: int, names: Sequence[str], *, release: bool = False
+        self,
+        batch_id: int,
+        names: Sequence[str],
+        *,
+        release: bool = False,
+        into: LookupTarget | None = None,
     ) -> dict[str, Pooled]:
         pooled: dict[str, Pooled] = await self._mailbox.call(
-            "embedding_lookup", batch_id, names, release=release
+            "embedding_lookup", batch_id, names, release=release, into=into
         )
         return pooled
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from sniper.roles import AlreadyPushedError, PsEngine, UnknownBatchError, UnknownVariableError
+from sniper.rpc import LookupTarget
 from sniper.scheduler import SCHEDULER_NAMES, open_scheduler
 from sniper.store import SGD, Adagrad, CapacityError, EmbeddingTable, zeros
 
@@ -105,6 +106,41 @@ def test_release_frees_a_lookup_only_batch(engine: PsEngine) -> None:
     assert engine.pending_batches() == 1
     engine.release(99)
     assert engine.pending_batches() == 1
+
+
+def test_a_lookup_into_a_matrix_fills_each_variables_columns(engine: PsEngine) -> None:
+    """``a`` has three shards (summed into its block when collected), ``b`` one (pooled
+    straight into its block); the columns nobody names keep what they held."""
+    for name in ("a", "b"):
+        engine.feed(3, name, SIGNS, OFFSETS)
+    want = {name: table(1).lookup_pool(SIGNS, OFFSETS) for name in ("a", "b")}
+    matrix = np.full((3, 2 * DIM + 3), 7.0, dtype=np.float32)
+    target = LookupTarget(matrix, {"b": 0, "a": DIM + 1})
+    got = engine.lookup(3, ["a", "b"], into=target)
+    np.testing.assert_allclose(matrix[:, DIM + 1 : 2 * DIM + 1], want["a"], rtol=1e-6)
+    np.testing.assert_allclose(matrix[:, :DIM], want["b"], rtol=1e-6)
+    np.testing.assert_array_equal(matrix[:, DIM], 7.0)
+    np.testing.assert_array_equal(matrix[:, 2 * DIM + 1 :], 7.0)
+    for name in ("a", "b"):
+        assert np.shares_memory(got[name].pooled, matrix)
+        assert got[name].kernel_seconds > 0
+    engine.push_grad(3, {"a": GRADS, "b": GRADS})
+
+
+def test_a_lookup_target_without_room_is_refused_before_any_task(engine: PsEngine) -> None:
+    engine.feed(5, "b", SIGNS, OFFSETS)
+    narrow = np.zeros((3, DIM - 1), dtype=np.float32)
+    with pytest.raises(ValueError, match=r"variable 'b' needs columns \[0, 4\)"):
+        engine.lookup(5, ["b"], into=LookupTarget(narrow, {"b": 0}))
+    with pytest.raises(ValueError, match="no columns for variable 'b'"):
+        engine.lookup(5, ["b"], into=LookupTarget(np.zeros((3, DIM), np.float32), {}))
+    with pytest.raises(ValueError, match="matrix has 4 rows but the batch has 3 examples"):
+        engine.lookup(5, ["b"], into=LookupTarget(np.zeros((4, DIM), np.float32), {"b": 0}))
+    # The batch is still there, unchanged: a plain lookup and the push go through.
+    np.testing.assert_allclose(
+        engine.lookup(5, ["b"])["b"].pooled, table(1).lookup_pool(SIGNS, OFFSETS), rtol=1e-6
+    )
+    engine.push_grad(5, {"b": GRADS})
 
 
 @pytest.mark.parametrize("backend", ["per_variable", "work_stealing"])

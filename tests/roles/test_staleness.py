@@ -13,7 +13,7 @@ from numpy.typing import NDArray
 
 from sniper.data import SyntheticCtr, load_workload
 from sniper.roles import HubConfig, PsCluster, PsEngine, PsRole, Trainer, TrainerConfig
-from sniper.rpc import Pooled
+from sniper.rpc import LookupTarget, Pooled
 from sniper.scheduler import open_scheduler
 from tests.roles._roles import JitteryHub, created
 
@@ -27,11 +27,16 @@ class LoggingPs(PsRole):
     log: list[tuple[str, int]]
 
     async def embedding_lookup(
-        self, batch_id: int, names: Sequence[str], *, release: bool = False
+        self,
+        batch_id: int,
+        names: Sequence[str],
+        *,
+        release: bool = False,
+        into: LookupTarget | None = None,
     ) -> dict[str, Pooled]:
         self.log.append(("lookup", batch_id))
         await anyio.sleep(random.random() * 0.003)
-        return await super().embedding_lookup(batch_id, names, release=release)
+        return await super().embedding_lookup(batch_id, names, release=release, into=into)
 
     async def push_grad(self, batch_id: int, grads: Mapping[str, NDArray[np.float32]]) -> int:
         await anyio.sleep(random.random() * 0.003)

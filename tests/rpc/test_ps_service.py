@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pytest
@@ -15,7 +15,7 @@ from grpclib.exceptions import GRPCError
 from sniper.roles import PsRoleConfig
 from sniper.roles._checkpoint import manifest_digest
 from sniper.roles._ps import _all_finite
-from sniper.rpc import Checkpointed, PsClient, variable_request
+from sniper.rpc import Checkpointed, LookupTarget, PsClient, variable_request
 from sniper.rpc._generated.grpc.health.v1 import (
     HealthCheckRequest,
     HealthCheckResponseServingStatus,
@@ -85,6 +85,40 @@ async def test_training_step_matches_the_store() -> None:
         } <= names
         assert stats.pending_batches == 0
         assert stats.variables[0].rows == 5
+
+
+async def test_a_lookup_into_a_matrix_over_grpc_fills_each_block() -> None:
+    """The gRPC client decodes each answer into its block of the trainer's matrix; a
+    matrix of the wrong size is refused by the client, and the batch can still be looked up."""
+    table = reference()
+    async with running_ps() as (_service, client):
+        await create(client)
+        await create(client, "other")
+        await client.feed_sample(1, {"emb": (SIGNS, OFFSETS), "other": (SIGNS, OFFSETS)})
+        with pytest.raises(ValueError, match="matrix has 2 rows but the batch has 3 examples"):
+            await client.embedding_lookup(
+                1, ["emb"], into=LookupTarget(np.zeros((2, 4), np.float32), {"emb": 0})
+            )
+        matrix = np.full((3, 9), -1.0, dtype=np.float32)
+        got = await client.embedding_lookup(
+            1, ["emb", "other"], into=LookupTarget(matrix, {"other": 0, "emb": 5})
+        )
+        want = table.lookup_pool(SIGNS, OFFSETS)
+        np.testing.assert_allclose(matrix[:, 5:], want, rtol=1e-6)
+        np.testing.assert_allclose(matrix[:, :4], want, rtol=1e-6)
+        np.testing.assert_array_equal(matrix[:, 4], -1.0)
+        assert np.shares_memory(got["emb"].pooled, matrix)
+
+
+def test_a_lookup_target_is_a_writable_contiguous_float32_matrix() -> None:
+    cases: tuple[Any, ...] = (
+        np.zeros((3, 4), np.float64),
+        np.zeros((3, 8), np.float32)[:, :4],
+        np.zeros(4, np.float32),
+    )
+    for bad in cases:
+        with pytest.raises(ValueError, match="must be a writable C-contiguous float32"):
+            LookupTarget(bad, {"emb": 0})
 
 
 async def test_unknown_names_get_not_found_and_change_nothing() -> None:

@@ -67,6 +67,22 @@ def test_pool_rows_adds_in_sign_order(dim: int) -> None:
     np.testing.assert_array_equal(bits(out), bits(want))
 
 
+@pytest.mark.parametrize("dim", [3, 16])
+@pytest.mark.parametrize("add", [False, True])
+def test_pool_rows_into_a_wider_matrix_writes_its_columns_alone(dim: int, add: bool) -> None:
+    weights, rows, offsets, out = ragged_case(np.random.default_rng(dim), dim)
+    wide = np.random.default_rng(1).normal(0, 1, (out.shape[0], dim + 7)).astype(np.float32)
+    before = wide.copy()
+    start = 5 if dim == 3 else 2
+    own = wide[:, start : start + dim].copy()
+    pool_rows(weights, rows, offsets, own, add)
+    pool_rows(weights, rows, offsets, wide, add, start)
+    np.testing.assert_array_equal(bits(wide[:, start : start + dim]), bits(own))
+    untouched = np.ones(wide.shape[1], dtype=bool)
+    untouched[start : start + dim] = False
+    np.testing.assert_array_equal(wide[:, untouched], before[:, untouched])
+
+
 @settings(max_examples=50, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), examples=st.integers(0, 20))
 def test_dim16_path_equals_the_generic_path(seed: int, examples: int) -> None:

@@ -6,6 +6,7 @@ import math
 import subprocess
 import sys
 import threading
+from typing import Any
 
 import numpy as np
 import pytest
@@ -360,3 +361,30 @@ def test_normal_initial_values_have_the_asked_distribution(dim: int) -> None:
     assert abs((np.abs(z) < 2).mean() - 0.9545) < 0.005
     if dim > 1:
         assert abs(np.corrcoef(z[:, 0], z[:, 1])[0, 1]) < 0.03
+
+
+@pytest.mark.parametrize("pooling", ["fused", "separate"])
+def test_lookup_shard_into_writes_its_block_and_refuses_what_does_not_fit(pooling: Any) -> None:
+    table = EmbeddingTable(
+        4, capacity=64, optimizer=SGD(lr=0.1), initializer=uniform(-1, 1), pooling=pooling
+    )
+    signs = np.array([1, 2, 3, 2], dtype=np.uint64)
+    offsets = np.array([0, 1, 4], dtype=np.int64)
+    batch = table.split(signs, offsets)
+    out = np.full((2, 10), 3.0, dtype=np.float32)
+    block = table.lookup_shard_into(batch, 0, out, 6)
+    assert np.shares_memory(block, out) and block.shape == (2, 4)
+    np.testing.assert_array_equal(out[:, 6:], table.lookup_shard(batch, 0))
+    np.testing.assert_array_equal(out[:, :6], 3.0)
+    rows = len(table)
+    cases: tuple[tuple[Any, int], ...] = (
+        (np.zeros((2, 10), np.float32), 7),
+        (np.zeros((3, 10), np.float32), 0),
+        (np.zeros((2, 10), np.float64), 0),
+        (np.zeros((2, 20), np.float32)[:, ::2], 0),
+        (np.zeros((2, 10), np.float32), -1),
+    )
+    for bad, col in cases:
+        with pytest.raises(ValueError, match="out"):
+            table.lookup_shard_into(batch, 0, bad, col)
+    assert len(table) == rows
