@@ -21,6 +21,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from sniper._arrays import is_float32_matrix
 from sniper.rpc._generated.sniper.v1 import (
     AdmissionConfig,
     CreateVariableRequest,
@@ -74,14 +75,7 @@ class LookupTarget:
     """Each variable's first column; its block is as wide as the variable's dim."""
 
     def __post_init__(self) -> None:
-        matrix = self.matrix
-        if not (
-            isinstance(matrix, np.ndarray)
-            and matrix.dtype == np.float32
-            and matrix.ndim == 2
-            and matrix.flags.c_contiguous
-            and matrix.flags.writeable
-        ):
+        if not is_float32_matrix(self.matrix):
             raise ValueError(
                 "a lookup target's matrix must be a writable C-contiguous float32 array "
                 "[batch, width]"

@@ -31,6 +31,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from sniper._arrays import is_float32_matrix
 from sniper._hashing import _as_u64, splitmix64_mix
 from sniper.store import _kernels as k
 from sniper.store._abc import (
@@ -766,13 +767,7 @@ def _check_batch(
 
 def _check_out(out: NDArray[np.float32], batch_size: int, dim: int, col: int) -> None:
     """The kernels write ``out`` without bounds checks: refuse anything they could overrun."""
-    if not (
-        isinstance(out, np.ndarray)
-        and out.dtype == np.float32
-        and out.ndim == 2
-        and out.flags.c_contiguous
-        and out.flags.writeable
-    ):
+    if not is_float32_matrix(out):
         raise ValueError("out must be a writable C-contiguous float32 matrix [batch, width]")
     if out.shape[0] != batch_size or not 0 <= col <= out.shape[1] - dim:
         raise ValueError(
