@@ -131,10 +131,11 @@ class ParquetReader:
     """A Parquet file of batches as a :class:`~sniper.data.Reader` (same data every epoch).
 
     Batch ``i`` is rows ``[i * batch_size, (i + 1) * batch_size)``; the last one may be
-    shorter. A shard reads only the row groups its batches lie in. When a batch lies in one
-    row group (always, when ``batch_size`` divides the written batch size), its labels, dense
-    features, signs and (for ``large_list`` columns) offsets are read-only numpy views of the
-    Arrow buffers that the Parquet decoder filled: no copy after decoding.
+    shorter. A shard reads only the row groups its batches lie in, several batches' groups in one
+    call. A batch's labels, dense features and signs are read-only numpy views of the Arrow
+    buffers that the Parquet decoder filled: no copy after decoding. Its offsets are a view too
+    when they start at 0 (the first batch of a read, for ``large_list`` columns), else a copy
+    that starts there (``batch_size + 1`` numbers).
 
     Not thread-safe (it keeps the last row groups read): give each thread its own reader.
     """
