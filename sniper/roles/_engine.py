@@ -333,7 +333,7 @@ class PsEngine:
         if into is not None:
             for part in parts:  # a target that does not fit fails now, before any task
                 into.check_rows(part.batch.batch_size)
-                into.block(part.name, part.table.dim)
+                into.column(part.name, part.table.dim)
         return PendingLookup(
             [
                 self.scheduler.submit(task[0].key, _lookup_parts, task, into)

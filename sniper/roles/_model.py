@@ -87,7 +87,12 @@ class Predictor:
 
     def __call__(self, pooled: Mapping[str, Pooled], dense: F32) -> F32:
         """Click probabilities of a batch (no training)."""
-        logits, _ = self.model.forward(self.model_input(pooled, dense))
+        return self.probabilities(self.model_input(pooled, dense))
+
+    def probabilities(self, inputs: F32) -> F32:
+        """Click probabilities of a batch whose model input is built already (the trainer's
+        lookups write it in place)."""
+        logits, _ = self.model.forward(inputs)
         return sigmoid(logits)
 
 

@@ -412,10 +412,6 @@ class Trainer:
         """``[pooled embedding of each variable ‖ dense features]``, one row per example."""
         return self._predictor.model_input(pooled, dense)
 
-    def _predict_inputs(self, inputs: NDArray[np.float32]) -> NDArray[Any]:
-        logits, _ = self.model.forward(inputs)
-        return sigmoid(logits)
-
     def predict(self, pooled: Mapping[str, Pooled], dense: NDArray[np.float32]) -> NDArray[Any]:
         """Click probabilities of a batch (no training)."""
         return self._predictor(pooled, dense)
@@ -457,7 +453,7 @@ class Trainer:
         return loss, dict(zip(self._columns, d_input, strict=True))
 
     async def _evaluate(self, ready: _Ready, report: TrainReport) -> None:
-        probs = await anyio.to_thread.run_sync(self._predict_inputs, ready.inputs)
+        probs = await anyio.to_thread.run_sync(self._predictor.probabilities, ready.inputs)
         self._held_out.append((ready.labels, probs))
         with self._live_lock:
             self._live_auc.update(ready.labels, probs)

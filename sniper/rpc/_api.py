@@ -89,8 +89,9 @@ class LookupTarget:
                 f"has {batch_size} examples"
             )
 
-    def block(self, name: str, dim: int) -> NDArray[np.float32]:
-        """Variable ``name``'s columns (a view); the error names what does not fit."""
+    def column(self, name: str, dim: int) -> int:
+        """Where variable ``name``'s block of ``dim`` columns starts; the error names what
+        does not fit."""
         start = self.columns.get(name)
         if start is None:
             raise ValueError(f"the lookup target has no columns for variable {name!r}")
@@ -99,6 +100,11 @@ class LookupTarget:
                 f"variable {name!r} needs columns [{start}, {start + dim}) but the lookup "
                 f"target's matrix has {self.matrix.shape[1]}"
             )
+        return start
+
+    def block(self, name: str, dim: int) -> NDArray[np.float32]:
+        """Variable ``name``'s columns (a view)."""
+        start = self.column(name, dim)
         return self.matrix[:, start : start + dim]
 
     def place(self, name: str, pooled: NDArray[np.float32]) -> NDArray[np.float32]:

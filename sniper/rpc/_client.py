@@ -175,14 +175,12 @@ class PsClient:
         items = await (call() if release else self._retry(call))
         if items and items[0][1] is not None:
             self._answered = items[0][1].dtype or "float32"
-        answers = {
-            name: (decode_floats(pooled, name, 2), seconds) for name, pooled, seconds in items
-        }
-        if into is None:
-            return {name: Pooled(pooled, seconds) for name, (pooled, seconds) in answers.items()}
+        decoded = (
+            (name, decode_floats(pooled, name, 2), seconds) for name, pooled, seconds in items
+        )
         return {
-            name: Pooled(into.place(name, pooled), seconds)
-            for name, (pooled, seconds) in answers.items()
+            name: Pooled(pooled if into is None else into.place(name, pooled), seconds)
+            for name, pooled, seconds in decoded
         }
 
     async def push_grad(self, batch_id: int, grads: Mapping[str, NDArray[np.float32]]) -> int:
