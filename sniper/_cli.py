@@ -363,7 +363,7 @@ def _build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--scheduler",
         default=None,
-        help="inline, per_variable, thread_pool or work_stealing (default)",
+        help="adaptive (default), inline, per_variable, thread_pool or work_stealing",
     )
     serve.add_argument(
         "--workers", type=int, default=None, help="scheduler threads (default 0: one per core)"
@@ -597,8 +597,8 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_workload(ps_bench)
     ps_bench.add_argument(
         "--scheduler",
-        default="work_stealing",
-        help="inline, per_variable, thread_pool or work_stealing",
+        default="adaptive",
+        help="adaptive (default), inline, per_variable, thread_pool or work_stealing",
     )
     ps_bench.add_argument(
         "--workers",

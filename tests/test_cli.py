@@ -41,7 +41,7 @@ def test_placement_reports_every_ps() -> None:
         ),
         (
             ("bench", "ps", "--scheduler", "fifo"),
-            "sniper: error: unknown scheduler 'fifo'; valid names: inline, per_variable, "
+            "sniper: error: unknown scheduler 'fifo'; valid names: adaptive, inline, per_variable, "
             "thread_pool, work_stealing\n",
         ),
     ],
@@ -69,4 +69,4 @@ def test_demo_in_process() -> None:
     done = sniper("bench", "ps", "--steps", "2", "--transport", "inprocess", "--workers", "2")
     assert done.returncode == 0, done.stderr
     assert "on this process (no gRPC)" in done.stdout
-    assert "scheduler work_stealing:" in done.stdout
+    assert "scheduler adaptive:" in done.stdout

@@ -42,7 +42,7 @@ LR = 0.01
 class PsBenchConfig:
     """What ``sniper bench ps`` runs; validated when built from the command line."""
 
-    scheduler: str = "work_stealing"
+    scheduler: str = "adaptive"
     workers: int = 1
     """Worker threads per ps (the ps processes share this machine's cores)."""
     steps: int = 30

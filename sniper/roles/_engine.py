@@ -5,7 +5,10 @@ request into scheduler tasks: a huge variable's shards are tasks of their own, s
 workers, while the shards of small variables are packed together into tasks of at least
 ``min_task_signs`` signs. A packed task is keyed by its largest part, so ``per_variable``'s
 one-at-a-time order holds per task, not per packed shard; every table keeps its own lock mode,
-which is what protects its rows (set ``min_task_signs=1`` for one task per shard).
+which is what protects its rows (set ``min_task_signs=1`` for one task per shard). Every task
+of a request of fewer than ``small_request_signs`` signs is keyed ``small``: the ``adaptive``
+scheduler runs it on the thread that made the request, where a worker thread would only take
+turns at the GIL with it (the other backends ignore the hint).
 
 Every call a ps answers goes the same way: transport → :class:`~sniper.roles.PsRole` → engine →
 scheduler → store. The ``*_async`` methods are what the role awaits; the blocking ones are for
@@ -28,7 +31,7 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar, TypeVarTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -40,6 +43,7 @@ from sniper.scheduler import Scheduler, TaskHandle, TaskKey, wait_all
 from sniper.store import CapacityError, EmbeddingTable, ShardedBatch, TableExport
 
 T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 
 __all__ = ["PendingLookup", "PsEngine"]
 
@@ -53,11 +57,13 @@ class PsEngine:
         *,
         batch_ttl: float = 300.0,
         min_task_signs: int = 32_768,
+        small_request_signs: int = 65_536,
         max_pending_mb: float = 2048.0,
         max_pending_batches: int = 4096,
         map_at_feed: bool = True,
     ) -> None:
         self.min_task_signs = min_task_signs
+        self.small_request_signs = small_request_signs
         self.map_at_feed = map_at_feed
         self.scheduler = scheduler
         self.batch_ttl = batch_ttl
@@ -65,6 +71,7 @@ class PsEngine:
         self.max_pending_batches = max_pending_batches
         check_positive(self, "batch_ttl", "max_pending_mb")
         check_at_least(self, 1, "min_task_signs", "max_pending_batches")
+        check_at_least(self, 0, "small_request_signs")
         self._tables: dict[str, EmbeddingTable] = {}
         self._batches: dict[tuple[int, str], tuple[ShardedBatch, float]] = {}
         self._pending_bytes = 0
@@ -161,10 +168,7 @@ class PsEngine:
         parts = [part for name, batch in held for part in _shards(name, self.table(name), batch)]
         # Background: a lookup or push the trainer waits for goes first (work_stealing); a
         # lookup that comes before its batch's pins maps the rows itself, and the pins skip.
-        return [
-            self.scheduler.submit(task[0].key._replace(background=True), _pin_parts, task)
-            for task in self._plan(parts)
-        ]
+        return self._submit(parts, _pin_parts, background=True)
 
     def _check_room(self, batch_id: int, split: list[tuple[str, ShardedBatch]]) -> None:
         """Refuse a feed that would hold more than ``max_pending_batches`` batches or
@@ -220,7 +224,8 @@ class PsEngine:
         """:meth:`feed_many` as scheduler tasks: splitting by shard is kernel work, kept off
         the event loop and keyed by the first variable; then the pins, planned like a lookup."""
         items = list(variables)
-        key = items[0][0] if items else "__feed__"
+        signs = sum(np.size(signs) for _, signs, _ in items)
+        key = TaskKey(items[0][0] if items else "__feed__", small=self._small(signs))
         held = await self.scheduler.run(key, self._keep, batch_id, items)
         self._count(pair for task in await wait_all(self._submit_pins(held)) for pair in task)
 
@@ -286,6 +291,27 @@ class PsEngine:
     # 1.7x for the same work in 16 packed tasks). Tasks are submitted biggest first, so the
     # small ones fill the gaps at the end (longest-processing-time-first scheduling).
 
+    def _small(self, signs: int) -> bool:
+        """Whether a request of ``signs`` signs is too small to gain from worker threads."""
+        return signs < self.small_request_signs
+
+    def _submit(
+        self,
+        parts: list[_Part],
+        body: Callable[[list[_Part], *Ts], T],
+        *args: *Ts,
+        background: bool = False,
+    ) -> list[TaskHandle[T]]:
+        """Plan one request's parts into tasks and submit each as ``body(task, *args)``,
+        keyed by its largest part and hinted ``small`` when the whole request is."""
+        small = self._small(sum(part.signs for part in parts))
+        return [
+            self.scheduler.submit(
+                task[0].key._replace(background=background, small=small), body, task, *args
+            )
+            for task in self._plan(parts)
+        ]
+
     def _plan(self, parts: list[_Part]) -> list[list[_Part]]:
         tasks: list[list[_Part]] = []
         current: list[_Part] = []
@@ -334,14 +360,7 @@ class PsEngine:
             for part in parts:  # a target that does not fit fails now, before any task
                 into.check_rows(part.batch.batch_size)
                 into.column(part.name, part.table.dim)
-        return PendingLookup(
-            [
-                self.scheduler.submit(task[0].key, _lookup_parts, task, into)
-                for task in self._plan(parts)
-            ],
-            self._count,
-            into,
-        )
+        return PendingLookup(self._submit(parts, _lookup_parts, into), self._count, into)
 
     def _count(self, seconds: Iterable[tuple[str, float]]) -> None:
         """Add ``(variable, kernel seconds)`` pairs to :attr:`kernel_seconds`."""
@@ -372,11 +391,7 @@ class PsEngine:
             for name, grad in grads.items()
         }
         self._claim(batch_id, [part.batch for part in parts], list(grads))
-        handles = [
-            self.scheduler.submit(task[0].key, _push_parts, task, checked)
-            for task in self._plan(parts)
-        ]
-        return handles, parts
+        return self._submit(parts, _push_parts, checked), parts
 
     @staticmethod
     def _unpin_parts(parts: list[_Part]) -> None:

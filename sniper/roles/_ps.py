@@ -109,8 +109,10 @@ class PsSettings(PsRoleConfig, RunSettings):
     """A ps process: its role's policies and what it runs them on. ``sniper serve`` and
     ``sniper train`` configs inherit these keys, so each is declared and checked once."""
 
-    scheduler: str = "work_stealing"
-    """A name of :func:`sniper.scheduler.scheduler_names` (built-in or plugin)."""
+    scheduler: str = "adaptive"
+    """A name of :func:`sniper.scheduler.scheduler_names` (built-in or plugin). ``adaptive``
+    runs small requests (see ``small_request_signs``) on the thread that received them and
+    the rest on work-stealing workers."""
     workers: int = 0
     """Scheduler threads per ps (0: the machine's cores, shared among the ps started)."""
     batch_ttl: float = 300.0
@@ -120,6 +122,11 @@ class PsSettings(PsRoleConfig, RunSettings):
     RESOURCE_EXHAUSTED."""
     max_pending_batches: int = 4096
     """The same cap in batches (a job's hubs and trainer hold a few dozen at a time)."""
+    small_request_signs: int = 65_536
+    """A FeedSample, EmbeddingLookup or PushGrad of fewer signs than this on this ps has its
+    tasks keyed ``small``, which ``adaptive`` runs on the thread that received the request
+    (0: none is small). On two cores the crossover measured is between 83k and 123k signs a
+    batch in all (scale 0.02 and 0.1 of seed_ctr, over 2 ps); more cores move it down."""
     map_rows: Literal["feed", "lookup"] = "feed"
     """When a batch's signs are resolved to rows: ``feed`` (when FeedSample arrives, while the
     trainer is busy with earlier batches; the rows stay pinned until PushGrad, so the lookup
@@ -131,7 +138,7 @@ class PsSettings(PsRoleConfig, RunSettings):
             raise ValueError(
                 f"scheduler must be one of {', '.join(scheduler_names())}, got {self.scheduler!r}"
             )
-        check_at_least(self, 0, "workers")
+        check_at_least(self, 0, "workers", "small_request_signs")
         check_at_least(self, 1, "max_pending_batches")
         if self.map_rows not in ("feed", "lookup"):
             raise ValueError(f"map_rows must be 'feed' or 'lookup', got {self.map_rows!r}")
@@ -145,6 +152,7 @@ class PsSettings(PsRoleConfig, RunSettings):
             max_pending_mb=self.max_pending_mb,
             max_pending_batches=self.max_pending_batches,
             map_at_feed=self.map_rows == "feed",
+            small_request_signs=self.small_request_signs,
         )
 
     def worker_threads(self, num_ps: int = 1) -> int:

@@ -148,11 +148,12 @@ class BaseScheduler(Scheduler):
 
     # -- running -----------------------------------------------------------------------------
 
-    def _run_one(self, handle: AnyHandle, worker: int) -> None:
-        """Run one task on worker ``worker`` (an index into the busy-time counters)."""
+    def _run_one(self, handle: AnyHandle, worker: int | None) -> None:
+        """Run one task on worker ``worker`` (an index into the busy-time counters; None for
+        a task run by the thread that submitted it, which is no worker's busy time)."""
         self._run_group((handle,), worker)
 
-    def _run_group(self, group: Sequence[AnyHandle], worker: int) -> None:
+    def _run_group(self, group: Sequence[AnyHandle], worker: int | None) -> None:
         """Run one task, or several of one key with the same ``merge`` as one merged call.
 
         Counters are updated before any handle completes, so an awaiter that wakes up and
@@ -173,7 +174,8 @@ class BaseScheduler(Scheduler):
         with self._lock:
             counters = self._counters
             counters.running -= len(started)
-            counters.busy[worker] += elapsed
+            if worker is not None:
+                counters.busy[worker] += elapsed
             if error is None:
                 counters.completed += len(started)
             else:

@@ -24,10 +24,17 @@ class TaskKey(NamedTuple):
     submission waits, so it never delays the calls a trainer is waiting for. The other
     backends run it as any task (``per_variable`` in a queue of its own, beside the same
     shard's foreground one)."""
+    small: bool = False
+    """Work too small to gain from a thread of its own (a ps request of a few thousand signs
+    per variable: mostly Python around short kernels, which on another thread only contends
+    for the GIL with the thread that submitted it): ``adaptive`` runs it inside ``submit``, on
+    the submitting thread, as ``inline`` does. The other backends run it as any task
+    (``per_variable`` in a queue of its own, as for ``background``)."""
 
     def __repr__(self) -> str:
-        background = ", background=True" if self.background else ""
-        return f"TaskKey(variable={self.variable!r}, shard={self.shard}{background})"
+        flags = (("background", self.background), ("small", self.small))
+        hints = "".join(f", {name}=True" for name, on in flags if on)
+        return f"TaskKey(variable={self.variable!r}, shard={self.shard}{hints})"
 
 
 KeyLike: TypeAlias = TaskKey | str

@@ -35,7 +35,7 @@ from ._abc import Scheduler
 
 __all__ = ["ENTRY_POINT_GROUP", "SCHEDULER_NAMES", "open_scheduler", "scheduler_names"]
 
-SCHEDULER_NAMES: Final = ("inline", "per_variable", "thread_pool", "work_stealing")
+SCHEDULER_NAMES: Final = ("adaptive", "inline", "per_variable", "thread_pool", "work_stealing")
 """The built-in backends. Every name ``open_scheduler`` accepts is :func:`scheduler_names`."""
 
 ENTRY_POINT_GROUP: Final = "sniper.schedulers"

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
 
 from sniper.roles import AlreadyPushedError, PsEngine, UnknownBatchError, UnknownVariableError
 from sniper.rpc import LookupTarget
-from sniper.scheduler import SCHEDULER_NAMES, open_scheduler
+from sniper.scheduler import SCHEDULER_NAMES, KeyLike, TaskHandle, TaskKey, open_scheduler
+from sniper.scheduler._adaptive import AdaptiveScheduler
 from sniper.store import SGD, Adagrad, CapacityError, EmbeddingTable, zeros
 
 DIM = 4
@@ -162,6 +164,48 @@ def test_packing_small_shards_into_tasks_changes_no_number(backend: str) -> None
     for first, second in zip(*results, strict=True):
         for x, y in zip(first, second, strict=True):
             np.testing.assert_allclose(x, y, rtol=1e-6)
+
+
+class KeysSeen(AdaptiveScheduler):
+    """``adaptive``, noting the key of every task submitted to it."""
+
+    def __init__(self, workers: int) -> None:
+        super().__init__(workers)
+        self.keys: list[TaskKey] = []
+
+    def _admit(self, key: KeyLike, *args: Any, **kwargs: Any) -> TaskHandle[Any]:
+        handle: TaskHandle[Any] = super()._admit(key, *args, **kwargs)
+        self.keys.append(handle.key)
+        return handle
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("threshold", "small"), [(len(SIGNS) + 1, True), (len(SIGNS), False)])
+async def test_a_request_under_small_request_signs_is_keyed_small(
+    threshold: int, small: bool
+) -> None:
+    """Feed, pins, lookup and push of a 7-sign batch: small below 8 signs, not at 7."""
+    with KeysSeen(2) as scheduler:
+        engine = PsEngine(scheduler, small_request_signs=threshold, min_task_signs=1)
+        engine.create_variable("a", table(3))
+        await engine.feed_async(1, [("a", SIGNS, OFFSETS)])
+        pins = [key for key in scheduler.keys if key.background]
+        await engine.lookup_async(1, ["a"])
+        await engine.push_grad_async(1, {"a": GRADS})
+        stats = scheduler.statistics()
+    assert len(pins) == 3, "one pin per shard"
+    assert len(scheduler.keys) == 1 + 3 * 3, "the feed's split, then 3 shards x 3 requests"
+    assert {key.small for key in scheduler.keys} == {small}
+    # Small tasks ran on this thread: no worker was busy for them.
+    assert (sum(stats.busy_seconds) == 0) is small
+
+
+def test_small_request_signs_is_checked() -> None:
+    with (
+        open_scheduler("inline") as scheduler,
+        pytest.raises(ValueError, match="small_request_signs must be at least 0, got -1"),
+    ):
+        PsEngine(scheduler, small_request_signs=-1)
 
 
 class BrokenPush(EmbeddingTable):

@@ -214,7 +214,8 @@ def _known_keys() -> str:
         (
             ["--scheduler", "nope"],
             None,
-            "scheduler must be one of inline, per_variable, thread_pool, work_stealing, got 'nope'",
+            "scheduler must be one of adaptive, inline, per_variable, thread_pool, "
+            "work_stealing, got 'nope'",
         ),
         (["--max-message-mb", "0"], None, "max_message_mb must be positive, got 0.0"),
         (

@@ -11,7 +11,7 @@ from sniper.scheduler import SCHEDULER_NAMES, Scheduler, open_scheduler
 
 from ._helpers import WAIT
 
-WORKERS = {"inline": 2, "per_variable": 2, "thread_pool": 2, "work_stealing": 3}
+WORKERS = {"adaptive": 3, "inline": 2, "per_variable": 2, "thread_pool": 2, "work_stealing": 3}
 """Workers per backend: 2, and 3 for work stealing so a thief has more than one victim."""
 
 QUEUEING = [name for name in SCHEDULER_NAMES if name != "inline"]

@@ -89,13 +89,13 @@ def test_plugins_are_listed_after_the_built_ins_in_order(site: Path) -> None:
     target = "theirpkg.scheduler:TheirScheduler"
     install(site, "theirpkg", {"zeta": target, "alpha": target})
     assert scheduler_names() == (*SCHEDULER_NAMES, "alpha", "zeta")
-    assert SCHEDULER_NAMES == ("inline", "per_variable", "thread_pool", "work_stealing")
+    assert SCHEDULER_NAMES == ("adaptive", "inline", "per_variable", "thread_pool", "work_stealing")
 
 
 def test_an_unknown_name_lists_the_plugins_too(theirs: Path) -> None:
     message = (
         "no scheduler named 'fifo'; valid names are: "
-        "inline, per_variable, thread_pool, work_stealing, theirs"
+        "adaptive, inline, per_variable, thread_pool, work_stealing, theirs"
     )
     with pytest.raises(LookupError, match=f"^{re.escape(message)}$"):
         open_scheduler("fifo", workers=1)
@@ -195,7 +195,7 @@ def test_importing_sniper_imports_no_plugin_and_no_contract_checks(site: Path) -
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout == "inline,per_variable,thread_pool,work_stealing,gpu\n"
+    assert result.stdout == "adaptive,inline,per_variable,thread_pool,work_stealing,gpu\n"
 
 
 def test_sniper_serve_runs_a_ps_on_a_plugin_scheduler(theirs: Path) -> None:

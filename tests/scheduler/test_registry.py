@@ -21,14 +21,14 @@ pytestmark = pytest.mark.timeout(60)
 def test_unknown_name_lists_the_valid_ones() -> None:
     message = (
         "no scheduler named 'fifo'; valid names are: "
-        "inline, per_variable, thread_pool, work_stealing"
+        "adaptive, inline, per_variable, thread_pool, work_stealing"
     )
     with pytest.raises(LookupError, match=f"^{re.escape(message)}$"):
         open_scheduler("fifo", workers=1)
 
 
 def test_the_names() -> None:
-    assert SCHEDULER_NAMES == ("inline", "per_variable", "thread_pool", "work_stealing")
+    assert SCHEDULER_NAMES == ("adaptive", "inline", "per_variable", "thread_pool", "work_stealing")
 
 
 def test_private_modules_are_not_scheduler_names() -> None:

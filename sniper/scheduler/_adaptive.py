@@ -1,0 +1,58 @@
+"""The ``adaptive`` backend: ``work_stealing`` for work worth a thread, ``inline`` for the rest.
+
+A worker thread pays for itself only when the task releases the GIL for most of its run. A ps
+request of a few thousand signs per variable does not: its tasks are Python loops around
+kernels of tens of microseconds, and on a worker that Python takes turns at the GIL with the
+event loop that submitted it. Measured on two cores (``docs/benchmarks.md``, "The fourteenth
+session"): a whole one-process job at scale 0.02 ran 18-20% faster with every task inline than
+on ``work_stealing``, and 25-35% faster on ``criteo``, while at scale 1.0 (kernels of
+milliseconds) ``work_stealing`` ran 45% faster than inline. So the submitter, which knows how
+much work a task carries, marks the small ones (``TaskKey.small``), and this backend runs
+those inside ``submit`` on the submitting thread and hands every other task to its
+work-stealing workers.
+
+A small task is admitted, counted and completed as every task is (closing refuses it,
+``max_pending`` bounds it); it is never queued, so it cannot be cancelled or stolen, and its
+run time is no worker's busy time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from ._base import AnyHandle
+from ._key import KeyLike
+from ._task import MergeFn, TaskHandle
+from ._work_stealing import WorkStealingScheduler
+
+__all__ = ["AdaptiveScheduler", "scheduler_class"]
+
+T = TypeVar("T")
+
+
+class AdaptiveScheduler(WorkStealingScheduler):
+    """Runs a task keyed ``small`` in its submitter, and every other on work-stealing workers."""
+
+    name = "adaptive"
+
+    def _admit(
+        self,
+        key: KeyLike,
+        fn: Callable[..., T],
+        args: tuple[Any, ...],
+        merge: MergeFn | None,
+        *,
+        bounded: bool,
+    ) -> TaskHandle[T]:
+        handle = super()._admit(key, fn, args, merge, bounded=bounded)
+        if handle.key.small:
+            self._run_one(handle, None)
+        return handle
+
+    def _push(self, handle: AnyHandle) -> None:
+        if not handle.key.small:
+            super()._push(handle)
+
+
+scheduler_class = AdaptiveScheduler

@@ -1,0 +1,98 @@
+"""``adaptive``: a task keyed ``small`` runs in its submitter; every other on the workers."""
+
+from __future__ import annotations
+
+import threading
+
+import anyio
+import pytest
+
+from sniper.scheduler import SchedulerClosed, TaskKey, open_scheduler
+
+from ._helpers import WAIT
+from .conftest import WORKERS
+
+pytestmark = pytest.mark.timeout(60)
+
+SMALL = TaskKey("v", small=True)
+
+
+def thread_name() -> str:
+    return threading.current_thread().name
+
+
+def test_a_small_task_runs_inside_submit_on_the_submitting_thread() -> None:
+    with open_scheduler("adaptive", workers=2) as scheduler:
+        handle = scheduler.submit(SMALL, thread_name)
+        assert handle.done(), "a small task is finished before submit returns"
+        assert handle.result() == thread_name()
+        assert (
+            scheduler.submit("v", thread_name).result(timeout=WAIT).startswith("sniper-adaptive-")
+        )
+
+
+def test_small_tasks_are_counted_but_are_no_worker_s_busy_time() -> None:
+    def fail() -> None:
+        raise KeyError("bad shard")
+
+    with open_scheduler("adaptive", workers=2) as scheduler:
+        assert scheduler.submit(SMALL, sum, [1, 2]).result() == 3
+        failed = scheduler.submit(SMALL, fail)
+        with pytest.raises(KeyError, match="bad shard"):
+            failed.result()
+        stats = scheduler.statistics()
+    assert (stats.submitted, stats.completed, stats.failed, stats.pending) == (2, 1, 1, 0)
+    assert stats.run_time.count == 2
+    assert stats.busy_seconds == (0.0, 0.0)
+
+
+def test_a_closed_scheduler_refuses_small_tasks_too() -> None:
+    scheduler = open_scheduler("adaptive", workers=1)
+    scheduler.close()
+    with pytest.raises(SchedulerClosed, match="adaptive scheduler is closed"):
+        scheduler.submit(SMALL, thread_name)
+
+
+def test_a_small_sub_task_runs_on_the_worker_that_submitted_it() -> None:
+    with open_scheduler("adaptive", workers=2) as scheduler:
+
+        def parent() -> tuple[str, str]:
+            return thread_name(), scheduler.submit(SMALL, thread_name).result()
+
+        outer, inner = scheduler.submit("parent", parent).result(timeout=WAIT)
+    assert outer == inner
+
+
+@pytest.mark.anyio
+async def test_run_awaits_small_and_queued_tasks_alike() -> None:
+    async with open_scheduler("adaptive", workers=2) as scheduler:
+        here = await scheduler.run(SMALL, thread_name)
+        there = await scheduler.run("v", thread_name)
+    assert here == thread_name()
+    assert there != here
+
+
+@pytest.mark.parametrize("name", ["per_variable", "thread_pool", "work_stealing"])
+def test_other_backends_run_a_small_task_as_any_other(name: str) -> None:
+    with open_scheduler(name, workers=WORKERS[name]) as scheduler:
+        ran_on = scheduler.submit(SMALL, thread_name).result(timeout=WAIT)
+    assert ran_on != thread_name()
+
+
+@pytest.mark.anyio
+async def test_the_event_loop_runs_small_tasks_while_workers_run_the_rest() -> None:
+    """A request's big tasks on the workers and its small ones on the loop overlap."""
+    release = threading.Event()
+    async with open_scheduler("adaptive", workers=1) as scheduler:
+        blocked = scheduler.submit("big", release.wait, WAIT)
+        with anyio.fail_after(WAIT):
+            assert await scheduler.run(SMALL, sum, [2, 3]) == 5
+        release.set()
+        assert await blocked.wait() is True
+
+
+def test_the_key_says_which_hints_it_carries() -> None:
+    assert repr(SMALL) == "TaskKey(variable='v', shard=0, small=True)"
+    assert repr(TaskKey("v", 2, background=True, small=True)) == (
+        "TaskKey(variable='v', shard=2, background=True, small=True)"
+    )
