@@ -557,8 +557,12 @@ def pool_rows(
     col: int = 0,
 ) -> None:
     """``out[b, col:col + dim] += sum(weights[rows[j]] for j in example b)``, skipping negative
-    rows; with ``add=False``, those columns are zeroed first (here, without the GIL: a lookup
-    hands in ``np.empty``, where ``np.zeros`` cost a small variable's lookup 2-8 us holding it).
+    rows; with ``add=False``, what those columns held is ignored (a lookup hands in
+    ``np.empty``, where ``np.zeros`` cost a small variable's lookup 2-8 us holding the GIL).
+    Dim 16 starts each sum from zero in registers: zeroing the block first was a second pass
+    over its strided rows (1024 examples of one sign from a 64k-row table: 13-14 us into the
+    trainer's 1229-column model input, 25-28 us with the pass; 8 and 11 us into an array of
+    its own).
 
     ``weights`` and ``out`` are C-contiguous; ``out`` may be wider than ``dim``, so a lookup
     can write each variable's block straight into the trainer's model input (``col``: where
@@ -568,25 +572,31 @@ def pool_rows(
     of its signs, so their results are the same bits.
     """
     dim = weights.shape[1]
+    if dim == LANES:
+        pool_rows16(weights, rows, offsets, out, col, add)
+        return
     if not add:
         out[:, col : col + dim] = 0
-    if dim == LANES:
-        pool_rows16(weights, rows, offsets, out, col)
-    else:
-        pool_rows_any(weights, rows, offsets, out, col)
+    pool_rows_any(weights, rows, offsets, out, col)
 
 
 @kernel
 def pool_rows16(
-    weights: np.ndarray, rows: np.ndarray, offsets: np.ndarray, out: np.ndarray, col: int = 0
+    weights: np.ndarray,
+    rows: np.ndarray,
+    offsets: np.ndarray,
+    out: np.ndarray,
+    col: int = 0,
+    add: bool = True,
 ) -> None:
     """:func:`pool_rows` for dim 16: each example's sum is a ``<16 x float>`` in registers,
-    read from ``out[b]`` before its first row and written back after its last."""
+    started from ``out[b]`` (``add``) or from zero, and written back after its last row."""
     n = rows.shape[0]
     width = out.shape[1]
+    zero = np.zeros(LANES, dtype=np.float32)
     for b in range(offsets.shape[0] - 1):
         at = b * width + col
-        total = load16(out, at)
+        total = load16(out, at) if add else load16(zero, 0)
         for j in range(offsets[b], offsets[b + 1]):
             if j + GATHER_PREFETCH_DISTANCE < n:
                 ahead = rows[j + GATHER_PREFETCH_DISTANCE]

@@ -78,6 +78,9 @@ def test_pool_rows_into_a_wider_matrix_writes_its_columns_alone(dim: int, add: b
     pool_rows(weights, rows, offsets, own, add)
     pool_rows(weights, rows, offsets, wide, add, start)
     np.testing.assert_array_equal(bits(wide[:, start : start + dim]), bits(own))
+    if not add:  # what the block held before is ignored, not added to
+        fresh = naive_pool(weights, rows, offsets, np.zeros_like(out))
+        np.testing.assert_array_equal(bits(own), bits(fresh))
     untouched = np.ones(wide.shape[1], dtype=bool)
     untouched[start : start + dim] = False
     np.testing.assert_array_equal(wide[:, untouched], before[:, untouched])
