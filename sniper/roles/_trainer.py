@@ -54,7 +54,7 @@ from sniper.roles._batch_id import BatchId
 from sniper.roles._cluster import PsCluster
 from sniper.roles._errors import RPC_ERRORS, describe_error
 from sniper.roles._evaluate import DataEvaluator, EvalResult
-from sniper.roles._model import DenseModel, Predictor, sigmoid
+from sniper.roles._model import Backward, DenseModel, Predictor, sigmoid
 from sniper.roles._reading import HubReader, Ticket
 from sniper.rpc._api import HubApi, LookupTarget, Pooled
 from sniper.rpc._tensor import check_wire_dtype
@@ -243,6 +243,34 @@ class _Ready:
     held_out: bool
 
 
+class _InputPool:
+    """Model-input matrices of batches already trained or scored, handed to later batches.
+
+    A batch's input is a ``[batch, width]`` float32 matrix (5 MB for seed_ctr) that its lookup
+    writes. A fresh one per batch costs the event loop the kernel's faulting in and zeroing of
+    its pages on first write, on the lookup's critical path; a matrix that comes back is
+    warm. Only the loop's thread takes and gives, so there is no lock; at most ``limit`` are
+    kept, which is more than the batches in flight (``prefetch`` plus the one training).
+    """
+
+    def __init__(self, limit: int) -> None:
+        self._free: list[NDArray[np.float32]] = []
+        self._limit = limit
+
+    def take(self, rows: int, width: int) -> NDArray[np.float32]:
+        """A ``[rows, width]`` matrix of unspecified contents."""
+        while self._free:
+            matrix = self._free.pop()
+            if matrix.shape == (rows, width):
+                return matrix
+        return np.empty((rows, width), dtype=np.float32)
+
+    def give(self, matrix: NDArray[np.float32]) -> None:
+        """``matrix`` is no longer read or written by anyone."""
+        if len(self._free) < self._limit:
+            self._free.append(matrix)
+
+
 class Trainer:
     """Runs the pipeline over ``hubs`` and the ps ``cluster`` until the data ends.
 
@@ -278,6 +306,7 @@ class Trainer:
             int(bounds[-1]) + dense_features, config.hidden, config.lr, config.seed
         )
         self._predictor = Predictor(self.model, self.variables)
+        self._inputs = _InputPool(config.prefetch + 2)
         self.histograms = {op: Histogram() for op in OPS}
         self.reader = HubReader(hubs, self.histograms["ReadSample"])
         self._window = anyio.Semaphore(config.prefetch)  # tickets read and not yet trained
@@ -355,7 +384,7 @@ class Trainer:
                 f"hub {self.hubs[ticket.hub][0]} sent dense features of shape {dense.shape} "
                 f"for {len(labels)} examples; the model takes {stop - start} per example"
             )
-        inputs = np.empty((len(labels), stop), dtype=np.float32)
+        inputs = self._inputs.take(len(labels), stop)
         inputs[:, start:] = dense
         return inputs
 
@@ -417,17 +446,33 @@ class Trainer:
         return self._predictor(pooled, dense)
 
     async def _train_on(
-        self, ready: _Ready, report: TrainReport, train_auc: StreamingAuc, window: list[float]
+        self,
+        ready: _Ready,
+        ticket: int,
+        report: TrainReport,
+        train_auc: StreamingAuc,
+        window: list[float],
     ) -> None:
+        """Train on one batch and settle its ticket.
+
+        The dense step's first half computes the input gradients; they are pushed while the
+        step's second half (weight gradients, Adam) runs on the thread, and the ticket settles
+        as soon as they are on the ps, so the next batch's lookup overlaps the Adam step too.
+        Both halves are done before this returns: the next forward pass sees the new weights.
+        """
         start = time.perf_counter()
-        loss, grads = await anyio.to_thread.run_sync(self._dense_step, ready, train_auc)
-        self.histograms["Dense"].record(time.perf_counter() - start)
-        try:
-            await self._timed("PushGrad", self.cluster.push_grad(ready.batch_id, grads))
-        except RPC_ERRORS as exc:
-            raise TrainingError(
-                f"PushGrad of batch {ready.batch_id} failed: {describe_error(exc)}"
-            ) from exc
+        loss, grads, backward = await anyio.to_thread.run_sync(self._dense_step, ready, train_auc)
+        seconds = [time.perf_counter() - start]
+        failure: TrainingError | None = None
+        async with anyio.create_task_group() as group:
+            group.start_soon(anyio.to_thread.run_sync, _timed_update, backward, seconds)
+            failure = await self._push(ready.batch_id, grads)
+            if failure is None:
+                self._settle(ticket)
+        self.histograms["Dense"].record(sum(seconds))
+        self._inputs.give(ready.inputs)
+        if failure is not None:
+            raise failure
         report.steps += 1
         report.examples += len(ready.labels)
         report.train_logloss += loss
@@ -436,24 +481,38 @@ class Trainer:
             report.losses.append(float(np.mean(window)))
             window.clear()
 
+    async def _push(
+        self, batch_id: int, grads: dict[str, NDArray[np.float32]]
+    ) -> TrainingError | None:
+        """PushGrad; the failure, naming the batch, rather than raised inside a task group."""
+        try:
+            await self._timed("PushGrad", self.cluster.push_grad(batch_id, grads))
+        except RPC_ERRORS as exc:
+            failure = TrainingError(f"PushGrad of batch {batch_id} failed: {describe_error(exc)}")
+            failure.__cause__ = exc
+            return failure
+        return None
+
     def _dense_step(
         self, ready: _Ready, train_auc: StreamingAuc
-    ) -> tuple[float, dict[str, NDArray[np.float32]]]:
-        """Forward, backward and Adam on one batch: its loss and each variable's gradient."""
+    ) -> tuple[float, dict[str, NDArray[np.float32]], Backward]:
+        """Forward and the first half of backward on one batch: its loss, each variable's
+        gradient, and the Adam step still to apply."""
         logits, activations = self.model.forward(ready.inputs)
         probs = sigmoid(logits)
         labels = ready.labels
         loss = log_loss(labels, probs)
         train_auc.update(labels, probs)
-        d_input = self.model.backward(
+        backward = self.model.backward_input(
             activations,
             ((probs - labels) / len(labels)).astype(np.float32),
             list(self._columns.values()),
         )
-        return loss, dict(zip(self._columns, d_input, strict=True))
+        return loss, dict(zip(self._columns, backward.d_input, strict=True)), backward
 
     async def _evaluate(self, ready: _Ready, report: TrainReport) -> None:
         probs = await anyio.to_thread.run_sync(self._predictor.probabilities, ready.inputs)
+        self._inputs.give(ready.inputs)
         self._held_out.append((ready.labels, probs))
         with self._live_lock:
             self._live_auc.update(ready.labels, probs)
@@ -592,8 +651,7 @@ class Trainer:
             if item.held_out:
                 self._settle(ticket)
             else:
-                await self._train_on(item, report, train_auc, window)
-                self._settle(ticket)
+                await self._train_on(item, ticket, report, train_auc, window)
                 scoring = self.config.eval_every_steps
                 if scoring and report.steps % scoring == 0:
                     await self._score_eval_data(report)
@@ -759,6 +817,13 @@ class Trainer:
 
 _WAKE = -1
 """Not a ticket number: a worker that stopped tells the training loop to look again."""
+
+
+def _timed_update(backward: Backward, seconds: list[float]) -> None:
+    """Apply a backward pass's Adam step (on a worker thread); note how long it took."""
+    start = time.perf_counter()
+    backward.update()
+    seconds.append(time.perf_counter() - start)
 
 
 def _auc_of(batches: list[tuple[NDArray[np.float32], NDArray[np.float32]]]) -> float:

@@ -4,7 +4,9 @@ run resumed from the trainer's state continues exactly where the interrupted one
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
+from typing import Any
 
 import anyio
 import numpy as np
@@ -21,6 +23,7 @@ from sniper.roles import (
     Trainer,
     TrainerConfig,
     TrainReport,
+    _trainer,
 )
 from sniper.scheduler import open_scheduler
 from tests.roles._roles import JitteryHub, created
@@ -45,6 +48,8 @@ async def train(
     max_steps: int = 0,
     state: dict[str, object] | None = None,
     checkpoint_every: int = 0,
+    eval_every: int = 0,
+    max_staleness: int = 0,
 ) -> tuple[list[int], Trainer, TrainReport]:
     """One run on fresh roles; with ``state`` (and the hubs positioned after the batches it
     trained), a resumed one."""
@@ -69,7 +74,8 @@ async def train(
             reader.dense_features,
             TrainerConfig(
                 prefetch=4,
-                eval_every=0,
+                eval_every=eval_every,
+                max_staleness=max_staleness,
                 max_steps=max_steps,
                 progress=False,
                 checkpoint_every=checkpoint_every,
@@ -126,3 +132,68 @@ async def test_checkpoints_at_every_step_never_hang_and_keep_the_order() -> None
         pushed, _, report = await train(reader, checkpoint_every=1)
     assert pushed == round_robin()
     assert report.checkpoints >= 1
+
+
+async def test_input_matrices_handed_on_train_the_same_numbers_as_fresh_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A batch's model input goes back to a pool once trained or scored, and a later batch's
+    lookup writes it again: nothing may still read it then, nor may a stale column survive."""
+    reader = SyntheticCtr(
+        load_workload("seed_ctr"), num_batches=BATCHES, scale=0.005, seed=2, batch_size=16
+    )
+    handed_on: list[int] = []
+    take = _trainer._InputPool.take
+
+    def noting(pool: _trainer._InputPool, rows: int, width: int) -> NDArray[np.float32]:
+        free = {id(matrix) for matrix in pool._free}
+        matrix = take(pool, rows, width)
+        handed_on.append(id(matrix) in free)
+        return matrix
+
+    monkeypatch.setattr(_trainer._InputPool, "take", noting)
+    _, pooled, pooled_report = await train(reader, eval_every=4)
+    assert sum(handed_on) > BATCHES // 2
+    monkeypatch.setattr(_trainer._InputPool, "give", lambda pool, matrix: None)
+    _, fresh, fresh_report = await train(reader, eval_every=4)
+    assert pooled_report.eval_batches == fresh_report.eval_batches > 0
+    assert pooled_report.losses == fresh_report.losses
+    assert pooled_report.eval_auc == fresh_report.eval_auc
+    for mine, theirs in zip(pooled.model.weights, fresh.model.weights, strict=True):
+        np.testing.assert_array_equal(mine, theirs)
+
+
+async def test_no_batch_s_input_is_written_by_another_while_it_trains(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With later batches looked up while one trains (``max_staleness``), each trains on its
+    own dense features from start to end: its matrix is handed on only after."""
+    reader = SyntheticCtr(
+        load_workload("seed_ctr"), num_batches=BATCHES, scale=0.005, seed=2, batch_size=16
+    )
+    written: dict[int, NDArray[np.float32]] = {}  # by id of the batch's labels
+    mismatches: list[int] = []
+    input_matrix = Trainer._input_matrix
+    dense_step = Trainer._dense_step
+
+    def noting(trainer: Trainer, ticket: object, labels: NDArray[np.float32], dense: Any) -> Any:
+        written[id(labels)] = dense.copy()
+        return input_matrix(trainer, ticket, labels, dense)  # type: ignore[arg-type]
+
+    def checking(trainer: Trainer, ready: Any, auc: Any) -> Any:
+        def intact() -> bool:
+            start = trainer._dense_columns[0]
+            return bool(np.array_equal(ready.inputs[:, start:], written[id(ready.labels)]))
+
+        before = intact()
+        time.sleep(0.005)  # room for another batch's lookup to write, were it allowed to
+        result = dense_step(trainer, ready, auc)
+        if not (before and intact()):
+            mismatches.append(ready.batch_id)
+        return result
+
+    monkeypatch.setattr(Trainer, "_input_matrix", noting)
+    monkeypatch.setattr(Trainer, "_dense_step", checking)
+    _, _, report = await train(reader, eval_every=4, max_staleness=3)
+    assert report.steps > 0
+    assert mismatches == []
