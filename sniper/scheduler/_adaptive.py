@@ -18,17 +18,10 @@ run time is no worker's busy time.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
-
 from ._base import AnyHandle
-from ._key import KeyLike
-from ._task import MergeFn, TaskHandle
 from ._work_stealing import WorkStealingScheduler
 
 __all__ = ["AdaptiveScheduler", "scheduler_class"]
-
-T = TypeVar("T")
 
 
 class AdaptiveScheduler(WorkStealingScheduler):
@@ -36,23 +29,8 @@ class AdaptiveScheduler(WorkStealingScheduler):
 
     name = "adaptive"
 
-    def _admit(
-        self,
-        key: KeyLike,
-        fn: Callable[..., T],
-        args: tuple[Any, ...],
-        merge: MergeFn | None,
-        *,
-        bounded: bool,
-    ) -> TaskHandle[T]:
-        handle = super()._admit(key, fn, args, merge, bounded=bounded)
-        if handle.key.small:
-            self._run_one(handle, None)
-        return handle
-
-    def _push(self, handle: AnyHandle) -> None:
-        if not handle.key.small:
-            super()._push(handle)
+    def _runs_in_submitter(self, handle: AnyHandle) -> bool:
+        return handle.key.small
 
 
 scheduler_class = AdaptiveScheduler

@@ -9,6 +9,10 @@ and starts its threads with :meth:`BaseScheduler._start_workers`:
 * ``_take_queued()``: remove and return every queued task (``aclose(cancel_pending=True)``).
 * ``_stop_workers()``: let workers exit once the queues are empty, waking any that sleep.
 
+A backend may also run some tasks in their submitter (``_runs_in_submitter``): those are
+admitted and counted as every task, never pushed, and run by ``submit`` itself once the lock
+is released.
+
 Workers hand what they dequeue to :meth:`BaseScheduler._run_group`, which starts, runs (or
 merges), times, counts and completes tasks, so the backends cannot disagree on those rules.
 """
@@ -77,6 +81,14 @@ class BaseScheduler(Scheduler):
     def _stop_workers(self) -> None:
         """Let the workers exit once the queues are empty, and wake any that sleep."""
 
+    def _runs_in_submitter(self, handle: AnyHandle) -> bool:
+        """Whether ``submit`` runs this admitted task itself, on the calling thread, instead
+        of pushing it (``inline``: every task; ``adaptive``: those keyed ``small``)."""
+        return False
+
+    _submitter_worker: int | None = None
+    """The busy-time counter of tasks run in their submitter (None: no worker's)."""
+
     # -- submitting --------------------------------------------------------------------------
 
     def submit(
@@ -119,6 +131,7 @@ class BaseScheduler(Scheduler):
         bounded: bool,
     ) -> TaskHandle[T]:
         handle = TaskHandle(as_task_key(key), fn, args, merge, self._count_cancelled_hook)
+        here = self._runs_in_submitter(handle)
         with self._lock:
             if self._closed:
                 raise SchedulerClosed(
@@ -134,7 +147,10 @@ class BaseScheduler(Scheduler):
                 )
             counters.submitted += 1
             counters.pending += 1
-            self._push(handle)
+            if not here:
+                self._push(handle)
+        if here:
+            self._run_one(handle, self._submitter_worker)
         return handle
 
     def _count_cancelled(self) -> None:

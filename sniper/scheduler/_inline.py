@@ -7,16 +7,9 @@ parallelism, and an event loop that is blocked while a task runs. Because a task
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
-
 from ._base import AnyHandle, BaseScheduler, check_positive
-from ._key import KeyLike
-from ._task import MergeFn, TaskHandle
 
 __all__ = ["InlineScheduler", "scheduler_class"]
-
-T = TypeVar("T")
 
 
 class InlineScheduler(BaseScheduler):
@@ -29,21 +22,13 @@ class InlineScheduler(BaseScheduler):
         # Statistics report one "worker": whichever thread called submit.
         super().__init__(1, max_pending=max_pending)
 
-    def _admit(
-        self,
-        key: KeyLike,
-        fn: Callable[..., T],
-        args: tuple[Any, ...],
-        merge: MergeFn | None,
-        *,
-        bounded: bool,
-    ) -> TaskHandle[T]:
-        handle = super()._admit(key, fn, args, merge, bounded=bounded)
-        self._run_one(handle, 0)
-        return handle
+    _submitter_worker = 0  # the one "worker" statistics report: every caller together
+
+    def _runs_in_submitter(self, handle: AnyHandle) -> bool:
+        return True
 
     def _push(self, handle: AnyHandle) -> None:
-        """Nothing to queue: ``_admit`` runs the task as soon as the lock is released."""
+        """Never called: every task runs in its submitter."""
 
     def _take_queued(self) -> list[AnyHandle]:
         return []
