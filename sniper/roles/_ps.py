@@ -125,10 +125,12 @@ class PsSettings(PsRoleConfig, RunSettings):
     small_request_signs: int = 65_536
     """A FeedSample, EmbeddingLookup or PushGrad of fewer signs than this on this ps has its
     tasks keyed ``small``, which ``adaptive`` runs on the thread that received the request
-    (0: none is small). Measured on two cores with 2 ps (``experiments/small_requests.toml``):
-    seed_ctr at scale 0.02 (requests of about 52k and 31k signs) ran 50% faster inline than on
-    the workers, at 1.0 (400k and 300k) 40% faster on the workers, and at 0.1 (78k and 46k)
-    within the noise. More cores make the workers worth it sooner."""
+    (0: none is small). Measured on two cores with 2 ps in one process
+    (``experiments/small_requests.toml``, two runs a point): seed_ctr at scale 0.02 (requests
+    of about 52k and 31k signs) ran 31.2k examples/s at this default against 20.3k with every
+    request on the workers; at 1.0 (400k and 300k) 7.1k with every request inline against
+    9.8k; at 0.1 (78k and 46k), 23.0k all inline against 20.4k at this default, so the
+    crossover may lie higher on this machine. More cores make the workers worth it sooner."""
     map_rows: Literal["feed", "lookup"] = "feed"
     """When a batch's signs are resolved to rows: ``feed`` (when FeedSample arrives, while the
     trainer is busy with earlier batches; the rows stay pinned until PushGrad, so the lookup

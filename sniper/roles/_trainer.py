@@ -463,16 +463,21 @@ class Trainer:
         start = time.perf_counter()
         loss, grads, backward = await anyio.to_thread.run_sync(self._dense_step, ready, train_auc)
         seconds = [time.perf_counter() - start]
-        failure: TrainingError | None = None
+        # Failures are raised after the group, as themselves: anyio would wrap them.
+        failures: list[Exception] = []
         async with anyio.create_task_group() as group:
-            group.start_soon(anyio.to_thread.run_sync, _timed_update, backward, seconds)
-            failure = await self._push(ready.batch_id, grads)
-            if failure is None:
+            group.start_soon(anyio.to_thread.run_sync, _timed_update, backward, seconds, failures)
+            try:
+                await self._push(ready.batch_id, grads)
+            except Exception as exc:
+                failures.insert(0, exc)
+            else:
                 self._settle(ticket)
+        # Both halves' own times, not the wall time: the second overlaps the push.
         self.histograms["Dense"].record(sum(seconds))
         self._inputs.give(ready.inputs)
-        if failure is not None:
-            raise failure
+        if failures:
+            raise failures[0]
         report.steps += 1
         report.examples += len(ready.labels)
         report.train_logloss += loss
@@ -481,17 +486,13 @@ class Trainer:
             report.losses.append(float(np.mean(window)))
             window.clear()
 
-    async def _push(
-        self, batch_id: int, grads: dict[str, NDArray[np.float32]]
-    ) -> TrainingError | None:
-        """PushGrad; the failure, naming the batch, rather than raised inside a task group."""
+    async def _push(self, batch_id: int, grads: dict[str, NDArray[np.float32]]) -> None:
         try:
             await self._timed("PushGrad", self.cluster.push_grad(batch_id, grads))
         except RPC_ERRORS as exc:
-            failure = TrainingError(f"PushGrad of batch {batch_id} failed: {describe_error(exc)}")
-            failure.__cause__ = exc
-            return failure
-        return None
+            raise TrainingError(
+                f"PushGrad of batch {batch_id} failed: {describe_error(exc)}"
+            ) from exc
 
     def _dense_step(
         self, ready: _Ready, train_auc: StreamingAuc
@@ -819,10 +820,14 @@ _WAKE = -1
 """Not a ticket number: a worker that stopped tells the training loop to look again."""
 
 
-def _timed_update(backward: Backward, seconds: list[float]) -> None:
-    """Apply a backward pass's Adam step (on a worker thread); note how long it took."""
+def _timed_update(backward: Backward, seconds: list[float], failures: list[Exception]) -> None:
+    """Apply a backward pass's Adam step (on a worker thread); note how long it took, or how
+    it failed (kept for the caller to raise outside its task group)."""
     start = time.perf_counter()
-    backward.update()
+    try:
+        backward.update()
+    except Exception as exc:
+        failures.append(exc)
     seconds.append(time.perf_counter() - start)
 
 

@@ -37,10 +37,11 @@ class Scheduler(ABC):
 
     **Thread-safety.** ``submit``, ``submit_nowait``, ``statistics`` and every ``TaskHandle``
     method may be called from any thread: the event loop's (they never block, except
-    ``TaskHandle.result``), a plain thread, or a worker running a task that spawns sub-tasks.
-    ``run`` and ``TaskHandle.wait`` are awaited from asyncio or trio. A task must not block on
-    another task of the same scheduler (``result()``), which can deadlock once every worker is
-    waiting, nor close its own scheduler.
+    ``TaskHandle.result``, and a submit that runs the task itself: ``inline``'s, and
+    ``adaptive``'s of a task keyed ``small``), a plain thread, or a worker running a task that
+    spawns sub-tasks. ``run`` and ``TaskHandle.wait`` are awaited from asyncio or trio. A task
+    must not block on another task of the same scheduler (``result()``), which can deadlock
+    once every worker is waiting, nor close its own scheduler.
 
     **Cancellation.** ``TaskHandle.cancel()`` on a task that has not started removes it: it
     never runs and waiting on it raises ``TaskCancelled``. A running task cannot be interrupted
@@ -82,7 +83,8 @@ class Scheduler(ABC):
         *args: *Ts,
         merge: Callable[[Sequence[tuple[*Ts]]], Sequence[T]] | None = None,
     ) -> TaskHandle[T]:
-        """Queue ``fn(*args)`` under ``key`` and return its handle without blocking.
+        """Queue ``fn(*args)`` under ``key`` and return its handle without blocking (a backend
+        that runs the task in its submitter returns it done).
 
         ``key`` is a ``TaskKey(variable, shard)`` or a variable name (shard 0). ``submit``
         ignores ``max_pending`` (it is for callers that bound their own in-flight work); use
@@ -126,8 +128,9 @@ class Scheduler(ABC):
         """Submit ``fn(*args)`` and wait for its result under asyncio or trio.
 
         The event loop is never blocked (except by ``inline``, which runs ``fn`` right here:
-        it is the baseline that dispatch overhead is measured against) and no thread is spent
-        on the wait. Cancelling the caller cancels the task as ``TaskHandle.wait`` describes.
+        it is the baseline that dispatch overhead is measured against, and by ``adaptive`` for
+        a task keyed ``small``) and no thread is spent on the wait. Cancelling the caller
+        cancels the task as ``TaskHandle.wait`` describes.
         """
 
     @abstractmethod

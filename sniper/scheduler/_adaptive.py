@@ -11,9 +11,12 @@ much work a task carries, marks the small ones (``TaskKey.small``), and this bac
 those inside ``submit`` on the submitting thread and hands every other task to its
 work-stealing workers.
 
-A small task is admitted, counted and completed as every task is (closing refuses it,
-``max_pending`` bounds it); it is never queued, so it cannot be cancelled or stolen, and its
-run time is no worker's busy time.
+A small task runs in its submitter only while no task is queued or running: otherwise it
+queues behind them as any task, so the submitter (often an event loop) never waits for a table
+lock that a worker's task holds. Run in the submitter, it is admitted, counted and completed as
+every task is (closing refuses it, ``max_pending`` bounds it), but never queued: it cannot be
+cancelled or stolen, its queue wait is zero and its run time is no worker's busy time.
+``close`` waits for the workers, not for a small task another thread is running.
 """
 
 from __future__ import annotations
@@ -30,7 +33,11 @@ class AdaptiveScheduler(WorkStealingScheduler):
     name = "adaptive"
 
     def _runs_in_submitter(self, handle: AnyHandle) -> bool:
-        return handle.key.small
+        # Only while no task is queued or running: a worker's task may hold a table lock the
+        # small one needs (a checkpoint's export holds them all), and the submitter, often an
+        # event loop, must not wait for it. A racy read, which decides placement, not results.
+        counters = self._counters
+        return handle.key.small and counters.pending == 0 and counters.running == 0
 
 
 scheduler_class = AdaptiveScheduler

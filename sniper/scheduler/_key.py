@@ -28,8 +28,8 @@ class TaskKey(NamedTuple):
     """Work too small to gain from a thread of its own (a ps request of a few thousand signs
     per variable: mostly Python around short kernels, which on another thread only contends
     for the GIL with the thread that submitted it): ``adaptive`` runs it inside ``submit``, on
-    the submitting thread, as ``inline`` does. The other backends run it as any task
-    (``per_variable`` in a queue of its own, as for ``background``)."""
+    the submitting thread, as ``inline`` does, while its workers are idle. The other backends
+    run it as any task (``per_variable`` in the same mailbox as without the hint)."""
 
     def __repr__(self) -> str:
         flags = (("background", self.background), ("small", self.small))

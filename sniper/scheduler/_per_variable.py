@@ -42,11 +42,14 @@ class PerVariableScheduler(BaseScheduler):
         self._start_workers(self._work, workers)
 
     def _push(self, handle: AnyHandle) -> None:
+        # ``small`` is a hint for other backends: a shard's tasks share one mailbox with or
+        # without it, so they still run one at a time in submission order.
+        key = handle.key._replace(small=False) if handle.key.small else handle.key
         with self._cond:
-            mailbox = self._mailboxes.get(handle.key)
+            mailbox = self._mailboxes.get(key)
             if mailbox is None:
-                mailbox = self._mailboxes[handle.key] = deque()
-                self._ready.append(handle.key)
+                mailbox = self._mailboxes[key] = deque()
+                self._ready.append(key)
                 self._cond.notify()
             mailbox.append(handle)
 

@@ -558,7 +558,8 @@ def pool_rows(
 ) -> None:
     """``out[b, col:col + dim] += sum(weights[rows[j]] for j in example b)``, skipping negative
     rows; with ``add=False``, what those columns held is ignored (a lookup hands in
-    ``np.empty``, where ``np.zeros`` cost a small variable's lookup 2-8 us holding the GIL).
+    ``np.empty``, or the trainer a model input reused from an earlier batch, where zeroing
+    first with ``np.zeros`` cost a small variable's lookup 2-8 us holding the GIL).
     Dim 16 starts each sum from zero in registers: zeroing the block first was a second pass
     over its strided rows (1024 examples of one sign from a 64k-row table: 13-14 us into the
     trainer's 1229-column model input, 25-28 us with the pass; 8 and 11 us into an array of

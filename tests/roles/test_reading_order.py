@@ -192,8 +192,42 @@ async def test_no_batch_s_input_is_written_by_another_while_it_trains(
             mismatches.append(ready.batch_id)
         return result
 
+    update = _trainer._timed_update
+    updates: list[bool] = []
+
+    def checking_update(backward: Any, *args: Any) -> None:
+        # The update reads the input (the first layer's weight gradient) after the ticket
+        # settled and later batches' lookups started.
+        inputs = backward._activations[0]
+        start = len(inputs[0]) - len(next(iter(written.values()))[0])
+        mine = [dense for dense in written.values() if np.array_equal(inputs[:, start:], dense)]
+        time.sleep(0.005)
+        update(backward, *args)
+        updates.append(bool(mine) and np.array_equal(inputs[:, start:], mine[0]))
+
     monkeypatch.setattr(Trainer, "_input_matrix", noting)
     monkeypatch.setattr(Trainer, "_dense_step", checking)
+    monkeypatch.setattr(_trainer, "_timed_update", checking_update)
     _, _, report = await train(reader, eval_every=4, max_staleness=3)
     assert report.steps > 0
     assert mismatches == []
+    assert len(updates) == report.steps and all(updates)
+
+
+async def test_a_push_that_fails_with_a_bug_reaches_the_caller_as_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The push runs beside the Adam step in a task group; what fails there is raised as it
+    was, not wrapped in an ExceptionGroup."""
+    reader = SyntheticCtr(
+        load_workload("seed_ctr"), num_batches=BATCHES, scale=0.005, seed=2, batch_size=16
+    )
+
+    async def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("a bug in the push")
+
+    monkeypatch.setattr(PsCluster, "push_grad", broken)
+    with pytest.raises(ExceptionGroup) as info:  # the helper's task group for the hubs
+        await train(reader)
+    (raised,) = info.value.exceptions
+    assert type(raised) is RuntimeError and str(raised) == "a bug in the push"

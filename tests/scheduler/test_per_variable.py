@@ -169,3 +169,22 @@ def test_a_cancelled_task_is_left_out_of_a_merge(scheduler: Scheduler) -> None:
 def test_max_batch_is_validated() -> None:
     with pytest.raises(ValueError, match='"max_batch" should be a positive integer, got 0'):
         open_scheduler("per_variable", workers=1, max_batch=0)
+
+
+def test_the_small_hint_keeps_a_shard_s_tasks_in_one_mailbox() -> None:
+    """``small`` is for ``adaptive``: here a shard's tasks with and without it still run one
+    at a time in submission order, on two workers that could otherwise run them at once."""
+    release = threading.Event()
+    order: list[int] = []
+    with open_scheduler("per_variable", workers=2) as scheduler:
+        first = scheduler.submit(TaskKey("v", 3), release.wait, WAIT)
+        handles = [
+            scheduler.submit(TaskKey("v", 3, small=i % 2 == 0), order.append, i) for i in range(8)
+        ]
+        time.sleep(0.05)  # room for a second mailbox's tasks to run, were there one
+        assert order == []
+        release.set()
+        first.result(timeout=WAIT)
+        for handle in handles:
+            handle.result(timeout=WAIT)
+    assert order == list(range(8))
