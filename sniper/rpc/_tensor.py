@@ -71,7 +71,9 @@ def decode(tensor: Tensor | RawTensor | None, field: str, dtype: str, ndim: int)
     if tensor.dtype != dtype:
         raise TensorError(f"{field} must have dtype {dtype}, got {tensor.dtype!r}")
     shape = tuple(tensor.shape)
-    if len(shape) != ndim or any(d < 0 for d in shape):
+    # A dimension that is not an int: betterproto reads a packed field whose tag says another
+    # wire type (a corrupted message) as None.
+    if len(shape) != ndim or any(not isinstance(d, int) or d < 0 for d in shape):
         raise TensorError(f"{field} must have {ndim} non-negative dimensions, got shape {shape}")
     expected = math.prod(shape) * _DTYPES[dtype].itemsize
     if len(tensor.data) != expected:

@@ -6,6 +6,7 @@ import contextlib
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,12 +14,14 @@ from sniper.rpc._generated.sniper.v1 import (
     EmbeddingLookupResponse,
     FeedSampleRequest,
     PooledEmbedding,
+    PullRequest,
     PushGradRequest,
+    PushRequest,
     Tensor,
     VariableGradient,
     VariableSigns,
 )
-from sniper.rpc._tensor import encode, wire_array
+from sniper.rpc._tensor import TensorError, decode, encode, wire_array
 from sniper.rpc._wire import (
     DECODERS,
     ENCODERS,
@@ -188,3 +191,25 @@ def test_requests_written_from_arrays_are_what_betterproto_writes(
     assert push_grad_wire(batch_id, [(n, wire_array(g)) for n, g in grads]).wire == bytes(
         expected_push
     )
+
+
+# Found by tests/rpc/test_fuzz.py in CI: a flipped bit turned a shape's tag from "length
+# delimited" (0x12) into "start group" (0x13), which betterproto reads as a shape of [None].
+# The Pull and Push handlers answered INTERNAL (a TypeError) instead of INVALID_ARGUMENT.
+_FLIPPED_SHAPE_TAG = {
+    PullRequest: b"\n\x04fuzz\x12-\n\x06uint64\x13\x01\x04\x1a \x01\x00\x00\x00\x00\x01\x00\x00"
+    b"\x02\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff\xff\xff"
+    b"\xff\xff",
+    PushRequest: b"\n\x04fuzz\x12\x1d\n\x06uint64\x13\x01\x02\x1a\x10\x08\x00\x00\x00\x00\x01"
+    b"\x00\x00\t\x00\x00\x00\x00\x00\x00\x00\x1a/\n\x07float32\x12\x02\x02\x04\x1a \x00\x00\x80?"
+    b"\x00\x00\x80?\x00\x00\x80?\x00\x00\x80?\x00\x00\x80?\x00\x00\x80?\x00\x00\x80?\x00\x00\x80?",
+}
+
+
+def test_a_shape_read_from_a_tag_of_another_wire_type_is_refused_by_name() -> None:
+    for message, data in _FLIPPED_SHAPE_TAG.items():
+        signs = message().parse(data).signs
+        with pytest.raises(
+            TensorError, match=r"^signs must have 1 non-negative dimensions, got shape \(None,\)$"
+        ):
+            decode(signs, "signs", "uint64", 1)
