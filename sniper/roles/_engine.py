@@ -73,7 +73,7 @@ class PsEngine:
         check_at_least(self, 1, "min_task_signs", "max_pending_batches")
         check_at_least(self, 0, "small_request_signs")
         self._tables: dict[str, EmbeddingTable] = {}
-        self._batches: dict[tuple[int, str], tuple[ShardedBatch, float]] = {}
+        self._batches: dict[tuple[int, str], _Held] = {}
         self._pending_bytes = 0
         self._variables_of: Counter[int] = Counter()  # batch id -> its variables held
         self._pushed: OrderedDict[tuple[int, str], None] = OrderedDict()
@@ -105,6 +105,9 @@ class PsEngine:
             raise ValueError("variable name must not be empty")
         with self._lock:
             self._tables[name] = table
+            for key, held in self._batches.items():
+                if key[1] == name:
+                    self._batches[key] = held._replace(parts=_shards(name, table, held.batch))
 
     def drop_variable(self, name: str) -> bool:
         """Forget variable ``name`` and its fed batches (it moved to another ps); False if it
@@ -144,33 +147,34 @@ class PsEngine:
 
     def _keep(
         self, batch_id: int, variables: Iterable[tuple[str, ArrayLike, ArrayLike]]
-    ) -> list[tuple[str, ShardedBatch]]:
-        """Validate, split and hold a batch's variables; the batches held."""
-        split = [
-            (name, self.table(name).split(signs, offsets)) for name, signs, offsets in variables
-        ]
+    ) -> list[_Part]:
+        """Validate, split and hold a batch's variables; the parts of the batches held."""
+        split = []
+        for name, signs, offsets in variables:
+            table = self.table(name)
+            split.append((name, table, table.split(signs, offsets)))
+        parts: list[_Part] = []
         with self._lock:
             now = time.monotonic()  # read under the lock: the dict stays in feed-time order
             self._expire(now)
             self._check_room(batch_id, split)
-            for name, batch in split:
+            for name, table, batch in split:
                 # Re-feeding moves the key to the end, keeping the dict ordered by feed time.
                 self._drop((batch_id, name))
-                self._hold(batch_id, name, batch, now)
-        return split
+                parts += self._hold(batch_id, name, table, batch, now)
+        return parts
 
-    def _submit_pins(
-        self, held: list[tuple[str, ShardedBatch]]
-    ) -> list[TaskHandle[list[tuple[str, float]]]]:
+    def _submit_pins(self, parts: list[_Part]) -> list[TaskHandle[list[tuple[str, float]]]]:
         """Map and pin the rows of batches just fed, as tasks planned like a lookup's."""
         if not self.map_at_feed:
             return []
-        parts = [part for name, batch in held for part in _shards(name, self.table(name), batch)]
         # Background: a lookup or push the trainer waits for goes first (work_stealing); a
         # lookup that comes before its batch's pins maps the rows itself, and the pins skip.
         return self._submit(parts, _pin_parts, background=True)
 
-    def _check_room(self, batch_id: int, split: list[tuple[str, ShardedBatch]]) -> None:
+    def _check_room(
+        self, batch_id: int, split: list[tuple[str, EmbeddingTable, ShardedBatch]]
+    ) -> None:
         """Refuse a feed that would hold more than ``max_pending_batches`` batches or
         ``max_pending_mb`` of them unpushed: a hub that feeds batches nobody trains must not
         grow a ps without bound (nor make it walk millions of entries to expire them)."""
@@ -182,11 +186,11 @@ class PsEngine:
                 "or raise max_pending_batches"
             )
         replaced = sum(
-            _nbytes(entry[0])
-            for name, _ in split
+            entry.nbytes
+            for name, _, _ in split
             if (entry := self._batches.get((batch_id, name))) is not None
         )
-        after = self._pending_bytes - replaced + sum(_nbytes(batch) for _, batch in split)
+        after = self._pending_bytes - replaced + sum(_nbytes(batch) for _, _, batch in split)
         if after > self.max_pending_mb * 2**20:
             raise CapacityError(
                 f"this ps holds {self._pending_bytes / 2**20:.0f} MB of fed batches not yet "
@@ -194,11 +198,18 @@ class PsEngine:
                 "them, or raise max_pending_mb"
             )
 
-    def _hold(self, batch_id: int, name: str, batch: ShardedBatch, now: float) -> None:
-        """Keep a variable's split batch as fed at ``now`` (under the lock)."""
-        self._batches[(batch_id, name)] = (batch, now)
+    def _hold(
+        self, batch_id: int, name: str, table: EmbeddingTable, batch: ShardedBatch, now: float
+    ) -> list[_Part]:
+        """Keep a variable's split batch as fed at ``now`` (under the lock); its parts, on the
+        variable's table now (a restore or a move may have replaced ``table`` since the split:
+        the same configuration, so the same shards)."""
+        table = self._tables.get(name, table)
+        held = _Held(batch, now, _shards(name, table, batch), _nbytes(batch))
+        self._batches[(batch_id, name)] = held
         self._variables_of[batch_id] += 1
-        self._pending_bytes += _nbytes(batch)
+        self._pending_bytes += held.nbytes
+        return held.parts
 
     def _drop(self, key: tuple[int, str]) -> None:
         """Forget a fed batch and give back its pins (released, expired or fed again)."""
@@ -212,11 +223,11 @@ class PsEngine:
         entry = self._batches.pop(key, None)
         if entry is None:
             return None
-        self._pending_bytes -= _nbytes(entry[0])
+        self._pending_bytes -= entry.nbytes
         self._variables_of[key[0]] -= 1
         if not self._variables_of[key[0]]:
             del self._variables_of[key[0]]
-        return entry[0]
+        return entry.batch
 
     async def feed_async(
         self, batch_id: int, variables: Iterable[tuple[str, ArrayLike, ArrayLike]]
@@ -234,7 +245,7 @@ class PsEngine:
         self.table(name)
         with self._lock:
             self._expire(time.monotonic())
-            return [(key[0], entry[0]) for key, entry in self._batches.items() if key[1] == name]
+            return [(key[0], entry.batch) for key, entry in self._batches.items() if key[1] == name]
 
     def adopt(self, name: str, batches: Iterable[tuple[int, ArrayLike, ArrayLike]]) -> int:
         """Keep batches of ``name`` fed to another ps (a move), except those fed here already:
@@ -249,7 +260,7 @@ class PsEngine:
             kept = 0
             for batch_id, batch in split:
                 if (batch_id, name) not in self._batches:
-                    self._hold(batch_id, name, batch, now)
+                    self._hold(batch_id, name, table, batch, now)
                     kept += 1
             return kept
 
@@ -277,8 +288,8 @@ class PsEngine:
     def _expire(self, now: float) -> None:
         # Batches sit in feed order, so only the stale prefix is visited: O(expired), not O(n).
         while self._batches:
-            key, (_, fed) = next(iter(self._batches.items()))
-            if now - fed <= self.batch_ttl:
+            key, entry = next(iter(self._batches.items()))
+            if now - entry.fed <= self.batch_ttl:
                 return
             self._drop(key)
 
@@ -330,15 +341,16 @@ class PsEngine:
         """Every shard of the fed batch ``batch_id`` of each of ``names``, read under one
         lock (a request names all 76 variables of seed_ctr: one lock and one expiry pass, not
         76 of each)."""
-        tables = [(name, self.table(name)) for name in names]
+        for name in names:
+            self.table(name)  # an unknown variable is named as such, before a missing batch
         with self._lock:
             self._expire(time.monotonic())
-            held = [(name, table, self._batches.get((batch_id, name))) for name, table in tables]
+            held = [(name, self._batches.get((batch_id, name))) for name in names]
         parts = []
-        for name, table, entry in held:
+        for name, entry in held:
             if entry is None:
                 raise self._missing(batch_id, name)
-            parts += _shards(name, table, entry[0])
+            parts += entry.parts
         return parts
 
     def start_lookup(
@@ -408,7 +420,7 @@ class PsEngine:
         """
         with self._lock:
             held = {name: self._batches.get((batch_id, name)) for name in names}
-            taken = {id(entry[0]) for entry in held.values() if entry is not None}
+            taken = {id(entry.batch) for entry in held.values() if entry is not None}
             if any(entry is None for entry in held.values()) or not taken >= {
                 id(b) for b in batches
             }:
@@ -518,6 +530,18 @@ class _Part(NamedTuple):
     @property
     def key(self) -> TaskKey:
         return TaskKey(self.name, self.shard)
+
+
+class _Held(NamedTuple):
+    """A variable's fed batch as the engine keeps it until it is pushed or released."""
+
+    batch: ShardedBatch
+    fed: float
+    """``time.monotonic()`` when it was fed: it expires ``batch_ttl`` later."""
+    parts: list[_Part]
+    """Its shards, found once: a batch is pinned, looked up and pushed."""
+    nbytes: int
+    """What it counts against ``max_pending_mb``."""
 
 
 def _shards(name: str, table: EmbeddingTable, batch: ShardedBatch) -> list[_Part]:

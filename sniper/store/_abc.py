@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
-from functools import cached_property
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -81,33 +80,47 @@ CLOSED = RowMap(-1, np.empty(0, dtype=np.int64), 0)
 """The mark of a shard whose batch was pushed or released: nothing maps or pins it again."""
 
 
-@dataclass(frozen=True)
 class ShardedBatch:
     """A ragged batch of one variable, partitioned by shard so each shard is a separate task.
 
     Shard ``s``'s signs are ``signs[shard_offsets[s, 0]:shard_offsets[s, -1]]`` and example
     ``b``'s part of them is ``signs[shard_offsets[s, b]:shard_offsets[s, b + 1]]``.
+
+    A plain class with its sizes found once at construction, not a frozen dataclass with
+    properties: a ps makes one per variable per FeedSample and reads its sizes in every pin,
+    lookup and push, and those reads were a tenth of a small variable's Python overhead (see
+    docs/benchmarks.md, the fifteenth session). Treat it as immutable.
     """
 
-    signs: NDArray[np.uint64]
-    shard_offsets: NDArray[np.int64]
-    row_cache: dict[tuple[object, int], RowMap] = field(
-        default_factory=dict, compare=False, repr=False
-    )
-    """Rows mapped for this batch, per (table, shard): see :class:`RowMap`."""
-    _views: dict[int, tuple[NDArray[np.uint64], NDArray[np.int64]]] = field(
-        default_factory=dict, compare=False, repr=False
+    __slots__ = (
+        "_views",
+        "batch_size",
+        "num_shards",
+        "row_cache",
+        "shard_offsets",
+        "shard_sizes",
+        "signs",
     )
 
-    @property
-    def batch_size(self) -> int:
-        """Examples in the batch."""
-        return int(self.shard_offsets.shape[1]) - 1
-
-    @property
-    def num_shards(self) -> int:
+    def __init__(self, signs: NDArray[np.uint64], shard_offsets: NDArray[np.int64]) -> None:
+        self.signs = signs
+        self.shard_offsets = shard_offsets
+        self.num_shards: int = shard_offsets.shape[0]
         """Shards the batch was split into (the table's shard count)."""
-        return int(self.shard_offsets.shape[0])
+        self.batch_size: int = shard_offsets.shape[1] - 1
+        """Examples in the batch."""
+        self.shard_sizes: tuple[int, ...] = (
+            (int(shard_offsets[0, -1]) - int(shard_offsets[0, 0]),)
+            if self.num_shards == 1
+            else tuple((shard_offsets[:, -1] - shard_offsets[:, 0]).tolist())
+        )
+        """:meth:`shard_size` of every shard: each request plans its tasks by them."""
+        self.row_cache: dict[tuple[object, int], RowMap] = {}
+        """Rows mapped for this batch, per (table, shard): see :class:`RowMap`."""
+        self._views: dict[int, tuple[NDArray[np.uint64], NDArray[np.int64]]] = {}
+
+    def __repr__(self) -> str:
+        return f"ShardedBatch(signs={self.signs!r}, shard_offsets={self.shard_offsets!r})"
 
     def unsplit(self) -> tuple[NDArray[np.uint64], NDArray[np.int64]]:
         """The batch as ``(signs, offsets)`` again, each example's signs grouped by shard in
@@ -139,12 +152,6 @@ class ShardedBatch:
     def shard_size(self, shard: int) -> int:
         """Signs that fall into ``shard``: a measure of that shard task's work."""
         return self.shard_sizes[shard]
-
-    @cached_property
-    def shard_sizes(self) -> tuple[int, ...]:
-        """:meth:`shard_size` of every shard, found once: each request plans its tasks by
-        them."""
-        return tuple((self.shard_offsets[:, -1] - self.shard_offsets[:, 0]).tolist())
 
 
 class EmbeddingStore(ABC):

@@ -661,6 +661,7 @@ def sum_by_row(
     slot_of_row: np.ndarray,
     counters: np.ndarray,
     shard: int,
+    hits: int,
 ) -> tuple[np.ndarray, np.ndarray, int, float]:
     """Sum the gradients of each distinct row of a ragged batch, in one pass.
 
@@ -670,7 +671,9 @@ def sum_by_row(
     largest ``|summed|`` (NaN if any is NaN), which tells the optimizer whether its update
     needs the finite check (found here, without the GIL, over the summed rows alone: as a
     separate call over all of ``grads`` it cost a small variable's push 6 us). A sign without a
-    row (-1: not admitted) has its gradient dropped and counted.
+    row (-1: not admitted) has its gradient dropped and counted, and ``hits`` is added to the
+    shard's hit count (a push that reuses its batch's mapping counts its signs here, where the
+    counters are at hand, rather than in a separate numpy call).
 
     Each distinct row's position in ``summed`` lives in ``slot_of_row`` (tagged with ``MARK``)
     while the call runs, and the saved slots are put back before it returns, so deduplication
@@ -706,6 +709,7 @@ def sum_by_row(
     for i in range(n):
         slot_of_row[unique_rows[i]] = saved[i]
     counters[shard, DROPPED_GRADIENTS] += dropped
+    counters[shard, HITS] += hits
     return unique_rows, summed, n, max_abs(summed[:n].reshape(-1))
 
 

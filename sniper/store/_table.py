@@ -137,6 +137,7 @@ class EmbeddingTable(EmbeddingStore):
         # Re-entrant: get/export/import hold every lock and then map rows under the index lock.
         self._shard_locks = [threading.RLock() for _ in range(num_shards)]
         self._table_lock = threading.Lock()
+        self._op_locks, self._index_locks = self._locks()
 
     def _allocate(self) -> None:
         capacity, shards = self._capacity, self._num_shards
@@ -204,26 +205,30 @@ class EmbeddingTable(EmbeddingStore):
 
     # -- locks ----------------------------------------------------------------------------------
 
-    def _op_lock(self, shard: int) -> AbstractContextManager[object]:
-        """The lock held for a whole shard operation (index and values)."""
-        if self.lock_mode == "global":
-            return _GLOBAL_LOCK
-        if self.lock_mode == "table":
-            return self._table_lock
-        if self.lock_mode == "shard":
-            return self._shard_locks[shard]
-        return nullcontext()
+    def _locks(self) -> tuple[list[AbstractContextManager[object]], ...]:
+        """Per shard, the lock held for a whole shard operation (index and values), and the
+        extra lock for index changes, needed only where the first is absent (``"none"``).
 
-    def _index_lock(self, shard: int) -> AbstractContextManager[object]:
-        """The extra lock for index changes: needed only where the op lock is absent."""
-        return self._shard_locks[shard] if self.lock_mode == "none" else nullcontext()
+        Chosen once, not per call: every pin, lookup and push takes both, and choosing them
+        each time was a twentieth of a small variable's Python overhead.
+        """
+        no_lock = nullcontext()
+        mode = self.lock_mode
+        shared = {"global": _GLOBAL_LOCK, "table": self._table_lock}.get(mode)
+        op: list[AbstractContextManager[object]] = [
+            shared or (lock if mode == "shard" else no_lock) for lock in self._shard_locks
+        ]
+        index: list[AbstractContextManager[object]] = [
+            lock if mode == "none" else no_lock for lock in self._shard_locks
+        ]
+        return op, index
 
     @contextmanager
     def _everything_locked(self) -> Iterator[None]:
         with ExitStack() as stack:
             held: set[int] = set()
             for shard in range(self._num_shards):
-                for lock in (self._op_lock(shard), self._index_lock(shard)):
+                for lock in (self._op_locks[shard], self._index_locks[shard]):
                     if not isinstance(lock, nullcontext) and id(lock) not in held:
                         held.add(id(lock))
                         stack.enter_context(lock)
@@ -278,7 +283,7 @@ class EmbeddingTable(EmbeddingStore):
         and the map retried once more: pinning saves work, it never makes a batch that fits
         the table fail.
         """
-        with self._index_lock(shard):
+        with self._index_locks[shard]:
             rows, evictions, full, _ = self._map_rows(shard, signs, count_sighting, min_count)
             for make_room in (self._restamp, self._revoke_pins):
                 if full and make_room(shard):
@@ -412,7 +417,7 @@ class EmbeddingTable(EmbeddingStore):
     ) -> NDArray[np.float32]:
         signs, offsets = self._shard_view(batch, shard)
         block = out[:, col : col + self._dim]
-        with self._op_lock(shard):
+        with self._op_locks[shard]:
             rows = self._rows_for_lookup(batch, shard, signs)
             if self.pooling == "fused":
                 k.pool_rows(self._weights, rows, offsets, out, False, col)
@@ -430,7 +435,7 @@ class EmbeddingTable(EmbeddingStore):
         drops exactly the gradients of the occurrences that read as zeros.
         """
         key = (self._token, shard)
-        with self._index_lock(shard):
+        with self._index_locks[shard]:
             self._drain(shard)
             entry = batch.row_cache.get(key)
             if entry is not None and entry.pinned:
@@ -446,28 +451,29 @@ class EmbeddingTable(EmbeddingStore):
         """The rows mapped before, if still valid, else a new map; and the mapping used.
 
         Pinned rows are always valid; a lookup's rows are while the shard has evicted nothing
-        since. The shard is closed for the batch either way: a push is its last use.
+        since. The shard is closed for the batch either way: a push is its last use. A new map
+        counts its hits; a mapping used again has the push count them (:func:`sum_by_row`).
         """
         key = (self._token, shard)
-        with self._index_lock(shard):
+        with self._index_locks[shard]:
             self._drain(shard)
             entry = batch.row_cache.get(key)
             batch.row_cache[key] = CLOSED
             if entry is not None and (
                 entry.pinned or entry.evictions == self._counters[shard, k.EVICTIONS]
             ):
-                self._counters[shard, k.HITS] += signs.shape[0]
                 return entry.rows, entry
         return self._map(shard, signs, False, self._min_count)[0], None
 
     def push_grad_shard(self, batch: ShardedBatch, shard: int, grads: NDArray[np.float32]) -> None:
         signs, offsets = self._shard_view(batch, shard)
         grads = _check_grads(grads, batch.batch_size, self._dim)
-        with self._op_lock(shard):
+        with self._op_locks[shard]:
             rows, mapped = self._rows_for_push(batch, shard, signs)
-            with self._index_lock(shard):
+            with self._index_locks[shard]:
+                hits = 0 if mapped is None else signs.shape[0]
                 unique_rows, summed, n, largest = k.sum_by_row(
-                    rows, offsets, grads, self._slot_of_row, self._counters, shard
+                    rows, offsets, grads, self._slot_of_row, self._counters, shard, hits
                 )
             left = self.optimizer.apply(
                 self._weights,
@@ -477,10 +483,11 @@ class EmbeddingTable(EmbeddingStore):
                 summed[:n],
                 largest=largest,
             )
-            self._counters[shard, k.NONFINITE_UPDATES] += left
+            if left:
+                self._counters[shard, k.NONFINITE_UPDATES] += left
             if mapped is not None and mapped.pinned:
                 # Only now: until the update is written, no insert may take these rows.
-                with self._index_lock(shard):
+                with self._index_locks[shard]:
                     self._unpin(batch, shard, mapped)
 
     # -- pins: rows mapped when a batch is fed --------------------------------------------------
@@ -497,7 +504,7 @@ class EmbeddingTable(EmbeddingStore):
         """
         signs, _ = self._shard_view(batch, shard)
         key = (self._token, shard)
-        with self._op_lock(shard), self._index_lock(shard):
+        with self._op_locks[shard], self._index_locks[shard]:
             self._drain(shard)
             if key in batch.row_cache:
                 return False
@@ -529,7 +536,7 @@ class EmbeddingTable(EmbeddingStore):
         locks, giving back the pins of batches released since their last call)."""
         held = 0
         for shard in range(self._num_shards):
-            with self._op_lock(shard), self._index_lock(shard):
+            with self._op_locks[shard], self._index_locks[shard]:
                 self._drain(shard)
                 rows = [entry.rows for _, entry in self._pinned_maps(shard)]
                 if rows:

@@ -350,3 +350,46 @@ def test_map_rows_at_lookup_pins_nothing() -> None:
         assert len(engine.table("a")) == 0  # nothing mapped before the lookup
         engine.lookup(1, ["a"])
         assert len(engine.table("a")) == len(np.unique(SIGNS))
+
+
+def test_a_batch_fed_before_its_table_is_replaced_is_served_by_the_new_table() -> None:
+    """A restore or a move replaces a variable's table while batches are held: their lookup
+    and push must go to the table the engine holds now, not the one they were split by."""
+    with open_scheduler("inline", workers=1) as scheduler:
+        engine = PsEngine(scheduler)
+        old = EmbeddingTable(DIM, capacity=64, optimizer=Adagrad(0.1), num_shards=2, seed=1)
+        engine.create_variable("a", old)
+        engine.feed(7, "a", SIGNS, OFFSETS)
+        new = EmbeddingTable(DIM, capacity=64, optimizer=Adagrad(0.1), num_shards=2, seed=2)
+        reference = EmbeddingTable(DIM, capacity=64, optimizer=Adagrad(0.1), num_shards=2, seed=2)
+        engine.put_variable("a", new)
+        pooled = engine.lookup(7, ["a"])["a"].pooled
+        np.testing.assert_array_equal(pooled, reference.lookup_pool(SIGNS, OFFSETS))
+        engine.push_grad(7, {"a": GRADS})
+        reference.push_grad(SIGNS, OFFSETS, GRADS)
+        np.testing.assert_array_equal(new.get(SIGNS), reference.get(SIGNS))
+        assert len(old) == len(np.unique(SIGNS))  # pinned at feed, then left alone
+        np.testing.assert_array_equal(
+            old.get(SIGNS),
+            EmbeddingTable(DIM, capacity=64, optimizer=Adagrad(0.1), num_shards=2, seed=1).get(
+                SIGNS
+            ),
+        )
+
+
+@pytest.mark.parametrize("map_at_feed", [True, False])
+def test_hits_count_every_occurrence_a_lookup_and_its_push_find(map_at_feed: bool) -> None:
+    """The statistics count a sign occurrence as a hit each time a call finds its row: a push
+    that reuses the lookup's (or the feed's) mapping counts its occurrences as hits too."""
+    with open_scheduler("inline", workers=1) as scheduler:
+        engine = PsEngine(scheduler, map_at_feed=map_at_feed)
+        engine.create_variable("a", table(2))
+        for batch_id in (1, 2):
+            engine.feed(batch_id, "a", SIGNS, OFFSETS)
+            engine.lookup(batch_id, ["a"])
+            engine.push_grad(batch_id, {"a": GRADS})
+        stats = engine.table("a").statistics()
+        distinct = len(np.unique(SIGNS))
+        assert stats.misses == distinct
+        # Batch 1: its repeats hit at mapping, then the push hits all 7; batch 2 hits twice.
+        assert stats.hits == (len(SIGNS) - distinct) + len(SIGNS) + 2 * len(SIGNS)

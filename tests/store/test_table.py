@@ -330,6 +330,13 @@ def test_a_shard_view_is_the_shards_signs_with_offsets_from_zero_and_is_kept() -
         assert view_offsets.tolist() == (batch.shard_offsets[shard] - lo).tolist()
         assert batch.shard_size(shard) == hi - lo
         assert batch.shard_view(shard)[0] is view_signs  # made once, then kept
+    assert (batch.num_shards, batch.batch_size) == (3, 3)
+
+
+def test_a_one_shard_batch_knows_its_size() -> None:
+    table = EmbeddingTable(4, capacity=1000, optimizer=SGD(0.1))
+    batch = table.split(np.arange(1, 8, dtype=np.uint64), np.array([0, 3, 3, 7]))
+    assert (batch.num_shards, batch.batch_size, batch.shard_sizes) == (1, 3, (7,))
 
 
 def test_normal_initial_values_follow_the_normal_into_its_tails() -> None:
