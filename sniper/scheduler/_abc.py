@@ -63,7 +63,8 @@ class Scheduler(ABC):
     2. Drain queued work (the default: every accepted task runs), or, with
        ``cancel_pending=True``, cancel it: every handle that has not started completes as
        cancelled and raises ``TaskCancelled``. Nothing is silently lost either way.
-    3. Join the workers, which exit once the queues are empty; running tasks finish first.
+    3. Join the workers, which exit once the queues are empty; running tasks finish first,
+       those running in their submitters on other threads too.
 
     Closing is idempotent: a second call waits for the first and may turn a drain into a
     cancel. A cancelled ``aclose`` cancels pending work and still waits, shielded, for running
@@ -146,7 +147,7 @@ class Scheduler(ABC):
     def close(self, *, cancel_pending: bool = False, timeout: float | None = None) -> None:
         """Shut down as the class docstring describes, blocking the calling thread.
 
-        Raises ``TimeoutError`` if the workers have not exited after ``timeout`` seconds (the
+        Raises ``TimeoutError`` if tasks still run after ``timeout`` seconds (the
         scheduler keeps closing; call ``close`` again to keep waiting). Use :meth:`aclose` from
         async code, and never call either from one of this scheduler's tasks.
         """

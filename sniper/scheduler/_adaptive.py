@@ -14,9 +14,9 @@ work-stealing workers.
 A small task runs in its submitter only while no task is queued or running: otherwise it
 queues behind them as any task, so the submitter (often an event loop) never waits for a table
 lock that a worker's task holds. Run in the submitter, it is admitted, counted and completed as
-every task is (closing refuses it, ``max_pending`` bounds it), but never queued: it cannot be
-cancelled or stolen, its queue wait is zero and its run time is no worker's busy time.
-``close`` waits for the workers, not for a small task another thread is running.
+every task is (closing refuses it and waits for it, ``max_pending`` bounds it), but never
+queued: it cannot be cancelled or stolen, its queue wait is zero and its run time is no
+worker's busy time.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ and starts its threads with :meth:`BaseScheduler._start_workers`:
 
 A backend may also run some tasks in their submitter (``_runs_in_submitter``): those are
 admitted and counted as every task, never pushed, and run by ``submit`` itself once the lock
-is released.
+is released. Closing waits for them as for the workers: once ``close`` returns, no task of the
+scheduler is running on any thread.
 
 Workers hand what they dequeue to :meth:`BaseScheduler._run_group`, which starts, runs (or
 merges), times, counts and completes tasks, so the backends cannot disagree on those rules.
@@ -64,6 +65,10 @@ class BaseScheduler(Scheduler):
         self._threads: list[threading.Thread] = []
         self._live_workers = 0
         self._exited = OneShot()
+        self._in_submitters: list[int] = []
+        """Threads running a task in its submitter now (a thread once per task it runs)."""
+        self._submitters_done = OneShot()
+        """Set once the scheduler is closed and no task runs in its submitter."""
         # One bound method shared by every handle, rather than a new one per submit.
         self._count_cancelled_hook = self._count_cancelled
 
@@ -147,11 +152,25 @@ class BaseScheduler(Scheduler):
                 )
             counters.submitted += 1
             counters.pending += 1
-            if not here:
+            if here:
+                self._in_submitters.append(threading.get_ident())
+            else:
                 self._push(handle)
         if here:
-            self._run_one(handle, self._submitter_worker)
+            try:
+                self._run_one(handle, self._submitter_worker)
+            finally:
+                self._left_submitter()
         return handle
+
+    def _left_submitter(self) -> None:
+        """A task run in its submitter has finished: the last one after close lets it
+        return."""
+        with self._lock:
+            self._in_submitters.remove(threading.get_ident())
+            done = self._closed and not self._in_submitters
+        if done:
+            self._submitters_done._set()
 
     def _count_cancelled(self) -> None:
         with self._lock:
@@ -263,11 +282,14 @@ class BaseScheduler(Scheduler):
     def close(self, *, cancel_pending: bool = False, timeout: float | None = None) -> None:
         self._refuse_from_worker()
         self._begin_close(cancel_pending=cancel_pending)
-        if not self._exited._wait_blocking(timeout):
-            raise TimeoutError(
-                f"the {self.name} scheduler's workers were still running tasks after {timeout} "
-                "seconds; it stays closed, call close() again to keep waiting"
-            )
+        deadline = None if timeout is None else perf_counter() + timeout
+        for done in (self._exited, self._submitters_done):
+            left = None if deadline is None else max(0.0, deadline - perf_counter())
+            if not done._wait_blocking(left):
+                raise TimeoutError(
+                    f"the {self.name} scheduler still had tasks running after {timeout} "
+                    "seconds; it stays closed, call close() again to keep waiting"
+                )
         self._join_threads()
 
     async def aclose(self, *, cancel_pending: bool = False) -> None:
@@ -275,12 +297,14 @@ class BaseScheduler(Scheduler):
         self._begin_close(cancel_pending=cancel_pending)
         try:
             await self._exited._wait_async()
+            await self._submitters_done._wait_async()
         except BaseException:
             # Cancelled while draining: give up on the queued work, but running tasks cannot
             # be interrupted, so wait for them rather than leave threads behind.
             self._begin_close(cancel_pending=True)
             with anyio.CancelScope(shield=True):
                 await self._exited._wait_async()
+                await self._submitters_done._wait_async()
             raise
         finally:
             self._join_threads()
@@ -292,6 +316,9 @@ class BaseScheduler(Scheduler):
             self._closed = True
             if cancel_pending:
                 self._cancelling = True
+            idle = not self._in_submitters
+        if idle:
+            self._submitters_done._set()
         if cancel_pending:
             for handle in self._take_queued():
                 handle.cancel()
@@ -306,7 +333,10 @@ class BaseScheduler(Scheduler):
                 thread.join()
 
     def _refuse_from_worker(self) -> None:
-        if threading.current_thread() in self._threads:
+        if (
+            threading.current_thread() in self._threads
+            or threading.get_ident() in self._in_submitters
+        ):
             raise RuntimeError(
                 f"a task cannot close its own {self.name} scheduler (it would wait for itself); "
                 "close it from the code that opened it"

@@ -7,7 +7,7 @@ import threading
 import anyio
 import pytest
 
-from sniper.scheduler import SchedulerClosed, TaskKey, open_scheduler
+from sniper.scheduler import Scheduler, SchedulerClosed, TaskKey, open_scheduler
 
 from ._helpers import WAIT
 from .conftest import WORKERS
@@ -90,3 +90,54 @@ def test_the_key_says_which_hints_it_carries() -> None:
     assert repr(TaskKey("v", 2, background=True, small=True)) == (
         "TaskKey(variable='v', shard=2, background=True, small=True)"
     )
+
+
+class BlockedSubmitter:
+    """A thread whose submit runs a small task in itself, blocked until ``release``."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.started, self.release = threading.Event(), threading.Event()
+        self.finished: list[bool] = []
+        self.thread = threading.Thread(target=scheduler.submit, args=(SMALL, self._task))
+        self.thread.start()
+        assert self.started.wait(WAIT)
+
+    def _task(self) -> None:
+        self.started.set()
+        self.release.wait(WAIT)
+        self.finished.append(True)
+
+
+@pytest.mark.parametrize("name", ["adaptive", "inline"])
+def test_close_waits_for_a_task_another_thread_runs_in_its_submitter(name: str) -> None:
+    scheduler = open_scheduler(name, workers=2)
+    blocked = BlockedSubmitter(scheduler)
+    with pytest.raises(TimeoutError, match="still had tasks running"):
+        scheduler.close(timeout=0.1)
+    assert not blocked.finished
+    closer = threading.Thread(target=scheduler.close)
+    closer.start()
+    closer.join(0.2)
+    assert closer.is_alive(), "close returned while the task still ran"
+    blocked.release.set()
+    closer.join(WAIT)
+    assert not closer.is_alive() and blocked.finished == [True]
+    blocked.thread.join(WAIT)
+
+
+@pytest.mark.anyio
+async def test_aclose_waits_for_a_task_another_thread_runs_in_its_submitter() -> None:
+    scheduler = open_scheduler("adaptive", workers=2)
+    blocked = BlockedSubmitter(scheduler)
+    threading.Timer(0.2, blocked.release.set).start()
+    await scheduler.aclose()
+    assert blocked.finished == [True]
+    blocked.thread.join(WAIT)
+
+
+def test_a_task_run_in_its_submitter_cannot_close_its_scheduler() -> None:
+    with open_scheduler("adaptive", workers=2) as scheduler:
+        handle = scheduler.submit(SMALL, scheduler.close)
+        with pytest.raises(RuntimeError, match="cannot close its own"):
+            handle.result()
+        assert not scheduler.closed
