@@ -149,19 +149,18 @@ class PsEngine:
         self, batch_id: int, variables: Iterable[tuple[str, ArrayLike, ArrayLike]]
     ) -> list[_Part]:
         """Validate, split and hold a batch's variables; the parts of the batches held."""
-        split = []
-        for name, signs, offsets in variables:
-            table = self.table(name)
-            split.append((name, table, table.split(signs, offsets)))
+        split = [
+            (name, self.table(name).split(signs, offsets)) for name, signs, offsets in variables
+        ]
         parts: list[_Part] = []
         with self._lock:
             now = time.monotonic()  # read under the lock: the dict stays in feed-time order
             self._expire(now)
             self._check_room(batch_id, split)
-            for name, table, batch in split:
+            for name, batch in split:
                 # Re-feeding moves the key to the end, keeping the dict ordered by feed time.
                 self._drop((batch_id, name))
-                parts += self._hold(batch_id, name, table, batch, now)
+                parts += self._hold(batch_id, name, batch, now)
         return parts
 
     def _submit_pins(self, parts: list[_Part]) -> list[TaskHandle[list[tuple[str, float]]]]:
@@ -172,9 +171,7 @@ class PsEngine:
         # lookup that comes before its batch's pins maps the rows itself, and the pins skip.
         return self._submit(parts, _pin_parts, background=True)
 
-    def _check_room(
-        self, batch_id: int, split: list[tuple[str, EmbeddingTable, ShardedBatch]]
-    ) -> None:
+    def _check_room(self, batch_id: int, split: list[tuple[str, ShardedBatch]]) -> None:
         """Refuse a feed that would hold more than ``max_pending_batches`` batches or
         ``max_pending_mb`` of them unpushed: a hub that feeds batches nobody trains must not
         grow a ps without bound (nor make it walk millions of entries to expire them)."""
@@ -187,10 +184,10 @@ class PsEngine:
             )
         replaced = sum(
             entry.nbytes
-            for name, _, _ in split
+            for name, _ in split
             if (entry := self._batches.get((batch_id, name))) is not None
         )
-        after = self._pending_bytes - replaced + sum(_nbytes(batch) for _, _, batch in split)
+        after = self._pending_bytes - replaced + sum(_nbytes(batch) for _, batch in split)
         if after > self.max_pending_mb * 2**20:
             raise CapacityError(
                 f"this ps holds {self._pending_bytes / 2**20:.0f} MB of fed batches not yet "
@@ -198,14 +195,15 @@ class PsEngine:
                 "them, or raise max_pending_mb"
             )
 
-    def _hold(
-        self, batch_id: int, name: str, table: EmbeddingTable, batch: ShardedBatch, now: float
-    ) -> list[_Part]:
+    def _hold(self, batch_id: int, name: str, batch: ShardedBatch, now: float) -> list[_Part]:
         """Keep a variable's split batch as fed at ``now`` (under the lock); its parts, on the
-        variable's table now (a restore or a move may have replaced ``table`` since the split:
-        the same configuration, so the same shards)."""
-        table = self._tables.get(name, table)
-        held = _Held(batch, now, _shards(name, table, batch), _nbytes(batch))
+        variable's table now (a restore or a move may have replaced the one that split it: the
+        same configuration, so the same shards). A variable dropped since the split keeps
+        nothing: the drop forgot its fed batches, this one included."""
+        current = self._tables.get(name)
+        if current is None:
+            return []
+        held = _Held(batch, now, _shards(name, current, batch), _nbytes(batch))
         self._batches[(batch_id, name)] = held
         self._variables_of[batch_id] += 1
         self._pending_bytes += held.nbytes
@@ -259,8 +257,7 @@ class PsEngine:
             now = time.monotonic()
             kept = 0
             for batch_id, batch in split:
-                if (batch_id, name) not in self._batches:
-                    self._hold(batch_id, name, table, batch, now)
+                if (batch_id, name) not in self._batches and self._hold(batch_id, name, batch, now):
                     kept += 1
             return kept
 

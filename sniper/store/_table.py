@@ -128,7 +128,7 @@ class EmbeddingTable(EmbeddingStore):
         self.optimizer = optimizer
         self.initializer = initializer if initializer is not None else normal(0.01)
         self.admission = admission
-        self.lock_mode: LockMode = lock
+        self._lock_mode: LockMode = lock
         self.seed = seed
         self._seed_key = np.uint64(splitmix64_mix(seed))
         self._token = object()  # identifies this table in a batch's row cache
@@ -195,6 +195,11 @@ class EmbeddingTable(EmbeddingStore):
     @property
     def num_shards(self) -> int:
         return self._num_shards
+
+    @property
+    def lock_mode(self) -> LockMode:
+        """What each shard operation locks; fixed at construction (the locks are chosen then)."""
+        return self._lock_mode
 
     def __repr__(self) -> str:
         return (

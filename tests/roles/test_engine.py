@@ -393,3 +393,27 @@ def test_hits_count_every_occurrence_a_lookup_and_its_push_find(map_at_feed: boo
         assert stats.misses == distinct
         # Batch 1: its repeats hit at mapping, then the push hits all 7; batch 2 hits twice.
         assert stats.hits == (len(SIGNS) - distinct) + len(SIGNS) + 2 * len(SIGNS)
+
+
+def test_a_feed_that_races_a_drop_keeps_nothing_for_the_dropped_variable() -> None:
+    """A DropVariable between a feed's split (a scheduler task) and its hold forgets the batch
+    as it forgets every fed batch: a variable created again under the name never serves or
+    takes gradients for it through the dropped table."""
+    with open_scheduler("inline", workers=1) as scheduler:
+        engine = PsEngine(scheduler)
+        dropped = table(2)
+        engine.create_variable("a", dropped)
+        split = dropped.split
+
+        def split_then_drop(signs: Any, offsets: Any) -> Any:
+            batch = split(signs, offsets)
+            engine.drop_variable("a")  # what a DropVariable on the event loop may do here
+            return batch
+
+        dropped.split = split_then_drop  # type: ignore[method-assign]
+        engine.feed(7, "a", SIGNS, OFFSETS)
+        assert engine.pending_batches() == 0
+        engine.create_variable("a", table(2))
+        with pytest.raises(UnknownBatchError):
+            engine.lookup(7, ["a"])
+        assert len(dropped) == 0
