@@ -20,6 +20,10 @@ __all__ = ["main"]
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
+WIRE_DTYPES = ("float32", "bfloat16", "float16")
+"""``sniper.rpc._tensor.FLOAT_DTYPES``, named here so that parsing a command line does not
+import the gRPC stack (a test keeps the two equal)."""
+
 Command = Callable[[argparse.Namespace], int]
 
 
@@ -580,8 +584,17 @@ def _build_parser() -> argparse.ArgumentParser:
         help="torch EmbeddingBag (default) or TorchRec's FusedEmbeddingBagCollection, run in "
         "its own environment (.venv-torchrec, made by make bench)",
     )
+    e2e.add_argument(
+        "--wire-dtype",
+        choices=WIRE_DTYPES,
+        default="float32",
+        help="how pooled embeddings and gradients travel where the roles talk gRPC (the "
+        "processes row; the job's wire_dtype): float32 (default), bfloat16 or float16",
+    )
     e2e.set_defaults(
-        run=_workload_bench("_e2e", "scale", "batches", "seed", "threads", "launcher", "peer")
+        run=_workload_bench(
+            "_e2e", "scale", "batches", "seed", "threads", "launcher", "peer", "wire_dtype"
+        )
     )
     memory = benches.add_parser(
         "memory", help="a ps process's RSS per row of a full table vs the target and torch"

@@ -75,12 +75,25 @@ def write_job(
     return config, output
 
 
+def job_settings(launcher: str, wire_dtype: str = "float32") -> dict[str, object]:
+    """The keys the bench adds to the job's config: its progress interval, and ``wire_dtype``
+    where the roles talk gRPC (the in-process job passes arrays; it would warn and ignore it)."""
+    settings: dict[str, object] = {"stats_interval": PROGRESS_SECONDS}
+    if launcher != "inprocess" and wire_dtype != "float32":
+        settings["wire_dtype"] = wire_dtype
+    return settings
+
+
 def _sniper(
-    workload: Workload, data: SyntheticCtr, seed: int, launcher: str = "local"
+    workload: Workload,
+    data: SyntheticCtr,
+    seed: int,
+    launcher: str = "local",
+    wire_dtype: str = "float32",
 ) -> dict[str, Any]:
     """``sniper train``'s report, with ``wall_seconds``: the whole command, start-up in."""
     with tempfile.TemporaryDirectory() as tmp:
-        settings = {"stats_interval": PROGRESS_SECONDS}
+        settings = job_settings(launcher, wire_dtype)
         config, output = write_job(Path(tmp), workload, data, seed, launcher, settings)
         started = time.perf_counter()
         last = _run_showing_progress(
@@ -187,22 +200,30 @@ def target(peer: str, launcher: str, workload: Workload, scale: float) -> float 
     return 2.5 if full else None
 
 
+def _wire_note(wire_dtype: str) -> str:
+    """What a row over gRPC says about its wire dtype: nothing for float32, the default."""
+    return "" if wire_dtype == "float32" else f", {wire_dtype} on the wire"
+
+
 def _verdict(ratio: float, wanted: float | None) -> str:
     if wanted is None:
         return "-"
     return f">= {wanted:g}x: {verdict(ratio, wanted)}"
 
 
-def run_launchers(workload: Workload, *, scale: float, batches: int, seed: int) -> None:
+def run_launchers(
+    workload: Workload, *, scale: float, batches: int, seed: int, wire_dtype: str = "float32"
+) -> None:
     """The same job with its ps and hubs as Ray actors and as local processes: start-up (the
     command's wall time less the training time) and examples/s, and their ratios."""
     print(
         f"sniper bench e2e --launcher ray: {workload.name} at scale {scale} ({batches} batches"
-        f" of {workload.batch_size}); peer = the same job with local processes"
+        f" of {workload.batch_size}{_wire_note(wire_dtype)}); peer = the same job with local "
+        "processes"
     )
     data = SyntheticCtr(workload, num_batches=batches, scale=scale, seed=seed)
-    local = _sniper(workload, data, seed, "local")
-    ray = _sniper(workload, data, seed, "ray")
+    local = _sniper(workload, data, seed, "local", wire_dtype)
+    ray = _sniper(workload, data, seed, "ray", wire_dtype)
     rows = []
     for name, report in (("Ray actors (a new local Ray)", ray), ("local processes", local)):
         start_up = report["wall_seconds"] - report["seconds"]
@@ -227,11 +248,13 @@ def run(
     threads: int,
     launcher: str = "auto",
     peer: str = "torch",
+    wire_dtype: str = "float32",
 ) -> None:
     """Train both ways on the same data; print examples/s, the ratio and sniper's per-op time
-    (``launcher="ray"``: Ray placement against local processes instead)."""
+    (``launcher="ray"``: Ray placement against local processes instead). ``wire_dtype``: how
+    pooled embeddings and gradients travel where the roles talk gRPC."""
     if launcher == "ray":
-        run_launchers(workload, scale=scale, batches=batches, seed=seed)
+        run_launchers(workload, scale=scale, batches=batches, seed=seed, wire_dtype=wire_dtype)
         return
     if peer == "torchrec":
         torchrec_python()  # a missing environment fails now, not after sniper's run
@@ -239,11 +262,12 @@ def run(
     print(
         f"sniper bench e2e: {workload.name} at scale {scale} ({batches} batches of "
         f"{workload.batch_size}), sniper = 2 ps + 1 hub + trainer "
-        f"({' and '.join(LAUNCHERS[name] for name in launchers)}), "
+        f"({' and '.join(LAUNCHERS[name] for name in launchers)}"
+        f"{_wire_note(wire_dtype) if 'local' in launchers else ''}), "
         f"peer = {PEERS[peer]} with {threads} threads"
     )
     data = SyntheticCtr(workload, num_batches=batches, scale=scale, seed=seed)
-    reports = {name: _sniper(workload, data, seed, name) for name in launchers}
+    reports = {name: _sniper(workload, data, seed, name, wire_dtype) for name in launchers}
     if peer == "torchrec":
         torch_rate, torch_batches = run_torchrec(
             workload, data, threads, hidden=HIDDEN, eval_every=EVAL_EVERY
@@ -253,9 +277,10 @@ def run(
     rows = []
     for name, report in reports.items():
         rate = report["examples_per_second"]
+        label = LAUNCHERS[name] + ("" if name == "inprocess" else _wire_note(wire_dtype))
         rows.append(
             [
-                f"sniper, {LAUNCHERS[name]}",
+                f"sniper, {label}",
                 f"{rate:,.0f}",
                 str(report["steps"]),
                 f"{rate / torch_rate:.2f}x",

@@ -1,0 +1,48 @@
+"""``sniper bench e2e --wire-dtype``: the job it writes carries the wire dtype where its roles
+talk gRPC, and ``sniper train`` reads that job."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sniper._bench._e2e import job_settings, write_job
+from sniper._cli import WIRE_DTYPES, main
+from sniper.cluster._train import load_train_config
+from sniper.data import SyntheticCtr, load_workload
+from sniper.rpc._tensor import FLOAT_DTYPES
+
+
+def test_the_cli_offers_the_wire_dtypes_the_wire_has() -> None:
+    assert WIRE_DTYPES == FLOAT_DTYPES
+
+
+@pytest.mark.parametrize(
+    ("launcher", "wire_dtype", "expected"),
+    [
+        ("local", "bfloat16", "bfloat16"),
+        ("ray", "float16", "float16"),
+        ("local", "float32", None),  # the default: the key is left out
+        ("inprocess", "bfloat16", None),  # no wire: sniper train would warn and ignore it
+    ],
+)
+def test_the_wire_dtype_goes_to_jobs_that_talk_grpc(
+    launcher: str, wire_dtype: str, expected: str | None
+) -> None:
+    assert job_settings(launcher, wire_dtype).get("wire_dtype") == expected
+
+
+def test_sniper_train_reads_the_job_the_bench_writes(tmp_path: Path) -> None:
+    workload = load_workload("seed_ctr")
+    data = SyntheticCtr(workload, num_batches=2, scale=0.002, seed=0)
+    config, _ = write_job(tmp_path, workload, data, 0, "local", job_settings("local", "float16"))
+    loaded = load_train_config(config, {})
+    assert loaded.wire_dtype == "float16" and loaded.launcher == "local"
+
+
+def test_an_unknown_wire_dtype_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "e2e", "--wire-dtype", "int8"])
+    assert exit_info.value.code == 2
+    assert "--wire-dtype: invalid choice: 'int8'" in capsys.readouterr().err
