@@ -266,6 +266,8 @@ def run(
         f"{_wire_note(wire_dtype) if 'local' in launchers else ''}), "
         f"peer = {PEERS[peer]} with {threads} threads"
     )
+    if wire_dtype != "float32" and "local" not in launchers:
+        print(f"note: --wire-dtype {wire_dtype} does nothing here: the one-process job has no wire")
     data = SyntheticCtr(workload, num_batches=batches, scale=scale, seed=seed)
     reports = {name: _sniper(workload, data, seed, name, wire_dtype) for name in launchers}
     if peer == "torchrec":
@@ -295,8 +297,11 @@ def run(
             [PEERS[peer], f"{torch_rate:,.0f}", str(torch_batches), "1.00x", "-"],
         ],
     )
-    report = reports[launchers[0]]
-    print("\nsniper trainer per-op latency (the bottleneck is the largest p50):")
+    shown = launchers[0]
+    report = reports[shown]
+    print(
+        f"\nsniper trainer per-op latency, {LAUNCHERS[shown]} (the bottleneck is the largest p50):"
+    )
     print_table(
         ["op", "count", "p50 ms", "p95 ms", "p99 ms"],
         [
@@ -311,4 +316,6 @@ def run(
         ],
     )
     oracle = data.oracle_auc(min(batches, 100))
-    print(f"\nsniper held-out AUC {report['eval_auc']:.4f} (oracle {oracle:.4f})")
+    print(
+        f"\nsniper held-out AUC {report['eval_auc']:.4f}, {LAUNCHERS[shown]} (oracle {oracle:.4f})"
+    )

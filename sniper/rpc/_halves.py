@@ -22,6 +22,8 @@ The kernels give the same bits as the numpy code they replace, which the tests c
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import njit
 from numpy.typing import NDArray
@@ -31,6 +33,7 @@ __all__ = ["narrow_bfloat16", "narrow_float16", "widen_bfloat16", "widen_float16
 _FLOAT16_WIDE = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
 _FLOAT16_TABLE = _FLOAT16_WIDE.astype(np.float32).view(np.uint32)
 """The float32 bits of every float16, by its bits (256 KiB: stays in L2 while it is read)."""
+_FLOAT16_TABLE.flags.writeable = False
 
 _FLOAT16_MAX_BITS = np.uint32(0x477FE000)  # 65504.0, the largest finite float16
 _BFLOAT16_NAN = np.uint16(0x7FC0)
@@ -104,28 +107,31 @@ def _widen_bfloat16_bits(halves: NDArray[np.uint16], out: NDArray[np.uint32]) ->
         out[i] = np.uint32(halves[i]) << np.uint32(16)
 
 
-def _float32_bits(array: NDArray[np.float32]) -> NDArray[np.uint32]:
+def _float32_bits(array: NDArray[Any]) -> NDArray[np.uint32]:
+    """The bits of ``array`` as little-endian float32: another float dtype is rounded to
+    float32 first, as the float32 wire sends it (so a float64 past float32's range is an inf
+    in every wire dtype)."""
     return np.ascontiguousarray(array, dtype="<f4").reshape(-1).view("<u4")
 
 
-def narrow_bfloat16(array: NDArray[np.float32]) -> NDArray[np.uint16]:
+def narrow_bfloat16(array: NDArray[Any]) -> NDArray[np.uint16]:
     """``array`` as bfloat16 bits, same shape."""
     out = np.empty(array.shape, dtype="<u2")
     _bfloat16_bits(_float32_bits(array), out.reshape(-1))
     return out
 
 
-def narrow_float16(array: NDArray[np.float32]) -> NDArray[np.float16]:
+def narrow_float16(array: NDArray[Any]) -> NDArray[np.float16]:
     """``array`` as float16, same shape, finite values clipped to +-65504."""
     out = np.empty(array.shape, dtype="<u2")
     _float16_bits(_float32_bits(array), out.reshape(-1))
     return out.view("<f2")
 
 
-def widen_float16(array: NDArray[np.float16]) -> NDArray[np.float32]:
+def widen_float16(array: NDArray[Any]) -> NDArray[np.float32]:
     """``array`` (float16) as float32, exactly; a new array."""
     out = np.empty(array.shape, dtype="<u4")
-    halves = np.ascontiguousarray(array).reshape(-1).view("<u2")
+    halves = np.ascontiguousarray(array, dtype="<f2").reshape(-1).view("<u2")
     _widen_float16_bits(halves, _FLOAT16_TABLE, out.reshape(-1))
     return out.view("<f4")
 

@@ -95,7 +95,8 @@ def check_wire_dtype(dtype: str, field: str = "wire_dtype", *, empty_ok: bool = 
 
 def narrow(array: NDArray[np.float32], dtype: str) -> NDArray[Any]:
     """``array`` as ``dtype`` (one of :data:`FLOAT_DTYPES`) for the wire: bfloat16 rounds to
-    nearest even and keeps NaN a NaN; its result holds the bits as uint16."""
+    nearest even and keeps NaN a NaN; its result holds the bits as uint16. An array of another
+    float dtype is rounded to float32 first, whatever ``dtype`` is."""
     if dtype == "float32":
         return np.ascontiguousarray(array, dtype="<f4")
     if dtype == "float16":

@@ -97,3 +97,18 @@ def test_shapes_and_strided_inputs_are_kept(
     assert back.shape == (6, 4) and back.flags.c_contiguous
     assert np.allclose(back, block, rtol=2**-8)
     assert widen(narrow(np.empty((0, 16), np.float32))).shape == (0, 16)
+
+
+def test_other_dtypes_and_byte_orders_are_converted_first() -> None:
+    # Big-endian float16 widens to the same values; float64 narrows as its float32 rounding
+    # does (as the float32 wire would send it), and widening never reads past its input.
+    values = np.array([1.5, -2.25e-6, 65504.0, np.inf, 1e39], dtype=np.float64)
+    with np.errstate(over="ignore"):
+        as_float32 = values.astype(np.float32)
+        for narrow in (narrow_float16, narrow_bfloat16):
+            _same_bits(narrow(values), narrow(as_float32))
+    half = narrow_float16(as_float32)
+    big_endian = half.astype(">f2")
+    assert np.array_equal(widen_float16(big_endian), widen_float16(half))
+    many = np.arange(1 << 16, dtype=np.float64) / 16  # 4x the bytes of the float16 it means
+    assert widen_float16(many).shape == many.shape

@@ -24,9 +24,12 @@ from sniper.store import (
     LOCK_MODES,
     SGD,
     Adagrad,
+    Adam,
     Admission,
     EmbeddingTable,
+    Ftrl,
     LockMode,
+    Optimizer,
     TableExport,
     uniform,
 )
@@ -106,6 +109,30 @@ def test_evicted_sign_returns_with_initial_value() -> None:
     table.lookup_pool(np.array([43], dtype=np.uint64), one)
     assert 42 not in table
     np.testing.assert_array_equal(table.lookup_pool(sign, one), initial)
+
+
+@pytest.mark.parametrize(
+    "optimizer",
+    [Adagrad(0.5), Adagrad(0.5, initial_accumulator_value=0.25), Adam(0.1), Ftrl(0.1)],
+    ids=["adagrad", "adagrad-0.25", "adam", "ftrl"],
+)
+def test_a_new_row_starts_with_fresh_optimizer_state(optimizer: Optimizer) -> None:
+    # A row taken back from an evicted sign is reset, whatever its last push left there (a
+    # kernel that skipped writing a new row's zero state, tried once, must not skip these).
+    table = EmbeddingTable(DIM, capacity=1, optimizer=optimizer)
+    one = np.array([0, 1])
+    first, second = (np.array([sign], dtype=np.uint64) for sign in (42, 43))
+    table.lookup_pool(first, one)
+    fresh = table.export()
+    expected = np.broadcast_to(optimizer.state_init()[None, :, None], fresh.state.shape)
+    np.testing.assert_array_equal(fresh.state, expected)
+    table.push_grad(first, one, np.ones((1, DIM), dtype=np.float32))
+    assert not np.array_equal(table.export().state, fresh.state)
+    table.lookup_pool(second, one)  # evicts 42 and takes its row
+    reused = table.export()
+    assert reused.signs.tolist() == [43]
+    np.testing.assert_array_equal(reused.state, fresh.state)
+    np.testing.assert_array_equal(reused.steps, fresh.steps)
 
 
 def test_admission_reads_zeros_and_counts() -> None:
