@@ -79,8 +79,8 @@ def job_settings(launcher: str, wire_dtype: str = "float32") -> dict[str, object
     """The keys the bench adds to the job's config: its progress interval, and ``wire_dtype``
     where the roles talk gRPC (the in-process job passes arrays; it would warn and ignore it)."""
     settings: dict[str, object] = {"stats_interval": PROGRESS_SECONDS}
-    if launcher != "inprocess" and wire_dtype != "float32":
-        settings["wire_dtype"] = wire_dtype
+    if sent := _on_the_wire(launcher, wire_dtype):
+        settings["wire_dtype"] = sent
     return settings
 
 
@@ -200,9 +200,16 @@ def target(peer: str, launcher: str, workload: Workload, scale: float) -> float 
     return 2.5 if full else None
 
 
-def _wire_note(wire_dtype: str) -> str:
-    """What a row over gRPC says about its wire dtype: nothing for float32, the default."""
-    return "" if wire_dtype == "float32" else f", {wire_dtype} on the wire"
+def _on_the_wire(launcher: str, wire_dtype: str) -> str | None:
+    """The wire dtype a run of ``launcher`` sets, or None: float32 is the job's default, and
+    the one-process job has no wire."""
+    return wire_dtype if launcher != "inprocess" and wire_dtype != "float32" else None
+
+
+def _wire_note(launcher: str, wire_dtype: str) -> str:
+    """What a run's label says about its wire dtype (nothing where it sets none)."""
+    sent = _on_the_wire(launcher, wire_dtype)
+    return f", {sent} on the wire" if sent else ""
 
 
 def _verdict(ratio: float, wanted: float | None) -> str:
@@ -218,8 +225,8 @@ def run_launchers(
     command's wall time less the training time) and examples/s, and their ratios."""
     print(
         f"sniper bench e2e --launcher ray: {workload.name} at scale {scale} ({batches} batches"
-        f" of {workload.batch_size}{_wire_note(wire_dtype)}); peer = the same job with local "
-        "processes"
+        f" of {workload.batch_size}{_wire_note('ray', wire_dtype)}); "
+        "peer = the same job with local processes"
     )
     data = SyntheticCtr(workload, num_batches=batches, scale=scale, seed=seed)
     local = _sniper(workload, data, seed, "local", wire_dtype)
@@ -262,11 +269,10 @@ def run(
     print(
         f"sniper bench e2e: {workload.name} at scale {scale} ({batches} batches of "
         f"{workload.batch_size}), sniper = 2 ps + 1 hub + trainer "
-        f"({' and '.join(LAUNCHERS[name] for name in launchers)}"
-        f"{_wire_note(wire_dtype) if 'local' in launchers else ''}), "
+        f"({' and '.join(LAUNCHERS[name] + _wire_note(name, wire_dtype) for name in launchers)}), "
         f"peer = {PEERS[peer]} with {threads} threads"
     )
-    if wire_dtype != "float32" and "local" not in launchers:
+    if wire_dtype != "float32" and not any(_on_the_wire(name, wire_dtype) for name in launchers):
         print(f"note: --wire-dtype {wire_dtype} does nothing here: the one-process job has no wire")
     data = SyntheticCtr(workload, num_batches=batches, scale=scale, seed=seed)
     reports = {name: _sniper(workload, data, seed, name, wire_dtype) for name in launchers}
@@ -279,10 +285,9 @@ def run(
     rows = []
     for name, report in reports.items():
         rate = report["examples_per_second"]
-        label = LAUNCHERS[name] + ("" if name == "inprocess" else _wire_note(wire_dtype))
         rows.append(
             [
-                f"sniper, {label}",
+                f"sniper, {LAUNCHERS[name]}{_wire_note(name, wire_dtype)}",
                 f"{rate:,.0f}",
                 str(report["steps"]),
                 f"{rate / torch_rate:.2f}x",
