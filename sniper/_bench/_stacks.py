@@ -110,8 +110,10 @@ CATEGORIES: tuple[Rule, ...] = (
         HASH_INDEX, "sniper/store/_table.py", "EmbeddingTable._map_rows", "EmbeddingTable._restamp"
     ),
     _rule(HASH_INDEX, "sniper/store/_table.py", "EmbeddingTable._check_fits", "_check_batch"),
+    _rule(POOLING, "sniper/store/_grouped.py", "pool_shards"),
     _rule(POOLING, "sniper/store/_table.py", "EmbeddingTable.lookup_shard"),
     _rule(POOLING, "sniper/store/_table.py", "EmbeddingTable.lookup_pool"),
+    _rule(OPTIMIZER, "sniper/store/_grouped.py", "push_shards", "max_abs_matrix"),
     _rule(OPTIMIZER, "sniper/store/_table.py", "EmbeddingTable.push_grad_shard"),
     _rule(OPTIMIZER, "sniper/store/_table.py", "EmbeddingTable._rows_for_push", "_check_grads"),
     _rule(OPTIMIZER, "sniper/store/_optimizers.py"),

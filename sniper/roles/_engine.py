@@ -40,7 +40,15 @@ from sniper._config import check_at_least, check_positive
 from sniper.roles._errors import AlreadyPushedError, UnknownBatchError, UnknownVariableError
 from sniper.rpc._api import LookupTarget, Pooled
 from sniper.scheduler import Scheduler, TaskHandle, TaskKey, wait_all
-from sniper.store import CapacityError, EmbeddingTable, ShardedBatch, TableExport
+from sniper.store import (
+    CapacityError,
+    EmbeddingTable,
+    PoolPart,
+    ShardedBatch,
+    TableExport,
+    pool_shards,
+    push_shards,
+)
 
 T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
@@ -80,8 +88,10 @@ class PsEngine:
         """The (batch, variable) pairs pushed most recently, so a duplicate push is told it
         was applied (ALREADY_EXISTS) rather than that the batch is unknown."""
         self.kernel_seconds: dict[str, float] = {}
-        """Store kernel seconds of each variable's lookups and pushes so far: the load it puts
-        on this ps (auto_shard compares them across ps)."""
+        """Store seconds of each variable's pins, lookups and pushes so far: the load it puts
+        on this ps (auto_shard compares them across ps). A lookup or push task pools or
+        updates all its variables in one kernel call, whose time is shared among them by
+        their signs."""
         self._lock = threading.Lock()
 
     # -- variables -------------------------------------------------------------------------------
@@ -550,19 +560,31 @@ _Done = tuple[str, NDArray[np.float32], float]
 
 
 def _lookup_parts(parts: list[_Part], into: LookupTarget | None = None) -> list[_Done]:
-    """Task body: pool every part (a variable of one shard straight into its block of
-    ``into``); report each part's kernel time for its variable."""
-    done = []
-    for part in parts:
-        start = time.perf_counter()
-        if into is not None and part.batch.num_shards == 1:
-            pooled = part.table.lookup_shard_into(
-                part.batch, part.shard, into.matrix, into.columns[part.name]
-            )
-        else:
-            pooled = part.table.lookup_shard(part.batch, part.shard)
-        done.append((part.name, pooled, time.perf_counter() - start))
-    return done
+    """Task body: pool every part in one grouped call (a variable of one shard straight into
+    its block of ``into``); each part's share of the call's time for its variable."""
+    start = time.perf_counter()
+    pooled = pool_shards([_pool_target(part, into) for part in parts])
+    shares = _shares(parts, time.perf_counter() - start)
+    done = zip(parts, pooled, shares, strict=True)
+    return [(part.name, block, share) for part, block, share in done]
+
+
+def _pool_target(part: _Part, into: LookupTarget | None) -> PoolPart:
+    """Where a part pools to: its variable's block of ``into`` if it is the variable's only
+    shard, else an array of its own, summed with the other shards' when collected."""
+    if into is not None and part.batch.num_shards == 1:
+        return (part.table, part.batch, part.shard, into.matrix, into.columns[part.name])
+    out = np.empty((part.batch.batch_size, part.table.dim), dtype=np.float32)
+    return (part.table, part.batch, part.shard, out, 0)
+
+
+def _shares(parts: list[_Part], seconds: float) -> list[float]:
+    """A grouped call's time split among its parts by their signs: what each variable is
+    charged in :attr:`PsEngine.kernel_seconds` (its kernels' work grows with its signs)."""
+    total = sum(part.signs for part in parts)
+    if not total:
+        return [seconds / len(parts)] * len(parts)
+    return [seconds * part.signs / total for part in parts]
 
 
 def _timed(parts: list[_Part], call: Callable[[_Part], object]) -> list[tuple[str, float]]:
@@ -583,10 +605,11 @@ def _pin_parts(parts: list[_Part]) -> list[tuple[str, float]]:
 def _push_parts(
     parts: list[_Part], grads: Mapping[str, NDArray[np.float32]]
 ) -> list[tuple[str, float]]:
-    """Task body: apply every part's gradient."""
-    return _timed(
-        parts, lambda part: part.table.push_grad_shard(part.batch, part.shard, grads[part.name])
-    )
+    """Task body: apply every part's gradient in one grouped call."""
+    start = time.perf_counter()
+    push_shards([(part.table, part.batch, part.shard, grads[part.name]) for part in parts])
+    shares = _shares(parts, time.perf_counter() - start)
+    return [(part.name, share) for part, share in zip(parts, shares, strict=True)]
 
 
 def _collect(tasks: list[list[_Done]], into: LookupTarget | None = None) -> dict[str, Pooled]:
@@ -628,7 +651,8 @@ def _nbytes(batch: ShardedBatch) -> int:
 def _check_grad(
     grad: ArrayLike, batch: ShardedBatch, table: EmbeddingTable, name: str
 ) -> NDArray[np.float32]:
-    """Validate a gradient before any shard task runs, so a bad one changes no shard."""
+    """Validate a gradient before any shard task runs, so a bad one changes no shard (its
+    layout is the table's to take or copy: a column block of a wider matrix is read as is)."""
     array = np.asarray(grad)
     expected = (batch.batch_size, table.dim)
     if array.dtype != np.float32 or array.shape != expected:
@@ -636,4 +660,4 @@ def _check_grad(
             f"gradient of {name!r} must be float32 of shape {expected}, "
             f"got {array.dtype} of shape {array.shape}"
         )
-    return np.ascontiguousarray(array)
+    return array

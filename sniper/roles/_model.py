@@ -161,16 +161,20 @@ class DenseModel:
         self, activations: list[F32], d_logits: F32, columns: Sequence[tuple[int, int]]
     ) -> Backward:
         """The first half of a backward pass: ``d(loss)/d(input)`` of each ``(start, stop)``
-        range of input columns, each its own C-contiguous array, and the Adam step still to
-        apply (:meth:`Backward.update`), which needs nothing the caller waits for.
+        range of input columns, and the Adam step still to apply (:meth:`Backward.update`),
+        which needs nothing the caller waits for.
 
         Why split: the trainer pushes the input gradients as soon as they exist, and computes
         the weight gradients and the Adam step on its thread meanwhile (3 ms of a seed_ctr
         batch's 11, on the other core), where one call did them before the pushes could start.
-        Why ranges: the trainer pushes each variable's gradient as a contiguous array. One
-        product per range writes it so directly, where the whole ``d(input)`` sliced and copied
-        moved every byte twice (1.9 against 1.5 ms a seed_ctr batch), and columns no range asks
-        for (the dense features') are never computed.
+        Why views: every range is a block of one product over the columns the ranges span
+        (columns no range asks for at either end, the dense features', are never computed),
+        taken transposed so that each block is contiguous in memory; a ps's push reads it in
+        place, and a wire encoding copies it as it writes. For seed_ctr's 76 ranges the one
+        product took 2.0-2.7 ms where a product per range took 3.0-3.1 (two MFLOP each, too
+        small for BLAS to run at speed; alternated runs). Copying untransposed column blocks
+        out, or reading them in place, cost about a millisecond back: each row of such a block
+        lies on another page.
         """
         grad = d_logits[:, None].astype(np.float32)
         layer_grads = [grad]  # d(loss)/d(output) of each layer, the last layer's first
@@ -179,15 +183,29 @@ class DenseModel:
             grad *= activations[i] > 0
             layer_grads.append(grad)
         layer_grads.reverse()
-        first = self.weights[0]
-        d_input = [grad @ first[start:stop].T for start, stop in columns]  # before Adam moves it
-        return Backward(d_input, self, activations, layer_grads)
+        return Backward(
+            _column_blocks(grad, self.weights[0], columns), self, activations, layer_grads
+        )
 
     def _update(self, activations: list[F32], layer_grads: list[F32]) -> None:
         """Weight and bias gradients from each layer's input and output gradient; Adam."""
         weight_grads = [a.T @ g for a, g in zip(activations[:-1], layer_grads, strict=True)]
         bias_grads = [g.sum(axis=0) for g in layer_grads]
         self._adam.step([*self.weights, *self.biases], [*weight_grads, *bias_grads], self._moments)
+
+
+def _column_blocks(grad: F32, first: F32, columns: Sequence[tuple[int, int]]) -> list[F32]:
+    """``(grad @ first.T)[:, start:stop]`` for each range, as views of one product over the
+    span of the ranges (computed before Adam moves ``first``). The product is taken
+    transposed, ``first @ grad.T``, so that each range's block is contiguous in memory (one
+    ``[stop - start, batch]`` run): a ps reads it with few cache and TLB misses, where a
+    column block of the untransposed product has each row on another page."""
+    if not columns:
+        return []
+    low = min(start for start, _ in columns)
+    high = max(stop for _, stop in columns)
+    product = first[low:high] @ grad.T
+    return [product[start - low : stop - low].T for start, stop in columns]
 
 
 @dataclass

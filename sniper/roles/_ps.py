@@ -54,7 +54,8 @@ from sniper.rpc._generated.sniper.v1 import (
 )
 from sniper.scheduler import Scheduler, scheduler_names
 from sniper.store import LOCK_MODES, POOLINGS, EmbeddingTable, LockMode, Pooling, TableExport
-from sniper.store._kernels import FLOAT32_MAX, max_abs
+from sniper.store._grouped import max_abs_matrix, strides_of
+from sniper.store._kernels import FLOAT32_MAX
 
 __all__ = ["PsRole", "PsRoleConfig", "PsSettings"]
 
@@ -80,7 +81,7 @@ class PsRoleConfig(Validated):
     lock: LockMode = "shard"
     """What every table's lookups and pushes lock: ``shard`` (one lock per shard), ``table``,
     ``global`` (one lock over every variable of the process, the seeds' first design) or
-    ``none`` (only index changes are locked; concurrent pushes may lose updates)."""
+    ``none`` (only index changes and pushes are locked; lookups read rows unlocked)."""
     pooling: Pooling = "fused"
     """``fused`` pools rows as they are read; ``separate`` copies them out first, then sums
     (the seeds' Embedding + SeqPool, for the experiment that compares them)."""
@@ -502,9 +503,10 @@ def _variable_stats(name: str, table: EmbeddingTable, kernel_seconds: float) -> 
 
 def _all_finite(grad: NDArray[np.float32]) -> bool:
     """Whether ``grad`` has no NaN or Inf: one kernel call, without the GIL, for a gradient
-    as it arrives (float32, contiguous). ``isfinite(grad).all()`` is two numpy calls, each
-    giving up and retaking the GIL: for 76 variables, PushGrad spent 1.1 ms in them on the
-    event loop where they take 0.36 ms alone."""
-    if grad.dtype == np.float32 and grad.flags.c_contiguous:
-        return bool(max_abs(grad.reshape(-1)) <= FLOAT32_MAX)
+    as it arrives (float32 with positive strides: a block of the trainer's transposed product
+    is read in place). ``isfinite(grad).all()`` is two numpy calls, each giving up and retaking
+    the GIL: for 76 variables, PushGrad spent 1.1 ms in them on the event loop where they take
+    0.36 ms alone."""
+    if grad.dtype == np.float32 and strides_of(grad) is not None:
+        return bool(max_abs_matrix(grad) <= FLOAT32_MAX)
     return bool(np.isfinite(grad).all())

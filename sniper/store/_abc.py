@@ -9,6 +9,8 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from sniper.store._pointers import address
+
 __all__ = ["EmbeddingStore", "ShardedBatch", "TableExport", "TableStatistics"]
 
 
@@ -70,13 +72,15 @@ class RowMap(NamedTuple):
     evictions: int
     rows: NDArray[np.int64]
     seq: int
+    at: int
+    """Where ``rows`` starts: what a grouped kernel reads it by (found once per mapping)."""
 
     @property
     def pinned(self) -> bool:
         return self.seq > 0
 
 
-CLOSED = RowMap(-1, np.empty(0, dtype=np.int64), 0)
+CLOSED = RowMap(-1, np.empty(0, dtype=np.int64), 0, 0)
 """The mark of a shard whose batch was pushed or released: nothing maps or pins it again."""
 
 
@@ -93,6 +97,7 @@ class ShardedBatch:
     """
 
     __slots__ = (
+        "_offsets_at",
         "_views",
         "batch_size",
         "num_shards",
@@ -118,6 +123,7 @@ class ShardedBatch:
         self.row_cache: dict[tuple[object, int], RowMap] = {}
         """Rows mapped for this batch, per (table, shard): see :class:`RowMap`."""
         self._views: dict[int, tuple[NDArray[np.uint64], NDArray[np.int64]]] = {}
+        self._offsets_at: dict[int, int] = {}
 
     def __repr__(self) -> str:
         return f"ShardedBatch(signs={self.signs!r}, shard_offsets={self.shard_offsets!r})"
@@ -146,8 +152,24 @@ class ShardedBatch:
         if view is None:
             bounds = self.shard_offsets[shard]
             lo, hi = int(bounds[0]), int(bounds[-1])
-            view = self._views[shard] = (self.signs[lo:hi], bounds - lo if lo else bounds)
+            # The first view stored is every caller's: :meth:`offsets_at` hands out its address.
+            view = self._views.setdefault(shard, (self.signs[lo:hi], bounds - lo if lo else bounds))
         return view
+
+    def offsets_at(self, shard: int) -> int:
+        """Where :meth:`shard_view`'s offsets of ``shard`` start (for a grouped kernel, which
+        reads them as aligned contiguous int64: anything else is refused)."""
+        at = self._offsets_at.get(shard)
+        if at is None:
+            offsets = self.shard_view(shard)[1]
+            flags = offsets.flags
+            if offsets.dtype != np.int64 or not (flags.c_contiguous and flags.aligned):
+                raise ValueError(
+                    "a ShardedBatch's shard_offsets must be an aligned C-contiguous int64 "
+                    f"array, got {offsets.dtype}; split batches with EmbeddingTable.split"
+                )
+            at = self._offsets_at[shard] = address(offsets)
+        return at
 
     def shard_size(self, shard: int) -> int:
         """Signs that fall into ``shard``: a measure of that shard task's work."""

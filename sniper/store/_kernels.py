@@ -52,7 +52,9 @@ from typing import Any, TypeVar, cast
 
 import numpy as np
 from numba import njit
+from numba.np.numpy_support import carray
 
+from sniper.store._pointers import float32_at, int32_at, int64_at, uint32_at
 from sniper.store._prefetch import GATHER_PREFETCH_DISTANCE, PREFETCH_DISTANCE, prefetch
 from sniper.store._simd import LANES, add16, load16, store16
 
@@ -658,6 +660,9 @@ def sum_by_row(
     rows: np.ndarray,
     offsets: np.ndarray,
     grads: np.ndarray,
+    row_stride: int,
+    col_stride: int,
+    dim: int,
     slot_of_row: np.ndarray,
     counters: np.ndarray,
     shard: int,
@@ -665,28 +670,37 @@ def sum_by_row(
 ) -> tuple[np.ndarray, np.ndarray, int, float]:
     """Sum the gradients of each distinct row of a ragged batch, in one pass.
 
-    Sign ``j`` of example ``b`` (row ``rows[j]``) contributes ``grads[b]``. Returns
+    Sign ``j`` of example ``b`` (row ``rows[j]``) contributes example ``b``'s gradient,
+    ``grads[b * row_stride + d * col_stride]`` for ``d < dim``: the gradients come as the flat
+    memory of a strided matrix (the trainer's are blocks of one transposed product, pushed
+    without a copy each; a C-contiguous matrix has strides ``dim`` and 1). Returns
     ``(unique_rows, summed, n, largest)``: the first ``n`` entries of both are the distinct
     rows, in the order they first appear, and their summed gradients; ``largest`` is the
     largest ``|summed|`` (NaN if any is NaN), which tells the optimizer whether its update
     needs the finite check (found here, without the GIL, over the summed rows alone: as a
-    separate call over all of ``grads`` it cost a small variable's push 6 us). A sign without a
-    row (-1: not admitted) has its gradient dropped and counted, and ``hits`` is added to the
-    shard's hit count (a push that reuses its batch's mapping counts its signs here, where the
-    counters are at hand, rather than in a separate numpy call).
+    separate call over all of ``grads`` it cost a small variable's push 6 us). A sign
+    without a row (-1: not admitted) has its gradient dropped and counted, and ``hits`` is
+    added to the shard's hit count (a push that reuses its batch's mapping counts its signs
+    here, where the counters are at hand, rather than in a separate numpy call).
 
     Each distinct row's position in ``summed`` lives in ``slot_of_row`` (tagged with ``MARK``)
     while the call runs, and the saved slots are put back before it returns, so deduplication
     costs no memory per table row, but the caller must hold the shard's index lock.
     """
     n_signs = rows.shape[0]
-    dim = grads.shape[1]
     unique_rows = np.empty(n_signs, dtype=np.int64)
     saved = np.empty(n_signs, dtype=np.uint32)
     summed = np.empty((n_signs, dim), dtype=np.float32)
+    # Each example's gradient is gathered here once, so that the loops over its signs read a
+    # contiguous row and vectorize whatever the strides.
+    g = np.empty(dim, dtype=np.float32)
     n = 0
     dropped = 0
     for b in range(offsets.shape[0] - 1):
+        if offsets[b] == offsets[b + 1]:
+            continue
+        for d in range(dim):
+            g[d] = grads[b * row_stride + d * col_stride]
         for j in range(offsets[b], offsets[b + 1]):
             if j + PREFETCH_DISTANCE < n_signs and rows[j + PREFETCH_DISTANCE] >= 0:
                 prefetch(slot_of_row, rows[j + PREFETCH_DISTANCE])
@@ -698,13 +712,13 @@ def sum_by_row(
             if tagged & MARK:
                 position = np.int64(tagged & LOW_MASK)
                 for d in range(dim):
-                    summed[position, d] += grads[b, d]
+                    summed[position, d] += g[d]
                 continue
             saved[n] = tagged
             slot_of_row[row] = MARK | np.uint32(n)
             unique_rows[n] = row
             for d in range(dim):
-                summed[n, d] = grads[b, d]
+                summed[n, d] = g[d]
             n += 1
     for i in range(n):
         slot_of_row[unique_rows[i]] = saved[i]
@@ -742,13 +756,34 @@ def _row_size(array: np.ndarray) -> int:
 def max_abs(values: np.ndarray) -> float:
     """The largest ``|x|`` of a contiguous 1-D float32 array (NaN if any is NaN). Found as an
     integer max over the bit patterns, which order like the magnitudes and which LLVM
-    vectorizes (0.2 ns a value; a float max does not vectorize without fast-math)."""
+    vectorizes (0.2 ns a value; a float max does not vectorize without fast-math). NaN's bit
+    patterns lie above Inf's, so a NaN anywhere gives NaN."""
     bits = values.view(np.uint32)
     top = np.uint32(0)
     for j in range(bits.shape[0]):
         top = max(top, bits[j] & np.uint32(0x7FFFFFFF))
+    return _as_float32(top)
+
+
+@kernel
+def max_abs_strided(
+    values: np.ndarray, rows: int, cols: int, row_stride: int, col_stride: int
+) -> float:
+    """:func:`max_abs` of the ``[rows, cols]`` matrix whose element ``[r, c]`` is
+    ``values[r * row_stride + c * col_stride]`` in the flat ``values`` (a matrix that is not
+    contiguous in memory: one that is goes to :func:`max_abs` whole, vectorized)."""
+    bits = values.view(np.uint32)
+    top = np.uint32(0)
+    for r in range(rows):
+        for c in range(cols):
+            top = max(top, bits[r * row_stride + c * col_stride] & np.uint32(0x7FFFFFFF))
+    return _as_float32(top)
+
+
+@kernel
+def _as_float32(bits: np.uint32) -> float:
     out = np.empty(1, dtype=np.uint32)
-    out[0] = top
+    out[0] = bits
     return float(out.view(np.float32)[0])
 
 
@@ -955,6 +990,58 @@ def ftrl_update(
     return skipped
 
 
+# -- grouped kernels: many tables' shards in one call (see sniper.store._grouped) ------------
+#
+# They read each table's arrays by address (sniper.store._pointers) and live here, not beside
+# the Python that plans them: numba's cache is keyed by each source file, so a kernel in
+# another file would keep the old code of these kernels after they change.
+
+# Columns of a grouped pool's plan (sniper.store._grouped: one int64 row per shard): the
+# table's, then the shard's.
+_P_WEIGHTS, _P_CAPACITY, _P_DIM, _P_SEPARATE = range(4)
+_P_ROWS, _P_SIGNS, _P_OFFSETS, _P_BATCH, _P_OUT, _P_WIDTH, _P_COL = range(4, 11)
+
+# Columns of a grouped push's plan: the table's, then the shard's.
+_U_WEIGHTS, _U_CAPACITY, _U_DIM, _U_KIND, _U_STATE, _U_SLOTS = range(6)
+_U_STEPS, _U_STEP_COUNT, _U_SLOT_OF_ROW, _U_COUNTERS, _U_NUM_SHARDS = range(6, 11)
+_U_ROWS, _U_SIGNS, _U_OFFSETS, _U_BATCH, _U_SHARD, _U_HITS = range(11, 17)
+_U_GRADS, _U_ROW_STRIDE, _U_COL_STRIDE, _U_GRADS_SIZE = range(17, 21)
+POOL_PLAN_COLUMNS = _P_COL + 1
+PUSH_PLAN_COLUMNS = _U_GRADS_SIZE + 1
+
+
+# optimizer kinds: which update :func:`update_rows` applies
+OPT_SGD = 0
+OPT_ADAGRAD = 1
+OPT_ADAM = 2
+OPT_FTRL = 3
+
+
+@kernel
+def update_rows(
+    kind: int,
+    params: np.ndarray,
+    weights: np.ndarray,
+    state: np.ndarray,
+    steps: np.ndarray,
+    rows: np.ndarray,
+    g: np.ndarray,
+    guard: bool,
+) -> int:
+    """The update of optimizer ``kind`` (``OPT_*``) with its ``params`` (float64, in the
+    order of :attr:`~sniper.store.Optimizer.kernel_params`): one entry point, so that a
+    kernel updating many tables in one call applies each table's own optimizer."""
+    if kind == OPT_SGD:
+        return sgd_update(weights, rows, g, params[0], guard)
+    if kind == OPT_ADAGRAD:
+        return adagrad_update(weights, state, rows, g, params[0], params[1], guard)
+    if kind == OPT_ADAM:
+        return adam_update(
+            weights, state, steps, rows, g, params[0], params[1], params[2], params[3], guard
+        )
+    return ftrl_update(weights, state, rows, g, params[0], params[1], params[2], params[3], guard)
+
+
 @kernel
 def initial_rows(
     signs: np.ndarray, dim: int, seed_key: np.uint64, kind: int, a: float, b: float
@@ -964,3 +1051,70 @@ def initial_rows(
     for j in range(signs.shape[0]):
         initial_row(out[j], signs[j], seed_key, kind, a, b)
     return out
+
+
+@kernel
+def pool_many(plan: np.ndarray) -> None:
+    """Pool each planned shard into its block (:func:`~sniper.store._kernels.pool_rows`, or
+    gathered first then summed for ``pooling="separate"``)."""
+    for p in range(plan.shape[0]):
+        weights = carray(float32_at(plan[p, _P_WEIGHTS]), (plan[p, _P_CAPACITY], plan[p, _P_DIM]))
+        rows = carray(int64_at(plan[p, _P_ROWS]), plan[p, _P_SIGNS])
+        offsets = carray(int64_at(plan[p, _P_OFFSETS]), plan[p, _P_BATCH] + 1)
+        out = carray(float32_at(plan[p, _P_OUT]), (plan[p, _P_BATCH], plan[p, _P_WIDTH]))
+        col = plan[p, _P_COL]
+        if plan[p, _P_SEPARATE]:
+            block = out[:, col : col + plan[p, _P_DIM]]
+            block[...] = 0
+            pool_gathered(gather_rows(weights, rows), offsets, block)
+        else:
+            pool_rows(weights, rows, offsets, out, False, col)
+
+
+@kernel
+def push_many(plan: np.ndarray, params: np.ndarray) -> None:
+    """For each planned shard: sum its gradients by row (counting dropped ones and the
+    mapping's hits), then apply its optimizer, checking rows only where a summed gradient
+    could overflow (``params[p, 4]``: the optimizer's unchecked bound)."""
+    for p in range(plan.shape[0]):
+        capacity, dim = plan[p, _U_CAPACITY], plan[p, _U_DIM]
+        batch = plan[p, _U_BATCH]
+        shard = plan[p, _U_SHARD]
+        weights = carray(float32_at(plan[p, _U_WEIGHTS]), (capacity, dim))
+        state = carray(float32_at(plan[p, _U_STATE]), (capacity, plan[p, _U_SLOTS], dim))
+        steps = carray(int32_at(plan[p, _U_STEPS]), plan[p, _U_STEP_COUNT])
+        slot_of_row = carray(uint32_at(plan[p, _U_SLOT_OF_ROW]), capacity)
+        counters = carray(int64_at(plan[p, _U_COUNTERS]), (plan[p, _U_NUM_SHARDS], COUNTERS))
+        rows = carray(int64_at(plan[p, _U_ROWS]), plan[p, _U_SIGNS])
+        offsets = carray(int64_at(plan[p, _U_OFFSETS]), batch + 1)
+        grads = carray(float32_at(plan[p, _U_GRADS]), plan[p, _U_GRADS_SIZE])
+        unique_rows, summed, n, largest = sum_by_row(
+            rows,
+            offsets,
+            grads,
+            plan[p, _U_ROW_STRIDE],
+            plan[p, _U_COL_STRIDE],
+            dim,
+            slot_of_row,
+            counters,
+            shard,
+            plan[p, _U_HITS],
+        )
+        guard = not largest <= params[p, 4]  # NaN: check
+        left = update_rows(
+            plan[p, _U_KIND], params[p], weights, state, steps, unique_rows[:n], summed[:n], guard
+        )
+        counters[shard, NONFINITE_UPDATES] += left
+
+
+@kernel
+def max_abs_at(at: int, size: int) -> float:
+    """:func:`max_abs` of the ``size`` float32 values at address ``at``."""
+    return max_abs(carray(float32_at(at), size))
+
+
+@kernel
+def max_abs_strided_at(at: int, rows: int, cols: int, row_stride: int, col_stride: int) -> float:
+    """:func:`max_abs_strided` of the matrix at address ``at``."""
+    size = (rows - 1) * row_stride + (cols - 1) * col_stride + 1
+    return max_abs_strided(carray(float32_at(at), size), rows, cols, row_stride, col_stride)

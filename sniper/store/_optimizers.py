@@ -14,7 +14,8 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import NamedTuple
+from functools import cached_property
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -48,8 +49,15 @@ def _non_negative(name: str, value: float) -> None:
 
 
 class Optimizer(ABC):
-    """A sparse optimizer: state layout plus an update over distinct rows."""
+    """A sparse optimizer: state layout plus an update over distinct rows.
 
+    The update itself is a kernel (``sniper.store._kernels.update_rows``) picked by
+    :attr:`kind` with :attr:`kernel_params`, not a method: a push applies many tables'
+    optimizers in one kernel call, which cannot call back into Python.
+    """
+
+    kind: ClassVar[int]
+    """Which update the kernels apply (``sniper.store._kernels.OPT_*``)."""
     slots: int = 0
     """Float32 state arrays per row, each of ``dim`` values."""
     uses_steps: bool = False
@@ -79,7 +87,22 @@ class Optimizer(ABC):
         if largest is None:
             largest = _kernels.max_abs(np.ascontiguousarray(grads).reshape(-1))
         guard = not largest <= self.unchecked_gradient  # NaN: check
-        return int(self._update(_Rows(weights, state, steps, rows, grads, guard)))
+        return int(
+            _kernels.update_rows(
+                self.kind, self.kernel_array[:4], weights, state, steps, rows, grads, guard
+            )
+        )
+
+    @property
+    @abstractmethod
+    def kernel_params(self) -> tuple[float, float, float, float]:
+        """The update's parameters in the order its kernel takes them (unused ones 0)."""
+
+    @cached_property
+    def kernel_array(self) -> NDArray[np.float64]:
+        """:attr:`kernel_params` then :attr:`unchecked_gradient`, as one float64 array: what
+        a grouped push copies into its plan for this optimizer's table."""
+        return np.array([*self.kernel_params, self.unchecked_gradient], dtype=np.float64)
 
     @property
     def unchecked_gradient(self) -> float:
@@ -87,23 +110,6 @@ class Optimizer(ABC):
         every value it changes moves by less than half a float32 ulp at the top of the range
         (1e31), so nothing can round past the largest float32. 0: always check."""
         return 0.0
-
-    @abstractmethod
-    def _update(self, rows: _Rows) -> int:
-        """The update kernel; with ``rows.guard``, rows whose new values are not finite are
-        left as they were."""
-
-
-class _Rows(NamedTuple):
-    """One update's arrays: the table's, the distinct rows and their summed gradients (a
-    tuple: every push makes one per shard, and a frozen dataclass cost five times as much)."""
-
-    weights: NDArray[np.float32]
-    state: NDArray[np.float32]
-    steps: NDArray[np.int32]
-    rows: NDArray[np.int64]
-    grads: NDArray[np.float32]
-    guard: bool
 
 
 _SMALL_STEP = 1e15
@@ -115,6 +121,7 @@ class SGD(Optimizer):
     """Plain gradient descent: ``w -= lr * g``."""
 
     lr: float = 0.01
+    kind = _kernels.OPT_SGD
 
     def __post_init__(self) -> None:
         _positive("lr", self.lr)
@@ -123,8 +130,9 @@ class SGD(Optimizer):
     def unchecked_gradient(self) -> float:
         return 1e30 / max(self.lr, 1.0)  # w moves by lr * g
 
-    def _update(self, rows: _Rows) -> int:
-        return _kernels.sgd_update(rows.weights, rows.rows, rows.grads, self.lr, rows.guard)
+    @property
+    def kernel_params(self) -> tuple[float, float, float, float]:
+        return (self.lr, 0.0, 0.0, 0.0)
 
 
 @dataclass(frozen=True)
@@ -135,6 +143,7 @@ class Adagrad(Optimizer):
     initial_accumulator_value: float = 0.0
     eps: float = 1e-10
     slots = 1
+    kind = _kernels.OPT_ADAGRAD
 
     def __post_init__(self) -> None:
         _positive("lr", self.lr)
@@ -149,10 +158,9 @@ class Adagrad(Optimizer):
         # acc moves by g*g; w by at most lr (acc >= g*g), after lr * g is formed.
         return _SMALL_STEP if self.lr <= 1e20 else 0.0
 
-    def _update(self, rows: _Rows) -> int:
-        return _kernels.adagrad_update(
-            rows.weights, rows.state, rows.rows, rows.grads, self.lr, self.eps, rows.guard
-        )
+    @property
+    def kernel_params(self) -> tuple[float, float, float, float]:
+        return (self.lr, self.eps, 0.0, 0.0)
 
 
 @dataclass(frozen=True)
@@ -165,6 +173,7 @@ class Adam(Optimizer):
     eps: float = 1e-8
     slots = 2
     uses_steps = True
+    kind = _kernels.OPT_ADAM
 
     def __post_init__(self) -> None:
         _positive("lr", self.lr)
@@ -177,19 +186,9 @@ class Adam(Optimizer):
         # m and v are convex mixes of g and g*g; w moves by a bounded multiple of lr.
         return _SMALL_STEP if self.lr <= 1e20 else 0.0
 
-    def _update(self, rows: _Rows) -> int:
-        return _kernels.adam_update(
-            rows.weights,
-            rows.state,
-            rows.steps,
-            rows.rows,
-            rows.grads,
-            self.lr,
-            self.beta1,
-            self.beta2,
-            self.eps,
-            rows.guard,
-        )
+    @property
+    def kernel_params(self) -> tuple[float, float, float, float]:
+        return (self.lr, self.beta1, self.beta2, self.eps)
 
 
 @dataclass(frozen=True)
@@ -207,6 +206,7 @@ class Ftrl(Optimizer):
     l2: float = 0.0
     initial_accumulator_value: float = 0.1
     slots = 2
+    kind = _kernels.OPT_FTRL
 
     def __post_init__(self) -> None:
         _positive("alpha", self.alpha)
@@ -223,18 +223,9 @@ class Ftrl(Optimizer):
     def state_init(self) -> NDArray[np.float32]:
         return np.array([0.0, self.initial_accumulator_value], dtype=np.float32)
 
-    def _update(self, rows: _Rows) -> int:
-        return _kernels.ftrl_update(
-            rows.weights,
-            rows.state,
-            rows.rows,
-            rows.grads,
-            self.alpha,
-            self.beta,
-            self.l1,
-            self.l2,
-            rows.guard,
-        )
+    @property
+    def kernel_params(self) -> tuple[float, float, float, float]:
+        return (self.alpha, self.beta, self.l1, self.l2)
 
 
 OPTIMIZERS: dict[str, type[Optimizer]] = {

@@ -13,15 +13,16 @@ Lock modes, so that the seed logs' experiments can be reproduced:
 - ``"shard"`` (the default, and the fastest correct mode): one lock per shard, so the shards of
   one variable proceed in parallel on different threads.
 - ``"none"``: the index is still changed under the shard's lock (finding, inserting and
-  evicting rows), but reading rows for pooling and applying optimizer updates take no lock.
-  What this permits: two concurrent pushes to the same row may lose one update, a lookup may
-  see a row half-updated, and a row evicted by a concurrent insert between the index phase and
-  the value phase may be read or written as the new sign's row. What it never permits: a
-  corrupt index, a row shared by two signs afterwards, or a crash.
+  evicting rows), but reading rows for pooling takes no lock. A push sums its gradients by
+  row in the index and applies them in one kernel call, under the shard's lock. What this
+  permits: a lookup may see a row half-updated, and a row evicted by a concurrent insert
+  between the index phase and the value phase may be read or written as the new sign's row.
+  What it never permits: a corrupt index, a row shared by two signs afterwards, or a crash.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import deque
 from collections.abc import Iterator
@@ -31,7 +32,6 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from sniper._arrays import is_float32_matrix
 from sniper._hashing import _as_u64, splitmix64_mix
 from sniper.store import _kernels as k
 from sniper.store._abc import (
@@ -42,8 +42,18 @@ from sniper.store._abc import (
     TableExport,
     TableStatistics,
 )
+from sniper.store._grouped import (
+    GLOBAL_LOCK,
+    pool_plan,
+    pool_shards,
+    push_plan,
+    push_shards,
+    real_locks,
+    strides_of,
+)
 from sniper.store._initializers import Initializer, normal
 from sniper.store._optimizers import Optimizer
+from sniper.store._pointers import address
 from sniper.store._warm import start_numba
 
 __all__ = [
@@ -65,7 +75,8 @@ every occurrence's row into an ``[n, dim]`` array, then sums it (the seeds' Embe
 followed by SeqPool, kept for the experiment that compares them)."""
 EVICTION_POLICIES = ("lru",)
 MAX_LOAD_FACTOR = 0.75
-_GLOBAL_LOCK = threading.Lock()
+_TABLE_ORDER = itertools.count()
+"""Numbers tables in creation order: the order grouped calls take their locks in."""
 
 
 class CapacityError(RuntimeError):
@@ -138,6 +149,20 @@ class EmbeddingTable(EmbeddingStore):
         self._shard_locks = [threading.RLock() for _ in range(num_shards)]
         self._table_lock = threading.Lock()
         self._op_locks, self._index_locks = self._locks()
+        order = next(_TABLE_ORDER)
+        self._pool_locks = [
+            real_locks((self._op_locks[shard],), order, shard) for shard in range(num_shards)
+        ]
+        """Per shard, what a grouped lookup (:mod:`sniper.store._grouped`) holds, with each
+        lock's place in the order every grouped call takes locks in."""
+        self._push_locks = [
+            real_locks((self._op_locks[shard], self._index_locks[shard]), order, shard)
+            for shard in range(num_shards)
+        ]
+        """The same for a grouped push: its kernel sums gradients by row in the index, so it
+        holds the index lock too (only mode ``"none"`` has one apart)."""
+        self._pool_plan = pool_plan(self)
+        self._push_plan = push_plan(self)
 
     def _allocate(self) -> None:
         capacity, shards = self._capacity, self._num_shards
@@ -180,6 +205,9 @@ class EmbeddingTable(EmbeddingStore):
         )
         self._sketch = np.zeros(sketch_shape, dtype=np.uint32)
         self._min_count = self.admission.min_count if self.admission else 0
+        arrays = (self._weights, self._state, self._steps, self._slot_of_row, self._counters)
+        self._addresses = tuple(address(array) for array in arrays)
+        """Where the arrays a grouped kernel reads by address start (they never move)."""
 
     # -- properties ---------------------------------------------------------------------------
 
@@ -219,7 +247,7 @@ class EmbeddingTable(EmbeddingStore):
         """
         no_lock = nullcontext()
         mode = self.lock_mode
-        shared = {"global": _GLOBAL_LOCK, "table": self._table_lock}.get(mode)
+        shared = {"global": GLOBAL_LOCK, "table": self._table_lock}.get(mode)
         op: list[AbstractContextManager[object]] = [
             shared or (lock if mode == "shard" else no_lock) for lock in self._shard_locks
         ]
@@ -408,32 +436,26 @@ class EmbeddingTable(EmbeddingStore):
 
     def lookup_shard(self, batch: ShardedBatch, shard: int) -> NDArray[np.float32]:
         out = np.empty((batch.batch_size, self._dim), dtype=np.float32)
-        self._pool_into(batch, shard, out, 0)
+        pool_shards([(self, batch, shard, out, 0)])
         return out
 
     def lookup_shard_into(
         self, batch: ShardedBatch, shard: int, out: NDArray[np.float32], col: int
     ) -> NDArray[np.float32]:
-        _check_out(out, batch.batch_size, self._dim, col)
-        return self._pool_into(batch, shard, out, col)
+        return pool_shards([(self, batch, shard, out, col)])[0]
 
-    def _pool_into(
-        self, batch: ShardedBatch, shard: int, out: NDArray[np.float32], col: int
-    ) -> NDArray[np.float32]:
-        signs, offsets = self._shard_view(batch, shard)
-        block = out[:, col : col + self._dim]
-        with self._op_locks[shard]:
-            rows = self._rows_for_lookup(batch, shard, signs)
-            if self.pooling == "fused":
-                k.pool_rows(self._weights, rows, offsets, out, False, col)
-            else:
-                block[...] = 0
-                k.pool_gathered(k.gather_rows(self._weights, rows), offsets, block)
-        return block
+    def _checked_grads(self, grads: ArrayLike, batch_size: int) -> NDArray[np.float32]:
+        return _check_grads(grads, batch_size, self._dim)
+
+    def _lookup_rows(self, batch: ShardedBatch, shard: int) -> tuple[RowMap, int]:
+        """A shard's rows to pool and where its offsets start (the caller holds the shard's
+        locks)."""
+        signs, _ = self._shard_view(batch, shard)
+        return self._rows_for_lookup(batch, shard, signs), batch.offsets_at(shard)
 
     def _rows_for_lookup(
         self, batch: ShardedBatch, shard: int, signs: NDArray[np.uint64]
-    ) -> NDArray[np.int64]:
+    ) -> RowMap:
         """The rows pinned when the batch was fed (a gather, no probe), else a new map.
 
         A new map is kept for the push, even with not-yet-admitted signs (-1): the push then
@@ -444,16 +466,18 @@ class EmbeddingTable(EmbeddingStore):
             self._drain(shard)
             entry = batch.row_cache.get(key)
             if entry is not None and entry.pinned:
-                return entry.rows
+                return entry
             rows, evictions = self._map(shard, signs, True, self._min_count)
+            mapped = RowMap(evictions, rows, 0, address(rows))
             if entry is not CLOSED:
-                batch.row_cache[key] = RowMap(evictions, rows, 0)
-            return rows
+                batch.row_cache[key] = mapped
+            return mapped
 
     def _rows_for_push(
         self, batch: ShardedBatch, shard: int, signs: NDArray[np.uint64]
-    ) -> tuple[NDArray[np.int64], RowMap | None]:
-        """The rows mapped before, if still valid, else a new map; and the mapping used.
+    ) -> tuple[RowMap, bool]:
+        """The rows mapped before, if still valid, else a new map; and whether they were
+        mapped before.
 
         Pinned rows are always valid; a lookup's rows are while the shard has evicted nothing
         since. The shard is closed for the batch either way: a push is its last use. A new map
@@ -467,33 +491,26 @@ class EmbeddingTable(EmbeddingStore):
             if entry is not None and (
                 entry.pinned or entry.evictions == self._counters[shard, k.EVICTIONS]
             ):
-                return entry.rows, entry
-        return self._map(shard, signs, False, self._min_count)[0], None
+                return entry, True
+        rows, evictions = self._map(shard, signs, False, self._min_count)
+        return RowMap(evictions, rows, 0, address(rows)), False
 
     def push_grad_shard(self, batch: ShardedBatch, shard: int, grads: NDArray[np.float32]) -> None:
-        signs, offsets = self._shard_view(batch, shard)
-        grads = _check_grads(grads, batch.batch_size, self._dim)
-        with self._op_locks[shard]:
-            rows, mapped = self._rows_for_push(batch, shard, signs)
+        push_shards([(self, batch, shard, grads)])
+
+    def _push_rows(self, batch: ShardedBatch, shard: int) -> tuple[RowMap, bool, int]:
+        """A shard's rows to update, whether they were mapped before (the push counts their
+        hits) and where its offsets start; the caller holds the shard's locks and ends with
+        :meth:`_push_done`."""
+        signs, _ = self._shard_view(batch, shard)
+        mapped, reused = self._rows_for_push(batch, shard, signs)
+        return mapped, reused, batch.offsets_at(shard)
+
+    def _push_done(self, batch: ShardedBatch, shard: int, mapped: RowMap) -> None:
+        """Give back the pins a push's mapping held (the caller holds the shard's locks)."""
+        if mapped.pinned:
             with self._index_locks[shard]:
-                hits = 0 if mapped is None else signs.shape[0]
-                unique_rows, summed, n, largest = k.sum_by_row(
-                    rows, offsets, grads, self._slot_of_row, self._counters, shard, hits
-                )
-            left = self.optimizer.apply(
-                self._weights,
-                self._state,
-                self._steps,
-                unique_rows[:n],
-                summed[:n],
-                largest=largest,
-            )
-            if left:
-                self._counters[shard, k.NONFINITE_UPDATES] += left
-            if mapped is not None and mapped.pinned:
-                # Only now: until the update is written, no insert may take these rows.
-                with self._index_locks[shard]:
-                    self._unpin(batch, shard, mapped)
+                self._unpin(batch, shard, mapped)
 
     # -- pins: rows mapped when a batch is fed --------------------------------------------------
 
@@ -522,7 +539,7 @@ class EmbeddingTable(EmbeddingStore):
                 )
             if full:
                 return False
-            batch.row_cache[key] = RowMap(evictions, rows, seq)
+            batch.row_cache[key] = RowMap(evictions, rows, seq, address(rows))
             self._pinned[shard][id(batch)] = batch
             return True
 
@@ -572,7 +589,7 @@ class EmbeddingTable(EmbeddingStore):
         revoked = False
         for batch, entry in self._pinned_maps(shard):
             self._unpin(batch, shard, entry)
-            batch.row_cache[(self._token, shard)] = RowMap(evictions, entry.rows, 0)
+            batch.row_cache[(self._token, shard)] = entry._replace(evictions=evictions, seq=0)
             revoked = True
         return revoked
 
@@ -777,25 +794,19 @@ def _check_batch(
     return signs_u64, offsets_i64
 
 
-def _check_out(out: NDArray[np.float32], batch_size: int, dim: int, col: int) -> None:
-    """The kernels write ``out`` without bounds checks: refuse anything they could overrun."""
-    if not is_float32_matrix(out):
-        raise ValueError("out must be a writable C-contiguous float32 matrix [batch, width]")
-    if out.shape[0] != batch_size or not 0 <= col <= out.shape[1] - dim:
-        raise ValueError(
-            f"out of shape {out.shape} has no room for a [{batch_size}, {dim}] block at "
-            f"column {col}"
-        )
-
-
 def _check_grads(grads: ArrayLike, batch_size: int, dim: int) -> NDArray[np.float32]:
+    """``grads`` as the push kernel reads it: in place if its strides are positive (a block
+    of a wider or transposed matrix is taken as it is), else a contiguous copy."""
     array = np.asarray(grads)
     if array.dtype != np.float32 or array.shape != (batch_size, dim):
         raise ValueError(
             f"grads must be float32 of shape ({batch_size}, {dim}), "
             f"got {array.dtype} of shape {array.shape}"
         )
-    return np.ascontiguousarray(array)
+    if strides_of(array) is not None:
+        return array
+    # A copy: ascontiguousarray would hand back a contiguous array as it is, aligned or not.
+    return np.require(array, np.float32, ["C", "A"])
 
 
 def _check_import_shapes(data: TableExport, n: int, dim: int, slots: int) -> None:

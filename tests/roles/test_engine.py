@@ -212,7 +212,7 @@ class BrokenPush(EmbeddingTable):
     """A table whose update fails half-way through a push (a disk, a bug): what the engine
     must survive without applying the other variables' gradients twice."""
 
-    def push_grad_shard(self, *args: object, **kwargs: object) -> None:
+    def _push_rows(self, *args: object, **kwargs: object) -> Any:
         raise RuntimeError("the update failed")
 
 

@@ -29,7 +29,8 @@ def test_input_gradient_by_column_range_is_the_whole_gradient_sliced(
             grad = grad * (activations[i] > 0)
     assert len(parts) == len(columns)
     for (start, stop), part in zip(columns, parts, strict=True):
-        assert part.flags.c_contiguous and part.dtype == np.float32
+        # A block of one transposed product: contiguous in memory, read in place by a push.
+        assert part.dtype == np.float32 and part.flags.f_contiguous
         np.testing.assert_allclose(part, grad[:, start:stop], rtol=1e-5, atol=1e-6)
     assert any(not np.array_equal(w, b) for w, b in zip(model.weights, before, strict=True))
 
