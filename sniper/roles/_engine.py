@@ -652,7 +652,8 @@ def _check_grad(
     grad: ArrayLike, batch: ShardedBatch, table: EmbeddingTable, name: str
 ) -> NDArray[np.float32]:
     """Validate a gradient before any shard task runs, so a bad one changes no shard (its
-    layout is the table's to take or copy: a column block of a wider matrix is read as is)."""
+    layout is the table's to take or copy: a block of the trainer's transposed product is
+    read as it is)."""
     array = np.asarray(grad)
     expected = (batch.batch_size, table.dim)
     if array.dtype != np.float32 or array.shape != expected:

@@ -9,7 +9,10 @@ running them took the GIL back after every call. Here a task's shards go through
 protocol first (locks, pins, the rows mapped at feed time), then one kernel call does all their
 per-sign work without the GIL, the way FBGEMM's table-batched embeddings treat many tables as
 one operator. Measured on seed_ctr at scale 0.02 (38 variables a ps): the push's kernels took
-1.30-1.48 ms as one call against 1.47-1.63 ms as 76; the Python around them came out even.
+1.30-1.48 ms as one call against 1.47-1.63 ms as 76, but planning the call (addresses, plan
+rows, lock order, checks) costs a little more Python than the calls did: a push request came
+out 0.2-0.4 ms slower in an engine microbenchmark (docs/benchmarks.md, the seventeenth
+session).
 
 Gradients are read where they lie, in any layout with positive strides: the trainer's are
 blocks of one transposed product (one matrix product for every variable instead of one each:
@@ -161,12 +164,13 @@ def push_shards(parts: Sequence[PushPart]) -> None:
     checked = []
     for table, batch, shard, grads in parts:
         table._shard_view(batch, shard)
-        checked.append((table, batch, shard, table._checked_grads(grads, batch.batch_size)))
+        array, layout = _readable(table._checked_grads(grads, batch.batch_size))
+        checked.append((table, batch, shard, array, layout))
     plan: list[tuple[int, ...]] = []
     done: list[tuple[EmbeddingTable, ShardedBatch, int, RowMap]] = []
     with _Held([part[0]._push_locks[part[2]] for part in parts]):
         try:
-            for table, batch, shard, grads in checked:
+            for table, batch, shard, grads, layout in checked:
                 mapped, reused, offsets_at = table._push_rows(batch, shard)
                 done.append((table, batch, shard, mapped))  # keeps the rows alive too
                 n = mapped.rows.shape[0]
@@ -180,13 +184,10 @@ def push_shards(parts: Sequence[PushPart]) -> None:
                         shard,
                         n if reused else 0,
                         address(grads),
-                        *_layout(grads),
+                        *layout,
                     )
                 )
-            params = np.array([table.optimizer.kernel_array for table, *_ in checked])
-            k.push_many(
-                np.array(plan, dtype=np.int64).reshape(len(plan), k.PUSH_PLAN_COLUMNS), params
-            )
+            k.push_many(np.array(plan, dtype=np.int64).reshape(len(plan), k.PUSH_PLAN_COLUMNS))
         finally:
             # Only now: until the updates are written, no insert may take these rows.
             for table, batch, shard, mapped in done:
@@ -249,6 +250,7 @@ def push_plan(table: EmbeddingTable) -> tuple[int, ...]:
         table.capacity,
         table.dim,
         optimizer.kind,
+        address(optimizer.kernel_array),  # kept alive by the optimizer, which caches it
         state,
         optimizer.slots,
         steps,
@@ -288,9 +290,15 @@ def strides_of(matrix: NDArray[np.float32]) -> tuple[int, int] | None:
     return row_stride, col_stride
 
 
-def _layout(grads: NDArray[np.float32]) -> tuple[int, int, int]:
-    """A checked gradient's strides and the flat size they span (the kernel's ``carray``)."""
-    row_stride, col_stride = strides_of(grads) or (grads.shape[1], 1)
+def _readable(grads: NDArray[np.float32]) -> tuple[NDArray[np.float32], tuple[int, int, int]]:
+    """A checked gradient as the push kernel reads it (itself, or an aligned C-ordered copy
+    where :func:`strides_of` cannot read it: ascontiguousarray would hand back a contiguous
+    array as it is, aligned or not), with its strides and the flat size they span."""
+    strides = strides_of(grads)
+    if strides is None:
+        grads = np.require(grads, np.float32, ["C", "A"])
+        strides = (grads.shape[1], 1)
     rows, cols = grads.shape
+    row_stride, col_stride = strides
     size = (rows - 1) * row_stride + (cols - 1) * col_stride + 1 if rows and cols else 0
-    return row_stride, col_stride, size
+    return grads, (row_stride, col_stride, size)

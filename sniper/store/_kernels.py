@@ -54,7 +54,7 @@ import numpy as np
 from numba import njit
 from numba.np.numpy_support import carray
 
-from sniper.store._pointers import float32_at, int32_at, int64_at, uint32_at
+from sniper.store._pointers import float32_at, float64_at, int32_at, int64_at, uint32_at
 from sniper.store._prefetch import GATHER_PREFETCH_DISTANCE, PREFETCH_DISTANCE, prefetch
 from sniper.store._simd import LANES, add16, load16, store16
 
@@ -1002,10 +1002,10 @@ _P_WEIGHTS, _P_CAPACITY, _P_DIM, _P_SEPARATE = range(4)
 _P_ROWS, _P_SIGNS, _P_OFFSETS, _P_BATCH, _P_OUT, _P_WIDTH, _P_COL = range(4, 11)
 
 # Columns of a grouped push's plan: the table's, then the shard's.
-_U_WEIGHTS, _U_CAPACITY, _U_DIM, _U_KIND, _U_STATE, _U_SLOTS = range(6)
-_U_STEPS, _U_STEP_COUNT, _U_SLOT_OF_ROW, _U_COUNTERS, _U_NUM_SHARDS = range(6, 11)
-_U_ROWS, _U_SIGNS, _U_OFFSETS, _U_BATCH, _U_SHARD, _U_HITS = range(11, 17)
-_U_GRADS, _U_ROW_STRIDE, _U_COL_STRIDE, _U_GRADS_SIZE = range(17, 21)
+_U_WEIGHTS, _U_CAPACITY, _U_DIM, _U_KIND, _U_PARAMS, _U_STATE, _U_SLOTS = range(7)
+_U_STEPS, _U_STEP_COUNT, _U_SLOT_OF_ROW, _U_COUNTERS, _U_NUM_SHARDS = range(7, 12)
+_U_ROWS, _U_SIGNS, _U_OFFSETS, _U_BATCH, _U_SHARD, _U_HITS = range(12, 18)
+_U_GRADS, _U_ROW_STRIDE, _U_COL_STRIDE, _U_GRADS_SIZE = range(18, 22)
 POOL_PLAN_COLUMNS = _P_COL + 1
 PUSH_PLAN_COLUMNS = _U_GRADS_SIZE + 1
 
@@ -1072,11 +1072,12 @@ def pool_many(plan: np.ndarray) -> None:
 
 
 @kernel
-def push_many(plan: np.ndarray, params: np.ndarray) -> None:
+def push_many(plan: np.ndarray) -> None:
     """For each planned shard: sum its gradients by row (counting dropped ones and the
     mapping's hits), then apply its optimizer, checking rows only where a summed gradient
-    could overflow (``params[p, 4]``: the optimizer's unchecked bound)."""
+    could overflow (``params[4]``: the optimizer's unchecked bound)."""
     for p in range(plan.shape[0]):
+        params = carray(float64_at(plan[p, _U_PARAMS]), 5)
         capacity, dim = plan[p, _U_CAPACITY], plan[p, _U_DIM]
         batch = plan[p, _U_BATCH]
         shard = plan[p, _U_SHARD]
@@ -1100,9 +1101,9 @@ def push_many(plan: np.ndarray, params: np.ndarray) -> None:
             shard,
             plan[p, _U_HITS],
         )
-        guard = not largest <= params[p, 4]  # NaN: check
+        guard = not largest <= params[4]  # NaN: check
         left = update_rows(
-            plan[p, _U_KIND], params[p], weights, state, steps, unique_rows[:n], summed[:n], guard
+            plan[p, _U_KIND], params, weights, state, steps, unique_rows[:n], summed[:n], guard
         )
         counters[shard, NONFINITE_UPDATES] += left
 

@@ -1,16 +1,15 @@
 """Arrays passed to a numba kernel by address: many tables' arrays in one call.
 
 Why. A request names dozens of variables (76 for seed_ctr), each its own table with its own
-arrays. A kernel call per variable costs its Python around it (locks, the call's argument
-typing) and, on a worker thread, a wait for the GIL after every call, which is why such
-requests ran on the event loop's thread, holding up everything else there. One call for all
-of a request's variables needs their arrays in one argument: a table of addresses
-(``int64``), which the kernel turns back into arrays with :func:`numba.carray`. numba has no
-cast from an integer to a typed pointer, so :func:`float32_at` and its siblings are intrinsics
+arrays, and :mod:`sniper.store._grouped` does a request's per-sign work in one kernel call.
+That call needs every table's arrays in one argument: a table of addresses (``int64``), which
+the kernel turns back into arrays with :func:`numba.carray`. A numba typed list of arrays
+would do too, but building one costs about as much as the calls it saves. numba has no cast
+from an integer to a typed pointer, so :func:`float32_at` and its siblings are intrinsics
 (LLVM's ``inttoptr``).
 
-The caller keeps every array alive and checked (dtype, shape, C order) while the kernel runs:
-a kernel trusts an address as numba trusts an array's bounds.
+The caller keeps every array alive and checked (dtype, shape, layout, alignment) while the
+kernel runs: a kernel trusts an address as numba trusts an array's bounds.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from numba import types
 from numba.extending import intrinsic
 from numpy.typing import NDArray
 
-__all__ = ["address", "float32_at", "int32_at", "int64_at", "uint32_at"]
+__all__ = ["address", "float32_at", "float64_at", "int32_at", "int64_at", "uint32_at"]
 
 
 def address(array: NDArray[Any]) -> int:
@@ -59,6 +58,8 @@ def _pointer_cast(element: types.Type) -> Callable[[int], Any]:
 
 float32_at = _pointer_cast(types.float32)
 """``float32_at(address)``: a float32 pointer for :func:`numba.carray`, inside a kernel."""
+float64_at = _pointer_cast(types.float64)
+"""The same for float64 arrays (an optimizer's parameters)."""
 int64_at = _pointer_cast(types.int64)
 """The same for int64 arrays (rows, offsets, counters)."""
 int32_at = _pointer_cast(types.int32)

@@ -49,7 +49,6 @@ from sniper.store._grouped import (
     push_plan,
     push_shards,
     real_locks,
-    strides_of,
 )
 from sniper.store._initializers import Initializer, normal
 from sniper.store._optimizers import Optimizer
@@ -795,18 +794,15 @@ def _check_batch(
 
 
 def _check_grads(grads: ArrayLike, batch_size: int, dim: int) -> NDArray[np.float32]:
-    """``grads`` as the push kernel reads it: in place if its strides are positive (a block
-    of a wider or transposed matrix is taken as it is), else a contiguous copy."""
+    """``grads`` as an array, if it is float32 of the batch's shape (any layout: the grouped
+    push reads it in place or copies it)."""
     array = np.asarray(grads)
     if array.dtype != np.float32 or array.shape != (batch_size, dim):
         raise ValueError(
             f"grads must be float32 of shape ({batch_size}, {dim}), "
             f"got {array.dtype} of shape {array.shape}"
         )
-    if strides_of(array) is not None:
-        return array
-    # A copy: ascontiguousarray would hand back a contiguous array as it is, aligned or not.
-    return np.require(array, np.float32, ["C", "A"])
+    return array
 
 
 def _check_import_shapes(data: TableExport, n: int, dim: int, slots: int) -> None:
