@@ -65,15 +65,11 @@ GLOBAL_LOCK = threading.Lock()
 """The lock every table of lock mode ``"global"`` shares (taken first by a grouped call)."""
 
 
-def lock_key(lock: object, table_order: int, shard: int) -> tuple[int, int, int]:
-    """Where ``lock`` comes in a grouped call's locking order."""
-    return (0, 0, 0) if lock is GLOBAL_LOCK else (1, table_order, shard)
-
-
 def real_locks(locks: Sequence[Any], table_order: int, shard: int) -> list[tuple[Any, Any]]:
-    """``(order key, lock)`` of each of ``locks`` that is a lock (not a ``nullcontext``)."""
+    """``(order key, lock)`` of each of ``locks`` that is a lock (not a ``nullcontext``): the
+    key is where the lock comes in a grouped call's locking order."""
     return [
-        (lock_key(lock, table_order, shard), lock)
+        ((0, 0, 0) if lock is GLOBAL_LOCK else (1, table_order, shard), lock)
         for lock in locks
         if not isinstance(lock, nullcontext)
     ]
@@ -229,15 +225,14 @@ _STATE_OF_KIND = {
 
 
 def pool_plan(table: EmbeddingTable) -> tuple[int, ...]:
-    """A table's first pool plan columns, which never change (its arrays never move)."""
-    return (table._addresses[0], table.capacity, table.dim, table.pooling == "separate")
+    """A table's first pool plan columns, found once when it is made: its arrays never move."""
+    return (address(table._weights), table.capacity, table.dim, table.pooling == "separate")
 
 
 def push_plan(table: EmbeddingTable) -> tuple[int, ...]:
     """A table's first push plan columns, which never change (its arrays never move). An
     optimizer whose kind the kernel does not know, or whose state is smaller than that
     kind's update writes, is refused here, before any push."""
-    weights, state, steps, slot_of_row, counters = table._addresses
     optimizer = table.optimizer
     needs = _STATE_OF_KIND.get(getattr(optimizer, "kind", -1))
     if needs is None or optimizer.slots < needs[0] or (needs[1] and not optimizer.uses_steps):
@@ -246,17 +241,17 @@ def push_plan(table: EmbeddingTable) -> tuple[int, ...]:
             "use SGD, Adagrad, Adam or Ftrl"
         )
     return (
-        weights,
+        address(table._weights),
         table.capacity,
         table.dim,
         optimizer.kind,
         address(optimizer.kernel_array),  # kept alive by the optimizer, which caches it
-        state,
+        address(table._state),
         optimizer.slots,
-        steps,
+        address(table._steps),
         table._steps.shape[0],
-        slot_of_row,
-        counters,
+        address(table._slot_of_row),
+        address(table._counters),
         table.num_shards,
     )
 

@@ -204,9 +204,6 @@ class EmbeddingTable(EmbeddingStore):
         )
         self._sketch = np.zeros(sketch_shape, dtype=np.uint32)
         self._min_count = self.admission.min_count if self.admission else 0
-        arrays = (self._weights, self._state, self._steps, self._slot_of_row, self._counters)
-        self._addresses = tuple(address(array) for array in arrays)
-        """Where the arrays a grouped kernel reads by address start (they never move)."""
 
     # -- properties ---------------------------------------------------------------------------
 
