@@ -42,9 +42,13 @@ async def gather(calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
         except Exception as exc:
             errors.append(exc)
 
+    # The last call runs in this task: one task fewer to start and wait for, which is most of
+    # what a fan-out to two in-process ps costs (63 against 43 us).
     async with anyio.create_task_group() as group:
-        for index in range(len(calls)):
+        for index in range(len(calls) - 1):
             group.start_soon(one, index)
+        if calls:
+            await one(len(calls) - 1)
     if errors:
         raise errors[0]
     return results  # type: ignore[return-value]

@@ -1,10 +1,16 @@
-"""The in-process transport: roles as actors behind anyio memory object streams.
+"""The in-process transport: roles as actors, each answering calls in its own task group.
 
-Each served role has a mailbox (a memory object stream). A client call puts the method name,
-its arguments and a one-shot reply stream in the mailbox; the role's own task group answers
-every call in a task of its own, so calls run concurrently as they do on a gRPC server, and a
-caller that gives up (a cancelled call) does not cancel the role's work half-way. Failures are
-mapped to the ``GRPCError`` the gRPC transport would raise, by the same table.
+A client call is started as a task in the served role's task group and answered through a
+one-shot reply, so calls run concurrently as they do on a gRPC server, a caller that gives up
+(a cancelled call) does not cancel the role's work half-way, and a role that stops ends the
+calls it had not answered (their callers hear UNAVAILABLE). Failures are mapped to the
+``GRPCError`` the gRPC transport would raise, by the same table.
+
+Why no mailbox between caller and role: a call used to go through a memory object stream that
+the role's loop read, then a reply stream of its own. Each hop is a pass of the event loop;
+the one-process job makes about seven calls a batch, and a call cost 135 us that way against
+35 us started straight into the role's group (docs/benchmarks.md, the eighteenth session, has
+the script).
 
 Arrays are passed by reference, not copied: a role keeps the signs it is fed and returns fresh
 arrays, and callers must not write into arrays after handing them over (the hub and trainer
@@ -14,17 +20,15 @@ trio (``sniper.testing.local_cluster``).
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import numpy as np
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.abc import TaskGroup
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 from numpy.typing import NDArray
@@ -42,42 +46,50 @@ __all__ = ["InProcessTransport"]
 
 log = logging.getLogger("sniper.inprocess")
 
-_MAILBOX_SIZE = 64
-"""Calls waiting for the role to pick them up; a fuller mailbox makes callers wait."""
+
+class _Served:
+    """A role being served: calls are started in its task group, which ends them when the
+    role stops."""
+
+    def __init__(self, role: object, group: TaskGroup, address: str) -> None:
+        self.role = role
+        self.group = group
+        self.address = address
 
 
-@dataclass(frozen=True)
-class _Call:
-    method: str
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-    reply: MemoryObjectSendStream[tuple[bool, Any]]
+class _Reply:
+    """The one-shot answer to a call: ``(True, value)`` or ``(False, error)``, set once."""
+
+    __slots__ = ("done", "outcome")
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.outcome: tuple[bool, Any] | None = None
 
 
 class InProcessTransport(Transport):
-    """Roles in this process, on anyio memory streams. Addresses are names; ``""`` picks one."""
+    """Roles in this process, called as tasks of their own. Addresses are names; ``""``
+    picks one."""
 
     name = "inprocess"
 
     def __init__(self) -> None:
-        self._mailboxes: dict[str, MemoryObjectSendStream[_Call]] = {}
+        self._served: dict[str, _Served] = {}
         self._numbers = {"ps": itertools.count(), "hub": itertools.count()}
 
     @asynccontextmanager
     async def serve(self, role: PsRole | HubRole, address: str) -> AsyncIterator[str]:
         kind = "ps" if isinstance(role, PsRole) else "hub"
         address = address or f"{kind}-{next(self._numbers[kind])}"
-        if address in self._mailboxes:
+        if address in self._served:
             raise ValueError(f"the in-process address {address!r} is already served")
-        send, receive = anyio.create_memory_object_stream[_Call](_MAILBOX_SIZE)
-        self._mailboxes[address] = send
-        try:
-            async with background() as group:
-                group.start_soon(_answer, role, receive, address)
+        async with background() as group:
+            self._served[address] = _Served(role, group, address)
+            try:
                 yield address
-        finally:
-            del self._mailboxes[address]
-            send.close()
+            finally:
+                # Before the group ends the calls in flight: no call can start after it.
+                del self._served[address]
 
     def _mailbox(self, address: str) -> _Mailbox:
         return _Mailbox(self, address)
@@ -89,33 +101,25 @@ class InProcessTransport(Transport):
         return InProcessHubClient(self._mailbox(address))
 
 
-async def _answer(role: object, receive: MemoryObjectReceiveStream[_Call], address: str) -> None:
-    """The role's actor loop: every call answered in a task of the role's task group."""
+async def _answer_one(
+    served: _Served, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], reply: _Reply
+) -> None:
+    """Answer one call in the role's group. Ended unanswered (the role stopped): the caller
+    hears UNAVAILABLE. A caller that gave up is no longer waiting: the answer is dropped, as a
+    server's is after a deadline."""
     try:
-        async with anyio.create_task_group() as group:
-            async for call in receive:
-                group.start_soon(_answer_one, role, call, address)
+        reply.outcome = (True, await getattr(served.role, method)(*args, **kwargs))
+    except Exception as exc:
+        reply.outcome = (False, grpc_error(exc, f"{served.address} {method}", log))
     finally:
-        # Calls still in the mailbox when the role stops are never answered: closing their
-        # reply streams tells each caller UNAVAILABLE.
-        with receive:
-            while True:
-                try:
-                    receive.receive_nowait().reply.close()
-                except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
-                    break
-
-
-async def _answer_one(role: object, call: _Call, address: str) -> None:
-    # Closed unanswered (the role stopped): the caller hears UNAVAILABLE. A caller that gave
-    # up has closed its end: the answer is dropped, as a server's is after a deadline.
-    async with call.reply:
-        try:
-            outcome = (True, await getattr(role, call.method)(*call.args, **call.kwargs))
-        except Exception as exc:
-            outcome = (False, grpc_error(exc, f"{address} {call.method}", log))
-        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-            call.reply.send_nowait(outcome)
+        if reply.outcome is None:  # cancelled: the role stopped
+            reply.outcome = (
+                False,
+                GRPCError(
+                    Status.UNAVAILABLE, f"{served.address} stopped before answering {method}"
+                ),
+            )
+        reply.done.set()
 
 
 class _Mailbox:
@@ -127,25 +131,14 @@ class _Mailbox:
         self.address = address
 
     async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        mailbox = self.transport._mailboxes.get(self.address)
-        if mailbox is None:
+        served = self.transport._served.get(self.address)
+        if served is None:
             raise GRPCError(Status.UNAVAILABLE, f"nothing is served at {self.address!r}")
-        send_reply, receive_reply = anyio.create_memory_object_stream[tuple[bool, Any]](1)
-        async with receive_reply:
-            try:
-                await mailbox.send(_Call(method, args, kwargs, send_reply))
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                send_reply.close()
-                raise GRPCError(Status.UNAVAILABLE, f"{self.address} stopped serving") from None
-            except BaseException:  # cancelled: the call may never reach the role
-                send_reply.close()
-                raise
-            try:
-                ok, value = await receive_reply.receive()
-            except anyio.EndOfStream:
-                raise GRPCError(
-                    Status.UNAVAILABLE, f"{self.address} stopped before answering {method}"
-                ) from None
+        reply = _Reply()
+        served.group.start_soon(_answer_one, served, method, args, kwargs, reply)
+        await reply.done.wait()
+        assert reply.outcome is not None
+        ok, value = reply.outcome
         if not ok:
             raise value
         return value

@@ -7,10 +7,12 @@ from __future__ import annotations
 import logging
 import re
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
+import anyio
 import numpy as np
 import pytest
 from grpclib.const import Status
@@ -120,6 +122,64 @@ async def test_a_stopped_role_is_unavailable_and_its_address_can_be_served_again
         with pytest.raises(ValueError, match="'ps-0' is already served"):
             async with transport.serve(PsRole(PsEngine(scheduler)), "ps-0"):
                 pass
+
+
+class GatedRole(PsRole):
+    """A ps whose Stats waits for a gate, then records that it finished."""
+
+    gate: anyio.Event
+    finished: list[str]
+
+    async def stats(self) -> object:  # type: ignore[override]
+        await self.gate.wait()
+        self.finished.append("stats")
+        return await super().stats()
+
+
+@asynccontextmanager
+async def gated() -> AsyncIterator[tuple[InProcessTransport, GatedRole, PsApi]]:
+    async with served(GatedRole) as (transport, role, client):
+        assert isinstance(role, GatedRole)
+        role.gate, role.finished = anyio.Event(), []
+        yield transport, role, client
+
+
+async def test_a_call_in_flight_when_its_role_stops_is_unavailable() -> None:
+    errors: list[GRPCError] = []
+
+    async def call(client: PsApi) -> None:
+        try:
+            await client.stats()
+        except GRPCError as exc:
+            errors.append(exc)
+
+    with anyio.fail_after(10):  # an unanswered call must not hang the test
+        await _stop_with_a_call_in_flight(call)
+    (error,) = errors
+    assert (error.status, error.message) == (
+        Status.UNAVAILABLE,
+        "ps-0 stopped before answering stats",
+    )
+
+
+async def _stop_with_a_call_in_flight(call: Callable[[PsApi], Coroutine[Any, Any, None]]) -> None:
+    async with anyio.create_task_group() as group:
+        async with gated() as (_transport, role, client):
+            group.start_soon(call, client)
+            await anyio.wait_all_tasks_blocked()
+        # The role stopped with the call waiting at its gate: the call ended, unanswered.
+        assert role.finished == []
+
+
+async def test_a_caller_that_gives_up_leaves_the_roles_work_to_finish() -> None:
+    async with gated() as (_transport, role, client):
+        with anyio.move_on_after(0.05) as scope:
+            await client.stats()
+        assert scope.cancelled_caught and role.finished == []
+        role.gate.set()
+        await anyio.wait_all_tasks_blocked()
+        assert role.finished == ["stats"]  # the role answered a caller no longer waiting
+        assert (await client.stats()).scheduler == "inline"
 
 
 def test_transports_open_by_name() -> None:
