@@ -8,8 +8,8 @@ calls it had not answered (their callers hear UNAVAILABLE). Failures are mapped 
 
 Why no mailbox between caller and role: a call used to go through a memory object stream that
 the role's loop read, then a reply stream of its own. Each hop is a pass of the event loop;
-the one-process job makes about seven calls a batch, and a call cost 135 us that way against
-35 us started straight into the role's group (docs/benchmarks.md, the eighteenth session, has
+the one-process job makes seven or eight calls a batch, and a call cost 90 us that way against
+40 us started straight into the role's group (docs/benchmarks.md, the eighteenth session, has
 the script).
 
 Arrays are passed by reference, not copied: a role keeps the signs it is fed and returns fresh
