@@ -3,7 +3,7 @@
 ``sniper.proto`` fixes the bytes; these protocols fix the calls. A role (``sniper.roles``)
 implements them directly, the gRPC clients (:class:`~sniper.rpc.PsClient`,
 :class:`~sniper.rpc.HubClient`) implement them over HTTP/2, and the in-process transport
-(``sniper.transport``) over anyio memory streams. The hub, the trainer and
+(``sniper.transport``) as tasks of the called role. The hub, the trainer and
 :class:`~sniper.roles.PsCluster` are written against these protocols only, which is what lets
 one training job run across processes over gRPC or inside one process on trio.
 

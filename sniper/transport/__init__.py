@@ -4,8 +4,8 @@
   hosts; :class:`PsService` and :class:`HubService` are its thin adapters over the roles,
   mountable in any grpclib server, with :class:`HealthService` for ``grpc.health.v1``.
   :func:`serve_ps` and :func:`serve_hub` are what ``sniper serve`` runs.
-- ``inprocess`` (:class:`InProcessTransport`): anyio memory streams in one process, on asyncio
-  or trio.
+- ``inprocess`` (:class:`InProcessTransport`): each call a task of the called role, in one
+  process, on asyncio or trio.
 - Others: a :class:`Transport` subclass registered in the ``sniper.transports`` entry-point
   group; :func:`open_transport` opens any of them by name.
 

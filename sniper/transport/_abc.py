@@ -22,7 +22,7 @@ class Transport(ABC):
     and nothing else: it decodes, calls the role, and encodes, and it raises the same
     ``GRPCError`` for the same failure as every other transport, so a job behaves the same
     over any of them. Built-ins: ``grpc`` (across processes and hosts, asyncio) and
-    ``inprocess`` (anyio memory streams, any anyio backend). Others register in the
+    ``inprocess`` (one process, any anyio backend). Others register in the
     ``sniper.transports`` entry-point group and open with :func:`open_transport`.
     """
 
