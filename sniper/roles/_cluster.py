@@ -31,16 +31,17 @@ M = TypeVar("M", bound=PsApi)
 
 
 async def gather(calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
-    """Run ``calls`` concurrently to their end; their results in order, or the first error
-    raised as is (not in an exception group)."""
+    """Run ``calls`` concurrently to their end; their results in order, or the error of the
+    first call in ``calls`` that failed, raised as is (not in an exception group): the same
+    one whichever failed first in time, on either anyio backend."""
     results: list[T | None] = [None] * len(calls)
-    errors: list[BaseException] = []
+    errors: dict[int, BaseException] = {}
 
     async def one(index: int) -> None:
         try:
             results[index] = await calls[index]()
         except Exception as exc:
-            errors.append(exc)
+            errors[index] = exc
 
     # The last call runs in this task: one task fewer to start and wait for (a fan-out to two
     # in-process ps is a few calls' worth of Python; the task was a third of it).
@@ -50,7 +51,7 @@ async def gather(calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
         if calls:
             await one(len(calls) - 1)
     if errors:
-        raise errors[0]
+        raise errors[min(errors)]
     return results  # type: ignore[return-value]
 
 

@@ -55,6 +55,9 @@ class _Served:
         self.role = role
         self.group = group
         self.address = address
+        self.stopping = False
+        """Set when the role begins to stop: no call starts after it, and the address is not
+        served again until the calls it ended have unwound."""
 
 
 class _Reply:
@@ -83,22 +86,22 @@ class InProcessTransport(Transport):
         address = address or f"{kind}-{next(self._numbers[kind])}"
         if address in self._served:
             raise ValueError(f"the in-process address {address!r} is already served")
-        async with background() as group:
-            self._served[address] = _Served(role, group, address)
-            try:
-                yield address
-            finally:
-                # Before the group ends the calls in flight: no call can start after it.
-                del self._served[address]
-
-    def _mailbox(self, address: str) -> _Mailbox:
-        return _Mailbox(self, address)
+        try:
+            async with background() as group:
+                served = self._served[address] = _Served(role, group, address)
+                try:
+                    yield address
+                finally:
+                    # Before the group ends the calls in flight: no call starts after this.
+                    served.stopping = True
+        finally:
+            self._served.pop(address, None)
 
     def ps_client(self, address: str) -> InProcessPsClient:
-        return InProcessPsClient(self._mailbox(address))
+        return InProcessPsClient(_Endpoint(self, address))
 
     def hub_client(self, address: str) -> InProcessHubClient:
-        return InProcessHubClient(self._mailbox(address))
+        return InProcessHubClient(_Endpoint(self, address))
 
 
 async def _answer_one(
@@ -112,7 +115,7 @@ async def _answer_one(
     except Exception as exc:
         reply.outcome = (False, grpc_error(exc, f"{served.address} {method}", log))
     finally:
-        if reply.outcome is None:  # cancelled: the role stopped
+        if reply.outcome is None:  # ended without an answer: the role stopped
             reply.outcome = (
                 False,
                 GRPCError(
@@ -122,7 +125,7 @@ async def _answer_one(
         reply.done.set()
 
 
-class _Mailbox:
+class _Endpoint:
     """A client's way into one served role; looked up at every call, so a role served again
     at the same address is reached again, as a restarted server is over gRPC."""
 
@@ -131,9 +134,14 @@ class _Mailbox:
         self.address = address
 
     async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        # A caller already cancelled sends nothing, as a gRPC client would not: starting a task
+        # is no checkpoint, so without this the role would run a call nobody waits for.
+        await anyio.lowlevel.checkpoint_if_cancelled()
         served = self.transport._served.get(self.address)
         if served is None:
             raise GRPCError(Status.UNAVAILABLE, f"nothing is served at {self.address!r}")
+        if served.stopping:
+            raise GRPCError(Status.UNAVAILABLE, f"{self.address} stopped serving")
         reply = _Reply()
         served.group.start_soon(_answer_one, served, method, args, kwargs, reply)
         await reply.done.wait()
@@ -147,16 +155,16 @@ class _Mailbox:
 class InProcessPsClient:
     """:class:`~sniper.rpc.PsApi` of a ps served by :class:`InProcessTransport`."""
 
-    def __init__(self, mailbox: _Mailbox) -> None:
-        self._mailbox = mailbox
-        self.address = mailbox.address
+    def __init__(self, endpoint: _Endpoint) -> None:
+        self._endpoint = endpoint
+        self.address = endpoint.address
 
     async def create_variable(self, request: CreateVariableRequest) -> bool:
-        created: bool = await self._mailbox.call("create_variable", request)
+        created: bool = await self._endpoint.call("create_variable", request)
         return created
 
     async def feed_sample(self, batch_id: int, variables: Mapping[str, Signs]) -> None:
-        await self._mailbox.call("feed_sample", batch_id, variables)
+        await self._endpoint.call("feed_sample", batch_id, variables)
 
     async def embedding_lookup(
         self,
@@ -166,62 +174,62 @@ class InProcessPsClient:
         release: bool = False,
         into: LookupTarget | None = None,
     ) -> dict[str, Pooled]:
-        pooled: dict[str, Pooled] = await self._mailbox.call(
+        pooled: dict[str, Pooled] = await self._endpoint.call(
             "embedding_lookup", batch_id, names, release=release, into=into
         )
         return pooled
 
     async def push_grad(self, batch_id: int, grads: Mapping[str, NDArray[np.float32]]) -> int:
-        dropped: int = await self._mailbox.call("push_grad", batch_id, grads)
+        dropped: int = await self._endpoint.call("push_grad", batch_id, grads)
         return dropped
 
     async def pull(self, name: str, signs: NDArray[np.uint64]) -> NDArray[np.float32]:
-        rows: NDArray[np.float32] = await self._mailbox.call("pull", name, signs)
+        rows: NDArray[np.float32] = await self._endpoint.call("pull", name, signs)
         return rows
 
     async def push(self, name: str, signs: NDArray[np.uint64], rows: NDArray[np.float32]) -> None:
-        await self._mailbox.call("push", name, signs, rows)
+        await self._endpoint.call("push", name, signs, rows)
 
     async def save(self, directory: str) -> Checkpointed:
-        done: Checkpointed = await self._mailbox.call("save", directory)
+        done: Checkpointed = await self._endpoint.call("save", directory)
         return done
 
     async def restore(self, directory: str) -> Checkpointed:
-        done: Checkpointed = await self._mailbox.call("restore", directory)
+        done: Checkpointed = await self._endpoint.call("restore", directory)
         return done
 
     async def stats(self) -> StatsResponse:
-        stats: StatsResponse = await self._mailbox.call("stats")
+        stats: StatsResponse = await self._endpoint.call("stats")
         return stats
 
     async def export_variable(self, name: str) -> MovedVariable:
-        moved: MovedVariable = await self._mailbox.call("export_variable", name)
+        moved: MovedVariable = await self._endpoint.call("export_variable", name)
         return moved
 
     async def import_variable(self, moved: MovedVariable) -> int:
-        rows: int = await self._mailbox.call("import_variable", moved)
+        rows: int = await self._endpoint.call("import_variable", moved)
         return rows
 
     async def drop_variable(self, name: str) -> bool:
-        dropped: bool = await self._mailbox.call("drop_variable", name)
+        dropped: bool = await self._endpoint.call("drop_variable", name)
         return dropped
 
 
 class InProcessHubClient:
     """:class:`~sniper.rpc.HubApi` of a hub served by :class:`InProcessTransport`."""
 
-    def __init__(self, mailbox: _Mailbox) -> None:
-        self._mailbox = mailbox
-        self.address = mailbox.address
+    def __init__(self, endpoint: _Endpoint) -> None:
+        self._endpoint = endpoint
+        self.address = endpoint.address
 
     async def read_sample(self) -> Sample | None:
-        sample: Sample | None = await self._mailbox.call("read_sample")
+        sample: Sample | None = await self._endpoint.call("read_sample")
         return sample
 
     async def acknowledge(self, batch_ids: Sequence[int]) -> int:
-        settled: int = await self._mailbox.call("acknowledge", list(batch_ids))
+        settled: int = await self._endpoint.call("acknowledge", list(batch_ids))
         return settled
 
     async def set_placement(self, placement: Placement) -> int:
-        version: int = await self._mailbox.call("set_placement", placement)
+        version: int = await self._endpoint.call("set_placement", placement)
         return version

@@ -4,6 +4,7 @@ bug; and transports open by name, plugins included."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import sys
@@ -180,6 +181,64 @@ async def test_a_caller_that_gives_up_leaves_the_roles_work_to_finish() -> None:
         await anyio.wait_all_tasks_blocked()
         assert role.finished == ["stats"]  # the role answered a caller no longer waiting
         assert (await client.stats()).scheduler == "inline"
+
+
+async def test_a_caller_cancelled_before_it_calls_sends_nothing() -> None:
+    async with gated() as (_transport, role, client):
+        role.gate.set()
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await client.stats()
+        await anyio.wait_all_tasks_blocked()
+        assert role.finished == []
+
+
+class ShieldedRole(GatedRole):
+    """A ps whose Stats waits for its gate even when cancelled (a call that unwinds slowly)."""
+
+    async def stats(self) -> object:  # type: ignore[override]
+        with anyio.CancelScope(shield=True):
+            await self.gate.wait()
+        self.finished.append("stats")
+        return await PsRole.stats(self)
+
+
+async def test_an_address_is_not_served_again_until_its_calls_have_unwound() -> None:
+    transport = InProcessTransport()
+    stop, stopped = anyio.Event(), anyio.Event()
+    async with open_scheduler("inline", workers=1) as scheduler:
+        role = ShieldedRole(PsEngine(scheduler))
+        role.gate, role.finished = anyio.Event(), []
+        client = transport.ps_client("ps-0")
+
+        async def serve() -> None:
+            async with transport.serve(role, "ps-0"):
+                await stop.wait()
+            stopped.set()
+
+        async def call() -> None:
+            with contextlib.suppress(GRPCError):
+                await client.stats()
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as group:
+                group.start_soon(serve)
+                await anyio.wait_all_tasks_blocked()
+                group.start_soon(call)
+                await anyio.wait_all_tasks_blocked()
+                stop.set()  # the role stops, but its call holds on at the gate
+                await anyio.wait_all_tasks_blocked()
+                try:
+                    assert not stopped.is_set()
+                    await expect(Status.UNAVAILABLE, "ps-0 stopped serving", client.stats())
+                    with pytest.raises(ValueError, match="'ps-0' is already served"):
+                        async with transport.serve(PsRole(PsEngine(scheduler)), "ps-0"):
+                            pass
+                finally:
+                    role.gate.set()  # a shielded call would outlast a failed test's cancel
+        assert stopped.is_set() and role.finished == ["stats"]
+        async with transport.serve(PsRole(PsEngine(scheduler)), "ps-0"):
+            assert (await client.stats()).scheduler == "inline"
 
 
 def test_transports_open_by_name() -> None:
