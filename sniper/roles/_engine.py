@@ -405,8 +405,13 @@ class PsEngine:
         """Validate a push, claim its batches and submit its tasks; the tasks and parts."""
         parts = self._parts(batch_id, grads)
         fed = {part.name: part for part in parts}
+        # Every gradient is checked before any shard task runs, so a bad one changes no shard
+        # (its layout is the table's to take or copy: a block of the trainer's transposed
+        # product is read as it is).
         checked = {
-            name: _check_grad(grad, fed[name].batch, fed[name].table, name)
+            name: fed[name].table._checked_grads(
+                grad, fed[name].batch.batch_size, f"gradient of {name!r}"
+            )
             for name, grad in grads.items()
         }
         self._claim(batch_id, [part.batch for part in parts], list(grads))
@@ -646,19 +651,3 @@ _PUSHED_REMEMBERED = 1 << 16
 
 def _nbytes(batch: ShardedBatch) -> int:
     return int(batch.signs.nbytes + batch.shard_offsets.nbytes)
-
-
-def _check_grad(
-    grad: ArrayLike, batch: ShardedBatch, table: EmbeddingTable, name: str
-) -> NDArray[np.float32]:
-    """Validate a gradient before any shard task runs, so a bad one changes no shard (its
-    layout is the table's to take or copy: a block of the trainer's transposed product is
-    read as it is)."""
-    array = np.asarray(grad)
-    expected = (batch.batch_size, table.dim)
-    if array.dtype != np.float32 or array.shape != expected:
-        raise ValueError(
-            f"gradient of {name!r} must be float32 of shape {expected}, "
-            f"got {array.dtype} of shape {array.shape}"
-        )
-    return array

@@ -440,8 +440,12 @@ class EmbeddingTable(EmbeddingStore):
     ) -> NDArray[np.float32]:
         return pool_shards([(self, batch, shard, out, col)])[0]
 
-    def _checked_grads(self, grads: ArrayLike, batch_size: int) -> NDArray[np.float32]:
-        return _check_grads(grads, batch_size, self._dim)
+    def _checked_grads(
+        self, grads: ArrayLike, batch_size: int, what: str = "grads"
+    ) -> NDArray[np.float32]:
+        """``grads`` checked against a batch of ``batch_size`` examples of this table (an
+        error names the gradient as ``what``: a ps names the variable)."""
+        return _check_grads(grads, batch_size, self._dim, what)
 
     def _lookup_rows(self, batch: ShardedBatch, shard: int) -> tuple[RowMap, int]:
         """A shard's rows to pool and where its offsets start (the caller holds the shard's
@@ -790,13 +794,15 @@ def _check_batch(
     return signs_u64, offsets_i64
 
 
-def _check_grads(grads: ArrayLike, batch_size: int, dim: int) -> NDArray[np.float32]:
+def _check_grads(
+    grads: ArrayLike, batch_size: int, dim: int, what: str = "grads"
+) -> NDArray[np.float32]:
     """``grads`` as an array, if it is float32 of the batch's shape (any layout: the grouped
     push reads it in place or copies it)."""
     array = np.asarray(grads)
     if array.dtype != np.float32 or array.shape != (batch_size, dim):
         raise ValueError(
-            f"grads must be float32 of shape ({batch_size}, {dim}), "
+            f"{what} must be float32 of shape ({batch_size}, {dim}), "
             f"got {array.dtype} of shape {array.shape}"
         )
     return array
