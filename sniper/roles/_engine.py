@@ -46,6 +46,7 @@ from sniper.store import (
     PoolPart,
     ShardedBatch,
     TableExport,
+    pin_shards,
     pool_shards,
     push_shards,
 )
@@ -592,27 +593,24 @@ def _shares(parts: list[_Part], seconds: float) -> list[float]:
     return [seconds * part.signs / total for part in parts]
 
 
-def _timed(parts: list[_Part], call: Callable[[_Part], object]) -> list[tuple[str, float]]:
-    """Run ``call`` on every part; each part's kernel time for its variable."""
-    done = []
-    for part in parts:
-        start = time.perf_counter()
-        call(part)
-        done.append((part.name, time.perf_counter() - start))
-    return done
-
-
 def _pin_parts(parts: list[_Part]) -> list[tuple[str, float]]:
-    """Task body: map and pin every part's rows (a batch just fed)."""
-    return _timed(parts, lambda part: part.table.pin_shard(part.batch, part.shard))
+    """Task body: map and pin every part's rows (a batch just fed) in one grouped call."""
+    return _shared(parts, lambda: pin_shards([(p.table, p.batch, p.shard) for p in parts]))
 
 
 def _push_parts(
     parts: list[_Part], grads: Mapping[str, NDArray[np.float32]]
 ) -> list[tuple[str, float]]:
     """Task body: apply every part's gradient in one grouped call."""
+    return _shared(
+        parts, lambda: push_shards([(p.table, p.batch, p.shard, grads[p.name]) for p in parts])
+    )
+
+
+def _shared(parts: list[_Part], call: Callable[[], object]) -> list[tuple[str, float]]:
+    """Run ``call``, one grouped call for every part; each part's share of its time."""
     start = time.perf_counter()
-    push_shards([(part.table, part.batch, part.shard, grads[part.name]) for part in parts])
+    call()
     shares = _shares(parts, time.perf_counter() - start)
     return [(part.name, share) for part, share in zip(parts, shares, strict=True)]
 

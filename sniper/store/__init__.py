@@ -1,8 +1,9 @@
 """Embedding tables for one ps process: bounded, sharded, with sparse optimizers.
 
 ``EmbeddingTable`` keeps rows in preallocated slabs indexed by an open-addressing hash of the
-64-bit sign; all per-sign work runs in numba kernels that release the GIL. :func:`pool_shards` and
-:func:`push_shards` pool and update shards of many tables in one kernel call (a ps request). See
+64-bit sign; all per-sign work runs in numba kernels that release the GIL. :func:`pin_shards`,
+:func:`pool_shards` and :func:`push_shards` map, pool and update shards of many tables in one
+kernel call (a ps request). See
 :mod:`sniper.store._table` for lock modes and eviction, and :mod:`sniper.store._kernels` for the
 memory layout.
 """
@@ -11,8 +12,10 @@ from sniper.store._abc import EmbeddingStore as EmbeddingStore
 from sniper.store._abc import ShardedBatch as ShardedBatch
 from sniper.store._abc import TableExport as TableExport
 from sniper.store._abc import TableStatistics as TableStatistics
+from sniper.store._grouped import PinPart as PinPart
 from sniper.store._grouped import PoolPart as PoolPart
 from sniper.store._grouped import PushPart as PushPart
+from sniper.store._grouped import pin_shards as pin_shards
 from sniper.store._grouped import pool_shards as pool_shards
 from sniper.store._grouped import push_shards as push_shards
 from sniper.store._initializers import Initializer as Initializer
@@ -52,6 +55,7 @@ __all__ = [
     "Initializer",
     "LockMode",
     "Optimizer",
+    "PinPart",
     "PoolPart",
     "Pooling",
     "PushPart",
@@ -61,6 +65,7 @@ __all__ = [
     "constant",
     "make_optimizer",
     "normal",
+    "pin_shards",
     "pool_shards",
     "push_shards",
     "uniform",

@@ -1,6 +1,7 @@
 # Kernel bodies are typed by numba, whose scalars mypy does not equate with Python's.
 # mypy: disable-error-code="no-any-return,return-value,assignment"
-"""Shard operations of many tables in one kernel call: how a ps pools and pushes a request.
+"""Shard operations of many tables in one kernel call: how a ps pins, pools and pushes a
+request.
 
 Why. A request names every variable of a batch (76 for seed_ctr), each its own table. Pooled or
 pushed one shard at a time, each shard cost its own kernel calls (a push two: the sums, then
@@ -47,14 +48,18 @@ if TYPE_CHECKING:
     from sniper.store._table import EmbeddingTable
 
 __all__ = [
+    "PinPart",
     "PoolPart",
     "PushPart",
     "max_abs_matrix",
+    "pin_shards",
     "pool_shards",
     "push_shards",
     "strides_of",
 ]
 
+PinPart = tuple["EmbeddingTable", "ShardedBatch", int]
+"""``(table, batch, shard)``: map shard ``shard`` of a batch just fed to rows and pin them."""
 PoolPart = tuple["EmbeddingTable", "ShardedBatch", int, NDArray[np.float32], int]
 """``(table, batch, shard, out, col)``: pool shard ``shard`` of ``batch`` into columns
 ``[col, col + dim)`` of ``out``, overwriting them."""
@@ -104,6 +109,54 @@ class _Held:
 
 def _first(item: tuple[tuple[int, int, int], Any]) -> tuple[int, int, int]:
     return item[0]
+
+
+def pin_shards(parts: Sequence[PinPart]) -> list[bool]:
+    """Map and pin every part's rows (:meth:`EmbeddingTable.pin_shard`), in one kernel call;
+    whether each part was pinned.
+
+    Every part's shard goes through the pin protocol first (pins taken back, a shard already
+    mapped or closed skipped, a pending number taken), then one kernel maps them all, then
+    each mapping is kept with its batch. A shard that ran out of rows is stamped again from
+    its pinned batches and mapped once more on its own (rare: the shard is full of pinned
+    rows); if it is still full, that part is not pinned and its lookup maps it itself.
+    """
+    _refuse_repeats(parts)
+    signs = [_mappable(table._shard_view(batch, shard)[0]) for table, batch, shard in parts]
+    # A pin holds what a push holds: the shard's operation lock and its index lock.
+    with _Held([part[0]._push_locks[part[2]] for part in parts]):
+        started = [
+            table._pin_start(batch, shard, part_signs)
+            for (table, batch, shard), part_signs in zip(parts, signs, strict=True)
+        ]
+        planned = [start for start in started if start is not None]
+        status = np.zeros(len(planned), dtype=np.int64)
+        try:
+            if planned:
+                plan = [start.plan for start in planned]
+                k.map_many(np.array(plan, dtype=np.int64).reshape(len(plan), -1), status)
+        except BaseException:
+            for (table, _, shard), start in zip(parts, started, strict=True):
+                if start is not None:
+                    table._end(shard, start.seq)
+            raise
+        full = iter(status.tolist())
+        return [
+            start is not None
+            and table._pin_finish(batch, shard, part_signs, start, next(full) == k.NO_ROW_FREE)
+            for (table, batch, shard), part_signs, start in zip(parts, signs, started, strict=True)
+        ]
+
+
+def _mappable(signs: NDArray[np.uint64]) -> NDArray[np.uint64]:
+    """A shard's signs as the map kernel reads them by address: refuse anything else."""
+    flags = signs.flags
+    if signs.dtype != np.uint64 or not (flags.c_contiguous and flags.aligned):
+        raise ValueError(
+            "a ShardedBatch's signs must be an aligned C-contiguous uint64 array, got "
+            f"{signs.dtype}; split batches with EmbeddingTable.split"
+        )
+    return signs
 
 
 def pool_shards(parts: Sequence[PoolPart]) -> list[NDArray[np.float32]]:
@@ -190,7 +243,7 @@ def push_shards(parts: Sequence[PushPart]) -> None:
                 table._push_done(batch, shard, mapped)
 
 
-def _refuse_repeats(parts: Sequence[PoolPart] | Sequence[PushPart]) -> None:
+def _refuse_repeats(parts: Sequence[PinPart] | Sequence[PoolPart] | Sequence[PushPart]) -> None:
     """One shard of one table's batch may come once in a call: a second would map again
     (evicting, closing) under the first's rows before the kernel reads them."""
     seen = {(id(part[0]), id(part[1]), part[2]) for part in parts}
@@ -253,6 +306,37 @@ def push_plan(table: EmbeddingTable) -> tuple[int, ...]:
         address(table._slot_of_row),
         address(table._counters),
         table.num_shards,
+    )
+
+
+def map_plan(table: EmbeddingTable) -> tuple[int, ...]:
+    """A table's first map plan columns (its arrays never move; its initializer and its
+    admission never change)."""
+    sketch = table._sketch
+    state = table._state
+    return (
+        address(table._slots),
+        table._slots.shape[0],
+        address(table._slot_of_row),
+        address(table._stamps),
+        table.capacity,
+        address(table._meta),
+        address(table._counters),
+        table.num_shards,
+        address(sketch),
+        sketch.shape[1],
+        sketch.shape[2],
+        table._min_count,
+        address(table._weights),
+        table.dim,
+        address(state),
+        state.shape[1],
+        address(table._state_init),
+        address(table._steps),
+        table._steps.shape[0],
+        int(np.array(table._seed_key, dtype=np.uint64).view(np.int64)),
+        table.initializer.kind,
+        address(table._init_params),
     )
 
 

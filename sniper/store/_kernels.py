@@ -54,7 +54,15 @@ import numpy as np
 from numba import njit
 from numba.np.numpy_support import carray
 
-from sniper.store._pointers import float32_at, float64_at, int32_at, int64_at, uint32_at
+from sniper.store._pointers import (
+    float32_at,
+    float64_at,
+    int32_at,
+    int64_at,
+    uint16_at,
+    uint32_at,
+    uint64_at,
+)
 from sniper.store._prefetch import GATHER_PREFETCH_DISTANCE, PREFETCH_DISTANCE, prefetch
 from sniper.store._simd import LANES, add16, load16, store16
 
@@ -1006,8 +1014,15 @@ _U_WEIGHTS, _U_CAPACITY, _U_DIM, _U_KIND, _U_PARAMS, _U_STATE, _U_SLOTS = range(
 _U_STEPS, _U_STEP_COUNT, _U_SLOT_OF_ROW, _U_COUNTERS, _U_NUM_SHARDS = range(7, 12)
 _U_ROWS, _U_SIGNS, _U_OFFSETS, _U_BATCH, _U_SHARD, _U_HITS = range(12, 18)
 _U_GRADS, _U_ROW_STRIDE, _U_COL_STRIDE, _U_GRADS_SIZE = range(18, 22)
+# Columns of a grouped map's plan (pins): the table's, then the shard's.
+_M_SLOTS, _M_SLOT_TOTAL, _M_SLOT_OF_ROW, _M_STAMPS, _M_CAPACITY, _M_META = range(6)
+_M_COUNTERS, _M_NUM_SHARDS, _M_SKETCH, _M_DEPTH, _M_WIDTH, _M_MIN_COUNT = range(6, 12)
+_M_WEIGHTS, _M_DIM, _M_STATE, _M_STATE_SLOTS, _M_STATE_INIT, _M_STEPS = range(12, 18)
+_M_STEP_COUNT, _M_SEED, _M_INIT_KIND, _M_INIT_PARAMS = range(18, 22)
+_M_SHARD, _M_SIGNS_AT, _M_SIGNS, _M_ROWS, _M_SEQ, _M_LOW_WATER, _M_STAMP = range(22, 29)
 POOL_PLAN_COLUMNS = _P_COL + 1
 PUSH_PLAN_COLUMNS = _U_GRADS_SIZE + 1
+MAP_PLAN_COLUMNS = _M_STAMP + 1
 
 
 # optimizer kinds: which update :func:`update_rows` applies
@@ -1106,6 +1121,40 @@ def push_many(plan: np.ndarray) -> None:
             plan[p, _U_KIND], params, weights, state, steps, unique_rows[:n], summed[:n], guard
         )
         counters[shard, NONFINITE_UPDATES] += left
+
+
+@kernel
+def map_many(plan: np.ndarray, status: np.ndarray) -> None:
+    """:func:`map_rows` of each planned shard, counting sightings (a feed's pins): its
+    status (0 or ``NO_ROW_FREE``) into ``status[p]``."""
+    for p in range(plan.shape[0]):
+        capacity, shards, dim = plan[p, _M_CAPACITY], plan[p, _M_NUM_SHARDS], plan[p, _M_DIM]
+        state_slots, n = plan[p, _M_STATE_SLOTS], plan[p, _M_SIGNS]
+        init = carray(float64_at(plan[p, _M_INIT_PARAMS]), 2)
+        status[p] = map_rows(
+            plan[p, _M_SHARD],
+            carray(uint64_at(plan[p, _M_SIGNS_AT]), n),
+            carray(int64_at(plan[p, _M_ROWS]), n),
+            True,
+            plan[p, _M_SEQ],
+            plan[p, _M_LOW_WATER],
+            plan[p, _M_STAMP] != 0,
+            carray(uint32_at(plan[p, _M_SLOTS]), (plan[p, _M_SLOT_TOTAL], 3)),
+            carray(uint32_at(plan[p, _M_SLOT_OF_ROW]), capacity),
+            carray(uint16_at(plan[p, _M_STAMPS]), capacity),
+            carray(int64_at(plan[p, _M_META]), (shards, META_FIELDS)),
+            carray(int64_at(plan[p, _M_COUNTERS]), (shards, COUNTERS)),
+            carray(uint32_at(plan[p, _M_SKETCH]), (shards, plan[p, _M_DEPTH], plan[p, _M_WIDTH])),
+            plan[p, _M_MIN_COUNT],
+            carray(float32_at(plan[p, _M_WEIGHTS]), (capacity, dim)),
+            carray(float32_at(plan[p, _M_STATE]), (capacity, state_slots, dim)),
+            carray(float32_at(plan[p, _M_STATE_INIT]), state_slots),
+            carray(int32_at(plan[p, _M_STEPS]), plan[p, _M_STEP_COUNT]),
+            np.uint64(plan[p, _M_SEED]),
+            plan[p, _M_INIT_KIND],
+            init[0],
+            init[1],
+        )
 
 
 @kernel

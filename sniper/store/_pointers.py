@@ -22,7 +22,16 @@ from numba import types
 from numba.extending import intrinsic
 from numpy.typing import NDArray
 
-__all__ = ["address", "float32_at", "float64_at", "int32_at", "int64_at", "uint32_at"]
+__all__ = [
+    "address",
+    "float32_at",
+    "float64_at",
+    "int32_at",
+    "int64_at",
+    "uint16_at",
+    "uint32_at",
+    "uint64_at",
+]
 
 
 def address(array: NDArray[Any]) -> int:
@@ -65,4 +74,8 @@ int64_at = _pointer_cast(types.int64)
 int32_at = _pointer_cast(types.int32)
 """The same for int32 arrays (Adam's per-row steps)."""
 uint32_at = _pointer_cast(types.uint32)
-"""The same for uint32 arrays (a table's ``slot_of_row``)."""
+"""The same for uint32 arrays (a table's ``slot_of_row``, its index slots, its sketch)."""
+uint16_at = _pointer_cast(types.uint16)
+"""The same for uint16 arrays (a table's row stamps)."""
+uint64_at = _pointer_cast(types.uint64)
+"""The same for uint64 arrays (a batch's signs)."""

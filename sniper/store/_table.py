@@ -27,7 +27,7 @@ import threading
 from collections import deque
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -44,6 +44,8 @@ from sniper.store._abc import (
 )
 from sniper.store._grouped import (
     GLOBAL_LOCK,
+    map_plan,
+    pin_shards,
     pool_plan,
     pool_shards,
     push_plan,
@@ -105,6 +107,16 @@ class Admission:
         return f"Admission(min_count={self.min_count}, width={self.width}, depth={self.depth})"
 
 
+class _PinStart(NamedTuple):
+    """A pin whose protocol has begun (:meth:`EmbeddingTable._pin_start`): the rows its kernel
+    writes, its pending number, whether it may evict, and its row of a grouped map's plan."""
+
+    rows: NDArray[np.int64]
+    seq: int
+    may_evict: bool
+    plan: tuple[int, ...]
+
+
 class EmbeddingTable(EmbeddingStore):
     """A bounded table of ``dim``-wide float32 rows keyed by uint64 signs.
 
@@ -162,6 +174,7 @@ class EmbeddingTable(EmbeddingStore):
         holds the index lock too (only mode ``"none"`` has one apart)."""
         self._pool_plan = pool_plan(self)
         self._push_plan = push_plan(self)
+        self._map_plan = map_plan(self)
 
     def _allocate(self) -> None:
         capacity, shards = self._capacity, self._num_shards
@@ -195,7 +208,13 @@ class EmbeddingTable(EmbeddingStore):
         """Per shard, released batches whose pins the next call on the shard takes back."""
         self._weights = _aligned_zeros((capacity, self._dim))
         self._state = _aligned_zeros((capacity, self.optimizer.slots, self._dim))
-        self._state_init = self.optimizer.state_init()
+        self._state_init = np.ascontiguousarray(self.optimizer.state_init(), dtype=np.float32)
+        if self._state_init.shape != (self.optimizer.slots,):
+            raise ValueError(
+                f"{type(self.optimizer).__name__}.state_init() must give one value per state "
+                f"slot ({self.optimizer.slots}), got shape {self._state_init.shape}"
+            )
+        self._init_params = np.array([self.initializer.a, self.initializer.b], dtype=np.float64)
         self._steps = np.zeros(capacity if self.optimizer.uses_steps else 0, dtype=np.int32)
         sketch_shape = (
             (shards, self.admission.depth, self.admission.width)
@@ -338,14 +357,7 @@ class EmbeddingTable(EmbeddingStore):
         pending number, which stays pending with ``pin`` (the caller ends it)."""
         rows = np.empty(signs.shape[0], dtype=np.int64)
         init = self.initializer
-        # Rows are evicted only once the shard is full: until a call could fill it, nothing
-        # needs a stamp. The first that could stamps the rows pinned without one.
-        may_evict = int(self._meta[shard, k.ROWS_USED]) + signs.shape[0] > int(
-            self._meta[shard, k.ROW_CAPACITY]
-        )
-        if may_evict and not self._stamped[shard]:
-            self._restamp(shard)
-        seq = self._begin(shard)
+        may_evict, seq = self._map_begin(shard, signs.shape[0])
         status = k.map_rows(
             shard,
             signs,
@@ -370,12 +382,31 @@ class EmbeddingTable(EmbeddingStore):
             init.a,
             init.b,
         )
-        full = status == k.NO_ROW_FREE
+        full = self._map_end(shard, seq, status == k.NO_ROW_FREE, pin, may_evict)
+        return rows, int(self._counters[shard, k.EVICTIONS]), full, seq
+
+    def _map_begin(self, shard: int, signs: int) -> tuple[bool, int]:
+        """Before a map of ``signs`` signs (under the index lock): whether it may evict, and
+        its pending number.
+
+        Rows are evicted only once the shard is full: until a call could fill it, nothing
+        needs a stamp. The first that could stamps the rows pinned without one.
+        """
+        may_evict = int(self._meta[shard, k.ROWS_USED]) + signs > int(
+            self._meta[shard, k.ROW_CAPACITY]
+        )
+        if may_evict and not self._stamped[shard]:
+            self._restamp(shard)
+        return may_evict, self._begin(shard)
+
+    def _map_end(self, shard: int, seq: int, full: bool, pin: bool, may_evict: bool) -> bool:
+        """After a map: its number stays pending only for a pin that got its rows (a pin that
+        did not stamp them leaves the shard to be stamped later). Returns ``full``."""
         if full or not pin:
             self._end(shard, seq)
         elif not may_evict:
             self._stamped[shard] = False
-        return rows, int(self._counters[shard, k.EVICTIONS]), full, seq
+        return full
 
     def _begin(self, shard: int) -> int:
         """Take the shard's next pending number (under its locks)."""
@@ -524,24 +555,52 @@ class EmbeddingTable(EmbeddingStore):
         pinning nothing, if the shard was mapped or closed already, or if it has too few rows
         left to evict (other batches pin them): the lookup then maps the batch itself.
         """
-        signs, _ = self._shard_view(batch, shard)
-        key = (self._token, shard)
-        with self._op_locks[shard], self._index_locks[shard]:
-            self._drain(shard)
-            if key in batch.row_cache:
-                return False
-            rows, evictions, full, seq = self._map_rows(
-                shard, signs, True, self._min_count, pin=True
-            )
-            if full and self._restamp(shard):
-                rows, evictions, full, seq = self._map_rows(
-                    shard, signs, False, self._min_count, pin=True
-                )
-            if full:
-                return False
-            batch.row_cache[key] = RowMap(evictions, rows, seq, address(rows))
-            self._pinned[shard][id(batch)] = batch
-            return True
+        return pin_shards([(self, batch, shard)])[0]
+
+    def _pin_start(
+        self, batch: ShardedBatch, shard: int, signs: NDArray[np.uint64]
+    ) -> _PinStart | None:
+        """A pin's protocol before its kernel (the caller holds the shard's locks): None if
+        the shard was mapped or closed already, else its rows (to be written), its pending
+        number, and its row of a grouped map's plan."""
+        self._drain(shard)
+        if (self._token, shard) in batch.row_cache:
+            return None
+        rows = np.empty(signs.shape[0], dtype=np.int64)
+        may_evict, seq = self._map_begin(shard, signs.shape[0])
+        plan = (
+            *self._map_plan,
+            shard,
+            address(signs),
+            signs.shape[0],
+            address(rows),
+            seq,
+            self._low_water(shard),
+            may_evict,
+        )
+        return _PinStart(rows, seq, may_evict, plan)
+
+    def _pin_finish(
+        self,
+        batch: ShardedBatch,
+        shard: int,
+        signs: NDArray[np.uint64],
+        start: _PinStart,
+        full: bool,
+    ) -> bool:
+        """A pin's protocol after its kernel (the caller holds the shard's locks): keep the
+        mapping with the batch, or, if the shard ran out of rows, stamp it again from its
+        pinned batches and map once more; False if it is still full."""
+        rows, seq = start.rows, start.seq
+        full = self._map_end(shard, seq, full, True, start.may_evict)
+        if full and self._restamp(shard):
+            rows, _, full, seq = self._map_rows(shard, signs, False, self._min_count, pin=True)
+        if full:
+            return False
+        evictions = int(self._counters[shard, k.EVICTIONS])
+        batch.row_cache[(self._token, shard)] = RowMap(evictions, rows, seq, address(rows))
+        self._pinned[shard][id(batch)] = batch
+        return True
 
     def unpin(self, batch: ShardedBatch) -> None:
         """Give back the rows ``batch`` pinned: it was released, expired or fed again.

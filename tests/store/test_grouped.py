@@ -1,6 +1,7 @@
-"""Grouped shard operations (``pool_shards``, ``push_shards``): many tables in one kernel call
-give exactly what one call per shard gives, read gradients of any positive strides in place,
-change nothing on bad input, and take their locks in an order nothing can deadlock on."""
+"""Grouped shard operations (``pin_shards``, ``pool_shards``, ``push_shards``): many tables in
+one kernel call give exactly what one call per shard gives, read gradients of any positive
+strides in place, change nothing on bad input, and take their locks in an order nothing can
+deadlock on."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ from sniper.store import (
     LockMode,
     Optimizer,
     ShardedBatch,
+    normal,
+    pin_shards,
     pool_shards,
     push_shards,
     uniform,
@@ -122,6 +125,124 @@ def test_grouped_calls_give_exactly_what_one_call_per_shard_gives() -> None:
             np.testing.assert_array_equal(mine, theirs)
         assert table.statistics() == twin.statistics()
         assert table.pinned_rows() == 0
+
+
+def _pin_tables() -> list[EmbeddingTable]:
+    """The grouped-call tables, plus one that admits signs seen twice and one with the normal
+    initializer."""
+    return [
+        *_tables(),
+        EmbeddingTable(
+            8, capacity=512, optimizer=Adagrad(0.1), admission=Admission(2, width=64), seed=7
+        ),
+        EmbeddingTable(16, capacity=512, optimizer=Adam(0.01), initializer=normal(0.3), seed=8),
+    ]
+
+
+def _all_shards(
+    tables: list[EmbeddingTable], batches: list[ShardedBatch]
+) -> list[tuple[EmbeddingTable, ShardedBatch, int]]:
+    return [
+        (table, batch, shard)
+        for table, batch in zip(tables, batches, strict=True)
+        for shard in range(table.num_shards)
+    ]
+
+
+def _train(tables: list[EmbeddingTable], batches: list[ShardedBatch], seed: int) -> list[Any]:
+    """Look up and push every shard of every table, one call each: the pooled blocks."""
+    pooled = []
+    for table, batch, grad in zip(tables, batches, _grads(tables, seed), strict=True):
+        pooled += [table.lookup_shard(batch, s) for s in range(table.num_shards)]
+        for shard in range(table.num_shards):
+            table.push_grad_shard(batch, shard, grad)
+    return pooled
+
+
+def test_grouped_pins_map_what_one_pin_per_shard_and_a_lookup_map() -> None:
+    """Pins of every shard of every table in one call leave the tables, their statistics and
+    every later lookup exactly as one pin per shard does; and the rows, lookups and pushes as
+    mapping at lookup time (no pins) does."""
+    grouped, alone, unpinned = _pin_tables(), _pin_tables(), _pin_tables()
+    for step in range(4):
+        batches, twins = _batches(grouped, step), _batches(alone, step)
+        pinned = pin_shards(_all_shards(grouped, batches))
+        assert pinned == [
+            twin.pin_shard(batch, shard) for twin, batch, shard in _all_shards(alone, twins)
+        ]
+        assert all(pinned)
+        assert [t.pinned_rows() for t in grouped] == [t.pinned_rows() for t in alone]
+        pooled = _train(grouped, batches, step)
+        for mine, theirs in zip(pooled, _train(alone, twins, step), strict=True):
+            np.testing.assert_array_equal(mine, theirs)
+        mapped_at_lookup = _train(unpinned, _batches(unpinned, step), step)
+        for mine, theirs in zip(pooled, mapped_at_lookup, strict=True):
+            np.testing.assert_array_equal(mine, theirs)
+    for table, twin, other in zip(grouped, alone, unpinned, strict=True):
+        assert table.statistics() == twin.statistics()
+        for mine, theirs, unpinned_state in zip(
+            _state(table), _state(twin), _state(other), strict=True
+        ):
+            np.testing.assert_array_equal(mine, theirs)
+            np.testing.assert_array_equal(mine, unpinned_state)
+        assert table.pinned_rows() == 0
+
+
+def test_a_grouped_pin_skips_shards_mapped_or_closed_and_declines_a_full_one_alone() -> None:
+    small = EmbeddingTable(4, capacity=8, optimizer=SGD(0.5))
+    big = EmbeddingTable(4, capacity=64, optimizer=SGD(0.5), num_shards=2)
+    held = small.split(np.arange(1, 7, dtype=np.uint64), np.array([0, 3, 6]))
+    assert pin_shards([(small, held, 0)]) == [True]
+    # Six of eight rows are pinned and this batch needs five new ones: its pin declines, and
+    # the other table's pins in the same call go ahead.
+    other = small.split(np.arange(10, 15, dtype=np.uint64), np.array([0, 2, 5]))
+    fed = big.split(np.arange(1, 9, dtype=np.uint64), np.array([0, 4, 8]))
+    parts = [(small, other, 0), (big, fed, 0), (big, fed, 1)]
+    assert pin_shards(parts) == [False, True, True]
+    # Pinned already, or pinned by the call before: nothing to do.
+    assert pin_shards([(small, held, 0), *parts[1:]]) == [False, False, False]
+    assert small.pinned_rows() == 6 and big.pinned_rows() == 8
+    # The declined pin left no pending number behind: once the held batch is released,
+    # every row can be evicted again.
+    small.unpin(held)
+    assert pin_shards([(small, other, 0)]) == [True]
+    small.unpin(other)
+    big.unpin(fed)
+    for start in range(100, 160, 6):
+        small.lookup_pool(np.arange(start, start + 6, dtype=np.uint64), np.array([0, 6]))
+    assert small.pinned_rows() == 0 and big.pinned_rows() == 0
+    assert small._low_water(0) == kernels.NO_PENDING
+
+
+def test_a_failed_grouped_map_leaves_no_pin_and_no_pending_number(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A map kernel that cannot run (here: out of memory) fails the call, and the shards'
+    pending numbers end with it: nothing is pinned and rows stay evictable."""
+    tables = _tables()
+    batches = _batches(tables, 0)
+
+    def out_of_memory(*args: object) -> None:
+        raise MemoryError("no room for the map")
+
+    monkeypatch.setattr(kernels, "map_many", out_of_memory)
+    with pytest.raises(MemoryError):
+        pin_shards(_all_shards(tables, batches))
+    for table in tables:
+        assert table.pinned_rows() == 0
+        assert all(table._low_water(s) == kernels.NO_PENDING for s in range(table.num_shards))
+    monkeypatch.undo()
+    assert all(pin_shards(_all_shards(tables, batches)))
+
+
+def test_signs_a_kernel_cannot_read_in_place_are_refused() -> None:
+    table = EmbeddingTable(4, capacity=64, optimizer=SGD(0.5))
+    offsets = np.array([[0, 2, 4]], dtype=np.int64)
+    for signs in (np.arange(4, dtype=np.int64), np.arange(8, dtype=np.uint64)[::2]):
+        batch = ShardedBatch(signs, offsets)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="aligned C-contiguous uint64"):
+            pin_shards([(table, batch, 0)])
+        assert table.pinned_rows() == 0 and len(table) == 0
 
 
 def _layouts(grad: NDArray[np.float32]) -> dict[str, NDArray[np.float32]]:
@@ -341,6 +462,9 @@ def test_a_shard_named_twice_or_a_foreign_optimizer_is_refused() -> None:
     grad = np.zeros((BATCH, 16), np.float32)
     with pytest.raises(ValueError, match="more than once"):
         push_shards([(table, batch, 0, grad), (table, batch, 0, grad)])
+    with pytest.raises(ValueError, match="more than once"):
+        pin_shards([(table, batch, 0), (table, batch, 0)])
+    assert table.pinned_rows() == 0
 
     class Mine(SGD):
         kind = 99
