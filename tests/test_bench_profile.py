@@ -82,6 +82,10 @@ def test_the_innermost_frame_a_rule_matches_names_the_category() -> None:
         _stacks.NO_PYTHON_FRAME,
     ]
     assert category_of([Frame("f", "somewhere/else.py")]) == _stacks.OTHER
+    # A grouped call's kernels show up as the grouped function: each is charged to its own.
+    grouped = {"pin_shards": _stacks.HASH_INDEX, "pool_shards": _stacks.POOLING}
+    for function, category in {**grouped, "push_shards": _stacks.OPTIMIZER}.items():
+        assert category_of([Frame(function, "sniper/store/_grouped.py")]) == category
 
 
 def test_samples_caught_in_a_wait_are_nobodys_cpu() -> None:

@@ -110,6 +110,7 @@ CATEGORIES: tuple[Rule, ...] = (
         HASH_INDEX, "sniper/store/_table.py", "EmbeddingTable._map_rows", "EmbeddingTable._restamp"
     ),
     _rule(HASH_INDEX, "sniper/store/_table.py", "EmbeddingTable._check_fits", "_check_batch"),
+    _rule(HASH_INDEX, "sniper/store/_grouped.py", "pin_shards"),
     _rule(POOLING, "sniper/store/_grouped.py", "pool_shards"),
     _rule(POOLING, "sniper/store/_table.py", "EmbeddingTable.lookup_shard"),
     _rule(POOLING, "sniper/store/_table.py", "EmbeddingTable.lookup_pool"),
