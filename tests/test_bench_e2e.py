@@ -1,13 +1,15 @@
-"""``sniper bench e2e --wire-dtype``: the job it writes carries the wire dtype where its roles
-talk gRPC, and ``sniper train`` reads that job."""
+"""``sniper bench e2e``: the job it writes carries the wire dtype where its roles talk gRPC,
+``sniper train`` reads that job, and an unmeasured warm-up job runs before the measured ones."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from sniper._bench._e2e import job_settings, write_job
+from sniper._bench import _e2e
+from sniper._bench._e2e import WARM_UP_BATCHES, job_settings, write_job
 from sniper._cli import WIRE_DTYPES, main
 from sniper.cluster._train import load_train_config
 from sniper.data import SyntheticCtr, load_workload
@@ -46,3 +48,31 @@ def test_an_unknown_wire_dtype_is_a_usage_error(capsys: pytest.CaptureFixture[st
         main(["bench", "e2e", "--wire-dtype", "int8"])
     assert exit_info.value.code == 2
     assert "--wire-dtype: invalid choice: 'int8'" in capsys.readouterr().err
+
+
+def test_a_warm_up_job_runs_before_the_measured_ones(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The warm-up is the first job, on its own few batches of the same shape (the measured
+    jobs are stood in for: their reports are what the table needs)."""
+    jobs: list[tuple[int, float, str]] = []
+
+    def job(workload: Any, data: SyntheticCtr, seed: int, launcher: str, *_: Any) -> dict[str, Any]:
+        jobs.append((data.num_batches, data.scale, launcher))
+        return {"examples_per_second": 1.0, "steps": 1, "ops": {}, "eval_auc": 0.5}
+
+    monkeypatch.setattr(_e2e, "_sniper", job)
+    monkeypatch.setattr(_e2e, "_torch", lambda *_: (1.0, 1))
+    _e2e.run(load_workload("seed_ctr"), scale=0.002, batches=20, seed=0, threads=1)
+    assert jobs == [
+        (WARM_UP_BATCHES, 0.002, "inprocess"),
+        (20, 0.002, "inprocess"),
+        (20, 0.002, "local"),
+    ]
+    assert "warm-up: 12 batches, unmeasured" in capsys.readouterr().out
+
+
+def test_the_warm_up_job_trains(capsys: pytest.CaptureFixture[str]) -> None:
+    """The real thing: ``sniper train`` on the warm-up's batches, in one process."""
+    _e2e._warm_up(load_workload("seed_ctr"), 0.002, 0, "inprocess", "float32")
+    assert "warm-up" in capsys.readouterr().out

@@ -28,7 +28,7 @@ from sniper._bench._procfs import (
 from sniper._bench._profile import ProfilerMissing, Sampling, find_py_spy
 from sniper._bench._stacks import Frame, Stack, category_of, cpu_by_category, parse_collapsed
 from sniper._cli import main
-from sniper._table import markdown_table
+from sniper._table import markdown_table, print_table
 
 ROOT = 'process 7:"python -m sniper serve";thread (11): MainThread;main (sniper/_cli.py:610)'
 LOOP = "BaseEventLoop._run_once (asyncio/base_events.py:1922);Handle._run (asyncio/events.py:80)"
@@ -139,6 +139,11 @@ def test_small_categories_are_summed_in_one_row() -> None:
 def test_markdown_table_is_the_docs_style() -> None:
     table = markdown_table(["role", "CPU"], [["ps 0", "1.0"], ["hub 0", "2.0"]])
     assert table == "| role | CPU |\n|---|---|\n| ps 0 | 1.0 |\n| hub 0 | 2.0 |\n"
+
+
+def test_a_table_without_rows_is_its_header(capsys: pytest.CaptureFixture[str]) -> None:
+    print_table(["op", "count"], [])  # a job that timed no op
+    assert capsys.readouterr().out == "op  count\n--  -----\n"
 
 
 def test_the_icicle_graph_is_svg_with_a_box_per_frame(tmp_path: Path) -> None:
