@@ -104,6 +104,7 @@ class PsEngine:
         with self._lock:
             if name in self._tables:
                 raise ValueError(f"variable {name!r} already exists on this ps")
+            self._check_not_held(name, table)
             self._tables[name] = table
 
     def put_variable(self, name: str, table: EmbeddingTable) -> None:
@@ -115,10 +116,21 @@ class PsEngine:
         if not name:
             raise ValueError("variable name must not be empty")
         with self._lock:
+            self._check_not_held(name, table)
             self._tables[name] = table
             for key, held in self._batches.items():
                 if key[1] == name:
                     self._batches[key] = held._replace(parts=_shards(name, table, held.batch))
+
+    def _check_not_held(self, name: str, table: EmbeddingTable) -> None:
+        """Refuse a table this ps holds under another name: a request's shards of one table
+        must be one variable's (a grouped call refuses one shard twice)."""
+        for other, held in self._tables.items():
+            if held is table and other != name:
+                raise ValueError(
+                    f"this table is variable {other!r} on this ps already; "
+                    f"give {name!r} a table of its own"
+                )
 
     def drop_variable(self, name: str) -> bool:
         """Forget variable ``name`` and its fed batches (it moved to another ps); False if it

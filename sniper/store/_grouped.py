@@ -45,7 +45,7 @@ from sniper.store._pointers import address
 
 if TYPE_CHECKING:
     from sniper.store._abc import RowMap, ShardedBatch
-    from sniper.store._table import EmbeddingTable
+    from sniper.store._table import EmbeddingTable, _PinStart
 
 __all__ = [
     "PinPart",
@@ -125,27 +125,35 @@ def pin_shards(parts: Sequence[PinPart]) -> list[bool]:
     signs = [_mappable(table._shard_view(batch, shard)[0]) for table, batch, shard in parts]
     # A pin holds what a push holds: the shard's operation lock and its index lock.
     with _Held([part[0]._push_locks[part[2]] for part in parts]):
-        started = [
-            table._pin_start(batch, shard, part_signs)
-            for (table, batch, shard), part_signs in zip(parts, signs, strict=True)
-        ]
-        planned = [start for start in started if start is not None]
-        status = np.zeros(len(planned), dtype=np.int64)
+        started: list[_PinStart | None] = []
+        pinned: list[bool] = []
+        finishing = -1  # the part whose own protocol is ending its number
         try:
+            for (table, batch, shard), part_signs in zip(parts, signs, strict=True):
+                started.append(table._pin_start(batch, shard, part_signs))
+            planned = [start for start in started if start is not None]
+            status = np.zeros(len(planned), dtype=np.int64)
             if planned:
                 plan = [start.plan for start in planned]
                 k.map_many(np.array(plan, dtype=np.int64).reshape(len(plan), -1), status)
+            full = iter(status.tolist())
+            for (table, batch, shard), part_signs, start in zip(parts, signs, started, strict=True):
+                finishing += 1
+                pinned.append(
+                    start is not None
+                    and table._pin_finish(
+                        batch, shard, part_signs, start, next(full) == k.NO_ROW_FREE
+                    )
+                )
         except BaseException:
-            for (table, _, shard), start in zip(parts, started, strict=True):
-                if start is not None:
+            # Whatever failed (a part's protocol, the kernel), no number the call took may
+            # stay pending without a pin that holds it: it would protect rows from eviction.
+            for index, start in enumerate(started):
+                if start is not None and index > finishing:
+                    table, _, shard = parts[index]
                     table._end(shard, start.seq)
             raise
-        full = iter(status.tolist())
-        return [
-            start is not None
-            and table._pin_finish(batch, shard, part_signs, start, next(full) == k.NO_ROW_FREE)
-            for (table, batch, shard), part_signs, start in zip(parts, signs, started, strict=True)
-        ]
+        return pinned
 
 
 def _mappable(signs: NDArray[np.uint64]) -> NDArray[np.uint64]:
@@ -244,11 +252,16 @@ def push_shards(parts: Sequence[PushPart]) -> None:
 
 
 def _refuse_repeats(parts: Sequence[PinPart] | Sequence[PoolPart] | Sequence[PushPart]) -> None:
-    """One shard of one table's batch may come once in a call: a second would map again
-    (evicting, closing) under the first's rows before the kernel reads them."""
-    seen = {(id(part[0]), id(part[1]), part[2]) for part in parts}
+    """One shard of one table may come once in a call, whatever the batch: a second part
+    would map under the first's rows (evicting them, or closing them) before the kernel
+    reads them, and a second pin would take its pending number before the first's rows
+    exist to be stamped. Two batches of one shard take a call each."""
+    seen = {(id(part[0]), part[2]) for part in parts}
     if len(seen) != len(parts):
-        raise ValueError("a grouped call names one shard of one table's batch more than once")
+        raise ValueError(
+            "a grouped call names one shard of one table more than once "
+            "(two batches of one shard take a call each)"
+        )
 
 
 def check_out(out: NDArray[np.float32]) -> None:

@@ -85,6 +85,13 @@ def test_bad_gradient_changes_no_shard(engine: PsEngine) -> None:
 def test_duplicate_variable_is_refused(engine: PsEngine) -> None:
     with pytest.raises(ValueError, match="variable 'a' already exists on this ps"):
         engine.create_variable("a", table(1))
+    # One table under two names would put one shard twice in a request's grouped calls.
+    held = engine.table("a")
+    for put, name in ((engine.create_variable, "c"), (engine.put_variable, "b")):
+        with pytest.raises(ValueError, match="this table is variable 'a' on this ps already"):
+            put(name, held)
+    assert engine.variables == ("a", "b") and engine.table("b") is not held
+    engine.put_variable("a", held)  # a restore may put a variable's own table back
 
 
 def test_abandoned_batches_expire() -> None:

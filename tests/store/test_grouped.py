@@ -214,6 +214,48 @@ def test_a_grouped_pin_skips_shards_mapped_or_closed_and_declines_a_full_one_alo
     assert small._low_water(0) == kernels.NO_PENDING
 
 
+def test_a_grouped_pin_whose_shard_is_full_of_ended_calls_rows_maps_again_and_pins() -> None:
+    """A shard's rows stamped by calls that have ended stay protected while an older pin is
+    pending; a pin that runs out of rows stamps the shard again from its pins alone and maps
+    once more, in a group as alone."""
+    small = EmbeddingTable(4, capacity=8, optimizer=SGD(0.5))
+    big = EmbeddingTable(4, capacity=64, optimizer=SGD(0.5))
+    held = small.split(np.array([1, 2], np.uint64), np.array([0, 1, 2]))
+    assert pin_shards([(small, held, 0)]) == [True]
+    small.lookup_pool(np.arange(3, 8, dtype=np.uint64), np.array([0, 5]))  # no stamps yet
+    # This lookup could evict, so it stamps its rows; they outlive it, behind the held pin.
+    small.lookup_pool(np.arange(8, 11, dtype=np.uint64), np.array([0, 3]))
+    fed = small.split(np.arange(20, 26, dtype=np.uint64), np.array([0, 3, 6]))
+    other = big.split(np.arange(20, 26, dtype=np.uint64), np.array([0, 3, 6]))
+    assert pin_shards([(big, other, 0), (small, fed, 0)]) == [True, True]
+    assert small.pinned_rows() == 8 and 1 in small and 2 in small
+    pooled = small.lookup_shard(fed, 0)
+    np.testing.assert_array_equal(pooled, small.lookup_pool(fed.signs, np.array([0, 3, 6])))
+
+
+def test_a_pin_protocol_that_fails_part_way_ends_the_numbers_taken_before(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tables = _tables()[:3]
+    batches = _batches(tables, 0)
+    start = EmbeddingTable._pin_start
+    calls = []
+
+    def fails_third(self: EmbeddingTable, *args: Any) -> Any:
+        calls.append(self)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return start(self, *args)
+
+    monkeypatch.setattr(EmbeddingTable, "_pin_start", fails_third)
+    with pytest.raises(KeyboardInterrupt):
+        pin_shards(_all_shards(tables, batches))
+    monkeypatch.undo()
+    for table in tables:
+        assert table.pinned_rows() == 0
+        assert all(table._low_water(s) == kernels.NO_PENDING for s in range(table.num_shards))
+
+
 def test_a_failed_grouped_map_leaves_no_pin_and_no_pending_number(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -464,7 +506,16 @@ def test_a_shard_named_twice_or_a_foreign_optimizer_is_refused() -> None:
         push_shards([(table, batch, 0, grad), (table, batch, 0, grad)])
     with pytest.raises(ValueError, match="more than once"):
         pin_shards([(table, batch, 0), (table, batch, 0)])
-    assert table.pinned_rows() == 0
+    # Two batches of one shard: the second would map before the first's rows exist.
+    (other, *_) = _batches([table], 1)
+    for call in (
+        lambda: pin_shards([(table, batch, 0), (table, other, 0)]),
+        lambda: pool_shards([(table, batch, 0, out, 0), (table, other, 0, out, 16)]),
+        lambda: push_shards([(table, batch, 0, grad), (table, other, 0, grad)]),
+    ):
+        with pytest.raises(ValueError, match="two batches of one shard take a call each"):
+            call()
+    assert table.pinned_rows() == 0 and len(table) == 0
 
     class Mine(SGD):
         kind = 99
