@@ -135,7 +135,8 @@ def pin_shards(parts: Sequence[PinPart]) -> list[bool]:
             status = np.zeros(len(planned), dtype=np.int64)
             if planned:
                 plan = [start.plan for start in planned]
-                k.map_many(np.array(plan, dtype=np.int64).reshape(len(plan), -1), status)
+                matrix = np.array(plan, dtype=np.int64).reshape(len(plan), k.MAP_PLAN_COLUMNS)
+                k.map_many(matrix, status)
             full = iter(status.tolist())
             for (table, batch, shard), part_signs, start in zip(parts, signs, started, strict=True):
                 finishing += 1
