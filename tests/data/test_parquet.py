@@ -5,6 +5,9 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import threading
+import time
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -105,26 +108,74 @@ def test_a_file_batch_shares_the_decoded_buffers(synthetic_file: Path) -> None:
         assert np.shares_memory(signs, rows.sparse[name][0])
 
 
+def counted_reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[list[int], str]]:
+    """Every ``read_row_groups`` call from now on: its groups and the thread it ran on."""
+    calls: list[tuple[list[int], str]] = []
+    read = pq.ParquetFile.read_row_groups
+
+    def counted(self: pq.ParquetFile, groups: list[int], **kwargs: Any) -> Any:
+        calls.append((list(groups), threading.current_thread().name))
+        return read(self, groups, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "read_row_groups", counted)
+    return calls
+
+
 def test_several_batches_are_read_in_one_call_and_only_the_shards_groups(
     synthetic_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     reader = ParquetReader(synthetic_file)
-    calls: list[list[int]] = []
-    read = reader._file.read_row_groups
-
-    def counted(groups: list[int], **kwargs: object) -> object:
-        calls.append(list(groups))
-        return read(groups, **kwargs)
-
-    monkeypatch.setattr(reader._file, "read_row_groups", counted)
+    calls = counted_reads(monkeypatch)
     monkeypatch.setattr("sniper.data._parquet.WINDOW_BYTES", 3 * reader._group_bytes[0])
     batches = list(reader.batches(shard=1, num_shards=2))
     wanted = list(range(1, reader.num_batches, 2))
-    assert [group for call in calls for group in call] == wanted
-    assert max(len(call) for call in calls) == 3
+    assert [group for groups, _ in calls for group in groups] == wanted
+    assert max(len(groups) for groups, _ in calls) == 3
     for index, batch in zip(wanted, batches, strict=True):
         assert_batches_equal(batch, small_generator().batch(index))
     assert WINDOW_BYTES > 0
+
+
+def test_the_next_window_is_decoded_on_a_thread_while_the_caller_holds_a_batch(
+    synthetic_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reader = ParquetReader(synthetic_file)
+    calls = counted_reads(monkeypatch)
+    monkeypatch.setattr("sniper.data._parquet.WINDOW_BYTES", 1)  # a window a batch
+    before = set(threading.enumerate())
+    batches = reader.batches()
+    assert isinstance(batches, Generator)
+    assert_batches_equal(next(batches), small_generator().batch(0))
+    deadline = time.monotonic() + 10
+    while len(calls) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)  # batch 1 is read without the caller asking for it
+    assert [groups for groups, _ in calls] == [[0], [1]]
+    assert {thread for _, thread in calls} != {threading.current_thread().name}
+    batches.close()  # stopping early ends the thread
+    assert set(threading.enumerate()) <= before
+
+
+def test_a_bad_row_group_raises_after_every_batch_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "late.parquet"
+    schema = pa.schema(
+        [
+            ("label", pa.float32()),
+            ("dense", pa.list_(pa.float32(), 2)),
+            ("v", pa.large_list(pa.uint64())),
+        ]
+    )
+    with pq.ParquetWriter(path, schema) as writer:
+        for label in (1.0, 0.0, 3.0, 1.0):  # the third batch's click count is not a label
+            columns = [pa.array([label], pa.float32()), dense_column(1), ragged_column([[7]])]
+            writer.write_table(pa.table(columns, schema=schema))
+    monkeypatch.setattr("sniper.data._parquet.WINDOW_BYTES", 1)
+    read: list[float] = []
+    with pytest.raises(ParquetFormatError, match=re.escape("labels must be 0.0 or 1.0")):
+        for batch in ParquetReader(path, batch_size=1).batches():
+            read += batch.labels.tolist()
+    assert read == [1.0, 0.0]
 
 
 def rows_of(batches: list[Batch]) -> tuple[list[float], list[list[int]]]:
