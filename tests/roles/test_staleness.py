@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import anyio
 import numpy as np
@@ -45,17 +46,24 @@ class LoggingPs(PsRole):
         return applied
 
 
+LOG: list[tuple[str, int]] = []  # the ps's, where a trainer can read it
+OVERLAPPED: list[bool] = []  # ScoringLogs's notes
+
+
 class QuickJitteryHub(JitteryHub):
     delay = 0.003
 
 
-async def lookups_and_pushes(max_staleness: int, eval_every: int) -> list[tuple[str, int]]:
+async def lookups_and_pushes(
+    max_staleness: int, eval_every: int, trainer_class: type[Trainer] = Trainer
+) -> list[tuple[str, int]]:
     reader = SyntheticCtr(
         load_workload("seed_ctr"), num_batches=30, scale=0.005, seed=4, batch_size=16
     )
     async with open_scheduler("work_stealing", workers=2) as scheduler:
         ps = LoggingPs(PsEngine(scheduler))
-        ps.log = []
+        ps.log = LOG
+        LOG.clear()
         await created(ps, reader)
         cluster = PsCluster([ps])
         hubs = [
@@ -68,7 +76,7 @@ async def lookups_and_pushes(max_staleness: int, eval_every: int) -> list[tuple[
         config = TrainerConfig(
             prefetch=4, eval_every=eval_every, progress=False, max_staleness=max_staleness
         )
-        trainer = Trainer(
+        trainer = trainer_class(
             hubs, cluster, dict.fromkeys(reader.variables, 4), reader.dense_features, config
         )
         async with anyio.create_task_group() as group:
@@ -106,3 +114,24 @@ async def test_no_staleness_looks_up_every_batch_after_the_push_before_it(
 async def test_a_staleness_bound_is_never_exceeded() -> None:
     log = await lookups_and_pushes(2, 0)
     assert max(missed_pushes(log)) <= 2
+
+
+class ScoringLogs(Trainer):
+    """Notes, as it scores each held-out batch, whether a later batch's lookup has begun."""
+
+    async def _evaluate(self, ready: Any, report: Any) -> None:
+        mine = LOG.index(("lookup", ready.batch_id))
+        with anyio.move_on_after(5):
+            while not any(event == "lookup" for event, _ in LOG[mine + 1 :]):
+                await anyio.sleep(0.001)
+        OVERLAPPED.append(any(event == "lookup" for event, _ in LOG[mine + 1 :]))
+        await super()._evaluate(ready, report)
+
+
+async def test_scoring_a_held_out_batch_does_not_hold_back_the_next_lookup() -> None:
+    """A held-out batch pushes nothing, so the batch after it is looked up while it is scored
+    (with ``max_staleness=0``, that lookup waited for the scoring before)."""
+    OVERLAPPED.clear()
+    log = await lookups_and_pushes(0, 4, ScoringLogs)
+    assert OVERLAPPED and all(OVERLAPPED[:-1])
+    assert set(missed_pushes(log)) == {0}
