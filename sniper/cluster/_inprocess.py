@@ -9,7 +9,8 @@ GIL and run on the threads of one scheduler that every ps shares, and the dense 
 a worker thread whose BLAS releases the GIL too, so the cores still work in parallel (with the
 ``inline`` scheduler, though, a ps's kernels run on the loop and hold up every role). The hubs
 read their data on the loop itself (``HubConfig.read_on_loop``): one thread fewer taking turns
-at the GIL.
+at the GIL. A Parquet reader decodes its next window of batches on a thread of its own
+beforehand (pyarrow releases the GIL), so the loop only slices batches out of it.
 
 The shared scheduler has the threads the ps would have had between them: a batch's work is
 rarely split evenly between ps (ps 0 of seed_ctr gets 1.7x the signs of ps 1), and a thread

@@ -251,6 +251,7 @@ class ParquetReader:
                 yield from self._slices(window, rows)
         finally:
             pool.shutdown(cancel_futures=True)  # a caller that stops early waits for one window
+            decoder.close()
 
     def _windows(self, indices: range) -> list[list[tuple[int, range]]]:
         """``indices`` grouped into windows of about :data:`WINDOW_BYTES` decoded, each batch
@@ -406,6 +407,14 @@ class _Decoder:
     def __init__(self, reader: ParquetReader) -> None:
         self._reader = reader
         self._file = pq.ParquetFile(reader.path)
+        if not self._file.metadata.equals(reader._file.metadata):
+            self._file.close()
+            raise ParquetFormatError(
+                f"{reader.path}: the file changed since it was opened; open a new reader"
+            )
+
+    def close(self) -> None:
+        self._file.close()
 
     def __call__(self, window: list[tuple[int, range]]) -> _Rows:
         table = self._file.read_row_groups(

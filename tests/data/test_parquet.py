@@ -150,7 +150,7 @@ def test_the_next_window_is_decoded_on_a_thread_while_the_caller_holds_a_batch(
     while len(calls) < 2 and time.monotonic() < deadline:
         time.sleep(0.01)  # batch 1 is read without the caller asking for it
     assert [groups for groups, _ in calls] == [[0], [1]]
-    assert {thread for _, thread in calls} != {threading.current_thread().name}
+    assert all(thread.startswith("sniper-parquet") for _, thread in calls)
     batches.close()  # stopping early ends the thread
     assert set(threading.enumerate()) <= before
 
@@ -171,11 +171,22 @@ def test_a_bad_row_group_raises_after_every_batch_before_it(
             columns = [pa.array([label], pa.float32()), dense_column(1), ragged_column([[7]])]
             writer.write_table(pa.table(columns, schema=schema))
     monkeypatch.setattr("sniper.data._parquet.WINDOW_BYTES", 1)
+    before = set(threading.enumerate())
     read: list[float] = []
     with pytest.raises(ParquetFormatError, match=re.escape("labels must be 0.0 or 1.0")):
         for batch in ParquetReader(path, batch_size=1).batches():
             read += batch.labels.tolist()
     assert read == [1.0, 0.0]
+    assert set(threading.enumerate()) <= before  # the decoding thread ended with the error
+
+
+def test_a_file_replaced_after_its_reader_opened_it_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "replaced.parquet"
+    write_parquet(small_generator(), path)
+    reader = ParquetReader(path)
+    pq.write_table(pq.read_table(path).slice(0, SMALL_BATCH), path)  # other row groups
+    with pytest.raises(ParquetFormatError, match="changed since it was opened"):
+        next(reader.batches())
 
 
 def rows_of(batches: list[Batch]) -> tuple[list[float], list[list[int]]]:
@@ -189,8 +200,14 @@ def rows_of(batches: list[Batch]) -> tuple[list[float], list[list[int]]]:
     return labels, signs
 
 
+@pytest.mark.parametrize("window_bytes", [WINDOW_BYTES, 1])
 @pytest.mark.parametrize("batch_size", [100, SMALL_BATCH, 600, 5000])
-def test_another_batch_size_regroups_the_same_rows(synthetic_file: Path, batch_size: int) -> None:
+def test_another_batch_size_regroups_the_same_rows(
+    synthetic_file: Path, batch_size: int, window_bytes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches that span row groups, in one window or (``window_bytes=1``) with a group
+    shared by two windows, each decoded ahead."""
+    monkeypatch.setattr("sniper.data._parquet.WINDOW_BYTES", window_bytes)
     reader = ParquetReader(synthetic_file, batch_size=batch_size)
     batches = list(reader.batches())
     total = small_generator().num_batches * SMALL_BATCH

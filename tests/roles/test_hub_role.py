@@ -4,14 +4,16 @@ order, the end of data is heard by every reader, and a stopped hub says so."""
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import anyio
 import numpy as np
 import pytest
 
-from sniper.data import SyntheticCtr, load_workload
+from sniper.data import ParquetReader, SyntheticCtr, load_workload, write_parquet
 from sniper.roles import BatchId, HubConfig, HubRole, PsCluster, PsEngine, PsRole, Unavailable
 from sniper.rpc import Sample, Signs
 from sniper.scheduler import open_scheduler
@@ -82,6 +84,30 @@ async def test_a_cancelled_hub_tells_its_readers_it_shut_down(read_on_loop: bool
         with pytest.raises(Unavailable, match=r"^hub 0 is shutting down$"):
             await read(hub)
         hub.close()
+
+
+@on_loop
+async def test_a_cancelled_hub_ends_its_readers_decoding_thread(
+    read_on_loop: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hub closes its stream as it stops: a Parquet reader's thread, decoding the next
+    batch ahead, ends then rather than whenever the stream is collected."""
+    monkeypatch.setattr("sniper.data._parquet.WINDOW_BYTES", 1)  # a window a batch
+    workload = load_workload("seed_ctr")
+    data = SyntheticCtr(workload, num_batches=40, scale=0.01, seed=1, batch_size=64)
+    write_parquet(data, tmp_path / "d")
+    reader = ParquetReader(tmp_path / "d")
+    before = set(threading.enumerate())
+    async with open_scheduler("inline", workers=1) as scheduler:
+        ps = await created(PsRole(PsEngine(scheduler)), data)
+        hub = HubRole(reader, PsCluster([ps]), HubConfig(queue_size=2, read_on_loop=read_on_loop))
+        async with anyio.create_task_group() as group:
+            group.start_soon(hub.run)
+            assert await read(hub) is not None
+            group.cancel_scope.cancel()
+        hub.close()
+    decoding = [t for t in threading.enumerate() if t.name.startswith("sniper-parquet")]
+    assert not set(decoding) - before
 
 
 def test_batch_ids_pack_and_unpack() -> None:

@@ -121,7 +121,7 @@ class ScoringLogs(Trainer):
 
     async def _evaluate(self, ready: Any, report: Any) -> None:
         mine = LOG.index(("lookup", ready.batch_id))
-        with anyio.move_on_after(5):
+        with anyio.move_on_after(2):
             while not any(event == "lookup" for event, _ in LOG[mine + 1 :]):
                 await anyio.sleep(0.001)
         OVERLAPPED.append(any(event == "lookup" for event, _ in LOG[mine + 1 :]))
@@ -133,5 +133,5 @@ async def test_scoring_a_held_out_batch_does_not_hold_back_the_next_lookup() -> 
     (with ``max_staleness=0``, that lookup waited for the scoring before)."""
     OVERLAPPED.clear()
     log = await lookups_and_pushes(0, 4, ScoringLogs)
-    assert OVERLAPPED and all(OVERLAPPED[:-1])
+    assert len(OVERLAPPED) == 6 and all(OVERLAPPED)  # 3 held out of each hub's 15
     assert set(missed_pushes(log)) == {0}
