@@ -10,6 +10,7 @@ back to the ps.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from numpy.typing import NDArray
 from sniper.roles._dense_kernels import adam_update
 from sniper.rpc._api import Pooled
 
-__all__ = ["Backward", "DenseModel", "Predictor", "sigmoid"]
+__all__ = ["Backward", "DenseModel", "Predictor", "sigmoid", "start_dense_kernels"]
 
 F32 = NDArray[np.float32]
 
@@ -222,3 +223,13 @@ class Backward:
     def update(self) -> None:
         """Apply the Adam step; call once, before the model's next forward pass."""
         self._model._update(self._activations, self._layer_grads)
+
+
+@functools.cache
+def start_dense_kernels() -> None:
+    """Load (or, on an empty numba cache, compile) the dense step's kernels on a scratch model,
+    once per process: the trainer calls this before its clock starts, where the first step
+    would otherwise pay it inside training (see :mod:`sniper.store._warm`)."""
+    model = DenseModel(2, (2,), 0.1)
+    _, activations = model.forward(np.ones((2, 2), dtype=np.float32))
+    model.backward(activations, np.ones(2, dtype=np.float32), [(0, 2)])

@@ -54,7 +54,7 @@ from sniper.roles._batch_id import BatchId
 from sniper.roles._cluster import PsCluster
 from sniper.roles._errors import RPC_ERRORS, describe_error
 from sniper.roles._evaluate import DataEvaluator, EvalResult
-from sniper.roles._model import Backward, DenseModel, Predictor, sigmoid
+from sniper.roles._model import Backward, DenseModel, Predictor, sigmoid, start_dense_kernels
 from sniper.roles._reading import HubReader, Ticket
 from sniper.rpc._api import HubApi, LookupTarget, Pooled
 from sniper.rpc._tensor import check_wire_dtype
@@ -306,6 +306,7 @@ class Trainer:
             int(bounds[-1]) + dense_features, config.hidden, config.lr, config.seed
         )
         self._predictor = Predictor(self.model, self.variables)
+        start_dense_kernels()
         self._inputs = _InputPool(config.prefetch + 2)
         self.histograms = {op: Histogram() for op in OPS}
         self.reader = HubReader(hubs, self.histograms["ReadSample"])
