@@ -8,6 +8,7 @@ import threading
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import numpy as np
@@ -66,24 +67,34 @@ async def test_batches_are_handed_out_in_reading_order_and_the_end_reaches_all(
         hub.close()
 
 
-@on_loop
-async def test_a_cancelled_hub_tells_its_readers_it_shut_down(read_on_loop: bool) -> None:
-    workload = load_workload("seed_ctr")
-    reader = SyntheticCtr(workload, num_batches=1000, scale=0.01, seed=1, batch_size=64)
+@asynccontextmanager
+async def cancelled_hub(
+    reader: Any, data: SyntheticCtr, read_on_loop: bool, wait: float = 0.0
+) -> AsyncIterator[HubRole]:
+    """A hub over ``reader`` that handed out one batch and, ``wait`` seconds later, was
+    cancelled; its ps still serves."""
     async with open_scheduler("inline", workers=1) as scheduler:
-        ps = await created(PsRole(PsEngine(scheduler)), reader)
+        ps = await created(PsRole(PsEngine(scheduler)), data)
         hub = HubRole(reader, PsCluster([ps]), HubConfig(queue_size=2, read_on_loop=read_on_loop))
         async with anyio.create_task_group() as group:
             group.start_soon(hub.run)
             assert await read(hub) is not None
-            await anyio.sleep(0.2)  # the queue fills; the producer waits
+            await anyio.sleep(wait)
             group.cancel_scope.cancel()
+        yield hub
+        hub.close()
+
+
+@on_loop
+async def test_a_cancelled_hub_tells_its_readers_it_shut_down(read_on_loop: bool) -> None:
+    workload = load_workload("seed_ctr")
+    reader = SyntheticCtr(workload, num_batches=1000, scale=0.01, seed=1, batch_size=64)
+    async with cancelled_hub(reader, reader, read_on_loop, wait=0.2) as hub:  # queue filled
         assert not hub.healthy
         for _ in range(2):  # the batches fed before the stop are still handed out
             assert await read(hub) is not None
         with pytest.raises(Unavailable, match=r"^hub 0 is shutting down$"):
             await read(hub)
-        hub.close()
 
 
 @on_loop
@@ -96,18 +107,10 @@ async def test_a_cancelled_hub_ends_its_readers_decoding_thread(
     workload = load_workload("seed_ctr")
     data = SyntheticCtr(workload, num_batches=40, scale=0.01, seed=1, batch_size=64)
     write_parquet(data, tmp_path / "d")
-    reader = ParquetReader(tmp_path / "d")
     before = set(threading.enumerate())
-    async with open_scheduler("inline", workers=1) as scheduler:
-        ps = await created(PsRole(PsEngine(scheduler)), data)
-        hub = HubRole(reader, PsCluster([ps]), HubConfig(queue_size=2, read_on_loop=read_on_loop))
-        async with anyio.create_task_group() as group:
-            group.start_soon(hub.run)
-            assert await read(hub) is not None
-            group.cancel_scope.cancel()
-        hub.close()
-    decoding = [t for t in threading.enumerate() if t.name.startswith("sniper-parquet")]
-    assert not set(decoding) - before
+    async with cancelled_hub(ParquetReader(tmp_path / "d"), data, read_on_loop):
+        decoding = [t for t in threading.enumerate() if t.name.startswith("sniper-parquet")]
+        assert not set(decoding) - before
 
 
 def test_batch_ids_pack_and_unpack() -> None:
