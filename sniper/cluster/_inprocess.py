@@ -35,6 +35,7 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
+import anyio.to_thread
 
 from sniper._config import fields_of
 from sniper._tasks import background
@@ -44,6 +45,7 @@ from sniper.monitoring import HubCollector, PsCollector, serve_metrics
 from sniper.roles import HubConfig, HubRole, HubSettings, PsCluster, PsRole, PsSettings, TrainReport
 from sniper.rpc import HubApi
 from sniper.scheduler import open_scheduler
+from sniper.store import load_kernels
 from sniper.transport import InProcessTransport
 
 __all__ = ["run_until_stopped", "train_in_process"]
@@ -61,6 +63,7 @@ async def train_in_process(
             "arrays without a wire",
             config.wire_dtype,
         )
+    await anyio.to_thread.run_sync(load_kernels)  # off the loop, before any request
     transport = InProcessTransport()
     settings = _ps_settings(config)
     stops: list[anyio.CancelScope] = []

@@ -38,6 +38,7 @@ from sniper.store._table import CapacityError as CapacityError
 from sniper.store._table import EmbeddingTable as EmbeddingTable
 from sniper.store._table import LockMode as LockMode
 from sniper.store._table import Pooling as Pooling
+from sniper.store._warm import load_kernels as load_kernels
 
 __all__ = [
     "EVICTION_POLICIES",
@@ -63,6 +64,7 @@ __all__ = [
     "TableExport",
     "TableStatistics",
     "constant",
+    "load_kernels",
     "make_optimizer",
     "normal",
     "pin_shards",

@@ -55,7 +55,7 @@ from sniper.store._grouped import (
 from sniper.store._initializers import Initializer, normal
 from sniper.store._optimizers import Optimizer
 from sniper.store._pointers import address
-from sniper.store._warm import start_numba
+from sniper.store._warm import load_kernels
 
 __all__ = [
     "LOCK_MODES",
@@ -155,7 +155,7 @@ class EmbeddingTable(EmbeddingStore):
         self._seed_key = np.uint64(splitmix64_mix(seed))
         self._token = object()  # identifies this table in a batch's row cache
         self._allocate()
-        start_numba()
+        load_kernels()
         # Re-entrant: get/export/import hold every lock and then map rows under the index lock.
         self._shard_locks = [threading.RLock() for _ in range(num_shards)]
         self._table_lock = threading.Lock()

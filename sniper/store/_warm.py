@@ -1,4 +1,4 @@
-"""Start numba and load every kernel a ps calls when the first table is made, not on a batch.
+"""Load every kernel a ps calls at start-up, not on the first batches it serves.
 
 The first kernel a process calls pays 0.2-0.3 s even when every kernel's machine code is in
 numba's on-disk cache: numba builds its typing and target contexts and its runtime (NRT) then,
@@ -8,10 +8,12 @@ after an upgrade), each kernel is compiled at its first call: a first ``sniper t
 58 kernels while it trained and reported 23.6k examples/s, where the next run, cached, reported
 30.5k. Left to the first feed, lookup and push, that time lands inside training, on the
 trainer's critical path and in its clock; paid here, it is start-up, before any batch is fed.
-So the first table a process makes first runs a scratch table through every request a ps
-serves: a feed's split and pins, a lookup, a push, the same with rows mapped at lookup, and a
-push's finite check. The kernels take the tables' arrays by address, so one scratch table
-types them for every table, whatever its optimizer, initializer or admission.
+So :func:`load_kernels` runs a scratch table through every request a ps serves: a feed's
+split and pins, a lookup, a push, the same with rows mapped at lookup, and a push's finite
+check. The kernels take the tables' arrays by address, so one scratch table types them for
+every table, whatever its optimizer, initializer or admission. ``sniper serve`` and the
+one-process job call it on a thread before any request; the first table a process makes calls
+it too, for a store embedded elsewhere.
 """
 
 from __future__ import annotations
@@ -20,15 +22,19 @@ import threading
 
 import numpy as np
 
-__all__ = ["start_numba"]
+__all__ = ["load_kernels"]
 
 _lock = threading.RLock()
 _started = threading.Event()
 
 
-def start_numba() -> None:
-    """Run the scratch table once per process. Later calls return at once: the scratch table's
-    own creation calls this again; another thread waits until the first call is done."""
+def load_kernels() -> None:
+    """Load every kernel a ps's requests call, from numba's cache or compiled (on an empty
+    cache, 17 s on this 2-core machine), by running a scratch table through them; once per
+    process. The first table made calls it; a server calls it on a thread before it listens,
+    so that no request waits for it (a gRPC deadline is 30 s) and its loop stays free. Later
+    calls return at once: the scratch table's own creation calls this again, and another
+    thread waits until the first call is done."""
     with _lock:
         if _started.is_set():
             return

@@ -1,4 +1,4 @@
-"""start_numba: the first table of a process loads every kernel a ps calls, not its first
+"""load_kernels: the first table of a process loads every kernel a ps calls, not its first
 batch (``tests/cluster/test_warm_start.py`` checks a whole job)."""
 
 from __future__ import annotations
@@ -32,3 +32,24 @@ def test_the_first_table_loads_the_kernels_of_every_request() -> None:
     out = subprocess.run([sys.executable, "-c", CHILD], check=False, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+SERVE = """
+from sniper.rpc._http2 import Server
+from sniper.store import _warm
+
+async def start(self, *args, **kwargs):
+    print("loaded before listening:", _warm._started.is_set(), flush=True)
+    raise SystemExit(0)
+
+Server.start = start
+from sniper._cli import main
+main(["serve", "--role", "ps", "--port", "0"])
+"""
+
+
+def test_a_ps_server_loads_the_kernels_before_it_listens() -> None:
+    """So that no request waits for them (on an empty cache they take seconds to compile)."""
+    out = subprocess.run([sys.executable, "-c", SERVE], check=False, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "loaded before listening: True"
