@@ -35,17 +35,15 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
-import anyio.to_thread
 
 from sniper._config import fields_of
 from sniper._tasks import background
 from sniper.cluster._checkpoint import JobCheckpoint
 from sniper.cluster._train import TrainConfig, TrainPlan, _resumed_placement, _run_job, _start
 from sniper.monitoring import HubCollector, PsCollector, serve_metrics
-from sniper.roles import HubConfig, HubRole, HubSettings, PsCluster, PsRole, PsSettings, TrainReport
+from sniper.roles import HubConfig, HubRole, HubSettings, PsCluster, PsSettings, TrainReport
 from sniper.rpc import HubApi
 from sniper.scheduler import open_scheduler
-from sniper.store import load_kernels
 from sniper.transport import InProcessTransport
 
 __all__ = ["run_until_stopped", "train_in_process"]
@@ -63,7 +61,6 @@ async def train_in_process(
             "arrays without a wire",
             config.wire_dtype,
         )
-    await anyio.to_thread.run_sync(load_kernels)  # off the loop, before any request
     transport = InProcessTransport()
     settings = _ps_settings(config)
     stops: list[anyio.CancelScope] = []
@@ -80,7 +77,7 @@ async def train_in_process(
         )
         addresses: list[str] = []
         for _ in range(config.num_ps):
-            role = PsRole(settings.engine(scheduler), settings)
+            role = await settings.ps_role(scheduler)
             _serve_metrics(stack, config, f"ps {len(addresses)}", PsCollector(role))
             addresses.append(await stack.enter_async_context(transport.serve(role, "")))
         members = [transport.ps_client(address) for address in addresses]

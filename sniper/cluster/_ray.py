@@ -79,7 +79,7 @@ class RoleActor:
             scheduler = await self._stack.enter_async_context(
                 open_scheduler(config.scheduler, workers=config.worker_threads())
             )
-            self._role = PsRole(config.engine(scheduler), config)
+            self._role = await config.ps_role(scheduler)
         else:
             self._role = await self._hub(config)
         address = await self._stack.enter_async_context(

@@ -53,7 +53,15 @@ from sniper.rpc._generated.sniper.v1 import (
     VariableStats,
 )
 from sniper.scheduler import Scheduler, scheduler_names
-from sniper.store import LOCK_MODES, POOLINGS, EmbeddingTable, LockMode, Pooling, TableExport
+from sniper.store import (
+    LOCK_MODES,
+    POOLINGS,
+    EmbeddingTable,
+    LockMode,
+    Pooling,
+    TableExport,
+    load_kernels,
+)
 from sniper.store._grouped import max_abs_matrix, strides_of
 from sniper.store._kernels import FLOAT32_MAX
 
@@ -159,6 +167,15 @@ class PsSettings(PsRoleConfig, RunSettings):
             map_at_feed=self.map_rows == "feed",
             small_request_signs=self.small_request_signs,
         )
+
+    async def ps_role(self, scheduler: Scheduler) -> PsRole:
+        """A ps role on ``scheduler`` with these settings, the store's kernels loaded first, on
+        a thread (:func:`~sniper.store.load_kernels`): on an empty numba cache they compile for
+        17 s, which in the first CreateVariable would hold the role's loop that long and come
+        near a client's 30 s deadline. Every server of a ps (``sniper serve``, a Ray actor,
+        the one-process job) makes its role here, before it takes a request."""
+        await anyio.to_thread.run_sync(load_kernels)
+        return PsRole(self.engine(scheduler), self)
 
     def worker_threads(self, num_ps: int = 1) -> int:
         """Threads each of ``num_ps`` ps on this machine runs: ``workers``, or a share."""

@@ -11,9 +11,9 @@ trainer's critical path and in its clock; paid here, it is start-up, before any 
 So :func:`load_kernels` runs a scratch table through every request a ps serves: a feed's
 split and pins, a lookup, a push, the same with rows mapped at lookup, and a push's finite
 check. The kernels take the tables' arrays by address, so one scratch table types them for
-every table, whatever its optimizer, initializer or admission. ``sniper serve`` and the
-one-process job call it on a thread before any request; the first table a process makes calls
-it too, for a store embedded elsewhere.
+every table, whatever its optimizer, initializer or admission. Every server of a ps calls it
+on a thread before any request (:meth:`sniper.roles.PsSettings.ps_role`); the first table a
+process makes calls it too, for a store embedded elsewhere.
 """
 
 from __future__ import annotations

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import anyio
-import anyio.to_thread
 from prometheus_client.registry import Collector
 
 from sniper._config import check_positive, load_config
@@ -35,7 +34,6 @@ from sniper.rpc._http2 import Server
 from sniper.rpc._security import is_loopback
 from sniper.runtime import log_to_stderr
 from sniper.scheduler import open_scheduler
-from sniper.store import load_kernels
 from sniper.transport._grpc import (
     GrpcSettings,
     GrpcTransport,
@@ -115,9 +113,8 @@ def _grpc_server(services: list[Any], config: ServeConfig) -> Server:
 async def serve_ps(config: ServeConfig) -> None:
     """Serve until SIGINT or SIGTERM; the first stdout line is ``listening on HOST:PORT``."""
     workers = config.worker_threads()
-    await anyio.to_thread.run_sync(load_kernels)  # before it listens: see load_kernels
     async with open_scheduler(config.scheduler, workers=workers) as scheduler:
-        role = PsRole(config.engine(scheduler), config)
+        role = await config.ps_role(scheduler)
         health = HealthService(("sniper.v1.Ps",), lambda: role.healthy)
         server = _grpc_server([PsService(role, config.max_message_mb), health], config)
         await server.start(config.host, config.port)
