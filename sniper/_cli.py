@@ -64,7 +64,7 @@ def _cmd_placement(args: argparse.Namespace) -> int:
     else:
         from sniper.data._workload import load_workload
 
-        _placement.print_placement(load_workload(args.workload), args.num_ps)
+        _placement.print_placement(load_workload(args.workload), args.num_ps, args.policy)
     return 0
 
 
@@ -266,11 +266,17 @@ def _build_parser() -> argparse.ArgumentParser:
 
     placement = commands.add_parser(
         "placement",
-        help="show which ps owns each variable: of a workload by hashing, of a running job "
-        "(--ps) or of a job checkpoint (--checkpoint)",
+        help="show which ps owns each variable: of a workload as a fresh job places it, of a "
+        "running job (--ps) or of a job checkpoint (--checkpoint)",
     )
     _add_workload(placement)
     placement.add_argument("--num-ps", type=_positive_int, default=4)
+    placement.add_argument(
+        "--policy",
+        choices=("balanced", "hash"),
+        default="balanced",
+        help="the train config's placement key: balanced (its default) or hash",
+    )
     where = placement.add_mutually_exclusive_group()
     where.add_argument(
         "--ps", metavar="HOST:PORT,...", help="ask these running ps (in job order) instead"

@@ -31,6 +31,15 @@ def test_placement_reports_every_ps() -> None:
     assert "busiest ps carries" in done.stdout
 
 
+def test_placement_shows_the_balanced_start_and_what_hashing_would_give() -> None:
+    balanced = sniper("placement", "--num-ps", "2")
+    hashed = sniper("placement", "--num-ps", "2", "--policy", "hash")
+    assert "(placement balanced: by signs per batch, then rows)" in balanced.stdout
+    assert "busiest ps carries 1.00x an even share" in balanced.stdout
+    assert "(placement hash: string_to_u64(name) % num_ps)" in hashed.stdout
+    assert "busiest ps carries 1.48x an even share" in hashed.stdout
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

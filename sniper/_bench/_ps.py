@@ -2,7 +2,8 @@
 
 By default (``--transport grpc``) it starts ``--num-ps`` real ``sniper serve`` processes on
 loopback and drives them as a hub and trainer would, through :class:`sniper.roles.PsCluster`.
-Each variable lives on ``ps_for_variable(name, num_ps)``, as a sharded Adagrad table. Each step
+Each variable lives where a fresh ``sniper train`` job puts it (``placement = "balanced"``:
+:func:`~sniper.cluster._placement.workload_placement`), as a sharded Adagrad table. Each step
 sends a synthetic zipf batch (FeedSample), looks it up (EmbeddingLookup) and pushes a gradient
 (PushGrad). The gradient is synthetic: the dense model and trainer come with ``sniper train``.
 At the end it stops every server and checks that each exited cleanly.
@@ -27,7 +28,7 @@ from numpy.typing import NDArray
 from sniper._bench._local import Batch, capacity_for, make_batches, make_tables, shards_for
 from sniper._metrics import Histogram
 from sniper._table import print_table
-from sniper.cluster._placement import print_placement
+from sniper.cluster._placement import print_placement, workload_placement
 from sniper.cluster._process import ps_command, server_process
 from sniper.data._workload import Workload
 from sniper.roles import PsCluster, PsEngine
@@ -185,7 +186,10 @@ async def _grpc_main(
     batches: list[Batch],
     histograms: dict[str, Histogram],
 ) -> None:
-    cluster = PsCluster([PsClient("127.0.0.1", port) for port in ports])
+    cluster = PsCluster(
+        [PsClient("127.0.0.1", port) for port in ports],
+        workload_placement(workload, config.num_ps, "balanced"),
+    )
     try:
         for spec in workload.variables:
             await cluster.owner(spec.name).create_variable(

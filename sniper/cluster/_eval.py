@@ -95,7 +95,11 @@ def run_eval(checkpoint: str, data: str, config: TrainConfig) -> int:
 async def _score(
     job: JobCheckpoint, ports: list[int], reader: Reader, predict: Predictor, security: Security
 ) -> EvalResult:
-    cluster = PsCluster([PsClient("127.0.0.1", port, security=security) for port in ports])
+    # The checkpoint's placement: its variables are on the ps it names (balanced at the start,
+    # moved by auto_shard), not always on the ones their names hash to.
+    cluster = PsCluster(
+        [PsClient("127.0.0.1", port, security=security) for port in ports], job.placement
+    )
     try:
         for index, member in enumerate(cluster.members):
             await member.restore(f"{job.directory.name}/ps-{index}")

@@ -69,8 +69,8 @@ async def train_in_process(
     # stopped hubs' tasks are awaited.
     async with background() as group, AsyncExitStack() as stack:
         # One scheduler for every ps: as many threads as the ps would run between them, and
-        # a ps with more of a batch's signs than another (ps 0 of seed_ctr has 1.7x ps 1's)
-        # keeps all of them busy instead of one.
+        # a ps with more of a batch's signs than another (with placement = "hash", ps 0 of
+        # seed_ctr has 2.9x ps 1's) keeps all of them busy instead of one.
         workers = config.worker_threads(config.num_ps) * config.num_ps
         scheduler = await stack.enter_async_context(
             open_scheduler(config.scheduler, workers=workers)
@@ -86,7 +86,10 @@ async def train_in_process(
         async def connect_hubs() -> list[tuple[str, HubApi]]:
             clients: list[tuple[str, HubApi]] = []
             for index in range(config.num_hubs):
-                hub = HubRole(config.open(), PsCluster(members), _hub_config(config, index, resume))
+                # The job's placement from the start: a hub that fed by hashing first would be
+                # answered NOT_FOUND for every variable placed away from its hash.
+                hub_cluster = PsCluster(members, cluster.placement)
+                hub = HubRole(config.open(), hub_cluster, _hub_config(config, index, resume))
                 _serve_metrics(stack, config, f"hub {index}", HubCollector(hub))
                 address = await stack.enter_async_context(transport.serve(hub, ""))
                 stops.append(anyio.CancelScope())

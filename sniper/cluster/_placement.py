@@ -1,8 +1,9 @@
 """Where variables land on ps, and how uneven the load is (``sniper placement``).
 
 The seed logs found one ps at 59% CPU while the others idled at 10%: hashing variables to ps
-balances their count, not their signs. :func:`print_placement` makes that visible before a
-cluster runs; :func:`print_live_placement` shows a running job's ps as they are now, after
+balances their count, not their signs. :func:`print_placement` shows a workload's placement
+before a cluster runs, balanced (what ``sniper train`` starts from) or hashed;
+:func:`print_live_placement` shows a running job's ps as they are now, after
 auto_shard's moves, and :func:`print_checkpoint_placement` the table a checkpoint recorded.
 """
 
@@ -19,27 +20,44 @@ from sniper.rpc import Placement, PsClient
 from sniper.rpc._generated.sniper.v1 import StatsResponse
 
 
-def placement_load(workload: Workload, num_ps: int) -> list[tuple[int, int]]:
+def workload_placement(workload: Workload, num_ps: int, policy: str) -> Placement:
+    """Where a fresh ``sniper train`` job with ``placement = policy`` puts the workload's
+    variables (rows estimated by each variable's vocabulary)."""
+    if policy == "hash":
+        return Placement(num_ps)
+    costs = {v.name: (v.signs_per_batch, v.vocabulary) for v in workload.variables}
+    return Placement.balanced(costs, num_ps)
+
+
+def placement_load(workload: Workload, placement: Placement) -> list[tuple[int, int]]:
     """Per ps: (variables owned, signs per batch owned)."""
-    load = [(0, 0)] * num_ps
+    load = [(0, 0)] * placement.num_ps
     for spec in workload.variables:
-        ps = ps_for_variable(spec.name, num_ps)
+        ps = placement.owner(spec.name)
         variables, signs = load[ps]
         load[ps] = (variables + 1, signs + spec.signs_per_batch)
     return load
 
 
-def print_placement(workload: Workload, num_ps: int) -> None:
-    """Print per-ps variables and signs, and the busiest ps's share against an even split."""
-    load = placement_load(workload, num_ps)
+_POLICIES = {
+    "balanced": "balanced: by signs per batch, then rows",
+    "hash": "hash: string_to_u64(name) % num_ps",
+}
+
+
+def print_placement(workload: Workload, num_ps: int, policy: str = "balanced") -> None:
+    """Print per-ps variables and signs, and the busiest ps's share against an even split,
+    as a fresh job with ``placement = policy`` would place them."""
+    placement = workload_placement(workload, num_ps, policy)
+    load = placement_load(workload, placement)
     total = workload.signs_per_batch
     print(
         f"workload {workload.name}: {len(workload.variables)} variables, "
-        f"{total:,} signs per batch, {num_ps} ps (placement: string_to_u64(name) % num_ps)"
+        f"{total:,} signs per batch, {num_ps} ps (placement {_POLICIES[policy]})"
     )
     rows = []
     for ps, (variables, signs) in enumerate(load):
-        owned = [v.name for v in workload.variables if ps_for_variable(v.name, num_ps) == ps]
+        owned = [v.name for v in workload.variables if placement.owner(v.name) == ps]
         heaviest = max(owned, key=lambda n: workload.variable(n).signs_per_batch, default="-")
         rows.append(
             [str(ps), str(variables), f"{signs:,}", f"{100 * signs / total:.1f}%", heaviest]
@@ -72,7 +90,7 @@ def print_live_placement(addresses: list[tuple[str, int]]) -> None:
     for index, answer in enumerate(stats):
         for v in answer.variables:
             home = ps_for_variable(v.name, num_ps)
-            moved = "" if home == index else f"moved from ps {home}"
+            moved = "" if home == index else f"hashed to ps {home}"
             rows.append([v.name, str(index), f"{v.kernel_seconds:.3f}", f"{v.rows:,}", moved])
     rows.sort(key=lambda row: row[0])
     print_table(["variable", "ps", "kernel s", "rows", "placement"], rows)
@@ -104,7 +122,7 @@ def print_checkpoint_placement(placement: Placement | None, step: int) -> None:
         return
     print(
         f"checkpoint of step {step}: placement version {placement.version}, "
-        f"{placement.num_ps} ps; moved variables:"
+        f"{placement.num_ps} ps; variables away from their hashed ps:"
     )
     rows = [
         [name, str(ps_for_variable(name, placement.num_ps)), str(ps)]

@@ -1,6 +1,6 @@
 """Resharding: the ps checkpoints of P ps regrouped for Q ps.
 
-A job's ps each save the variables they own (``ps_for_variable(name, P)``). To restore on
+A job's ps each save the variables they own (by the job's placement). To restore on
 another number of ps, every variable goes to ``ps_for_variable(name, Q)``; inside a variable,
 rows reach their shard by the sign hash when they are imported, as in any restore. Nothing is
 split or merged: each variable's file moves whole, verified on the way (checksums, arrays) by

@@ -94,6 +94,13 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
     resume: str = ""
     """Continue from this job checkpoint: a ``checkpoint_dir`` (its latest step) or one of its
     ``step-N`` directories; checkpoints then go on in that directory."""
+    placement: Literal["balanced", "hash"] = "balanced"
+    """Which ps holds each variable when a job starts afresh: ``balanced`` spreads the
+    variables' signs per batch (then their rows) evenly over the ps
+    (:meth:`~sniper.rpc.Placement.balanced`); ``hash`` puts each on
+    ``ps_for_variable(name, num_ps)``, as the seed system did, which evens out their number
+    but not their work (on seed_ctr one of 2 ps gets 74% of the signs). A resumed job keeps its
+    checkpoint's placement either way, and auto_shard moves variables from either start."""
     launcher: Literal["auto", "local", "inprocess", "ray"] = "auto"
     """Where the ps and hubs run: actors of this process passing arrays without encoding them
     (``inprocess``: ``sniper.cluster._inprocess``), processes on this machine or servers named
@@ -126,6 +133,8 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
             check_data_value("eval_data", self.eval_data, synthetic=False)
         elif self.eval_every_steps:
             raise ValueError("eval_every_steps needs eval_data (criteo:PATH or parquet:PATH)")
+        if self.placement not in ("balanced", "hash"):
+            raise ValueError(f"placement must be 'balanced' or 'hash', got {self.placement!r}")
         if self.launcher not in ("auto", "local", "inprocess", "ray"):
             raise ValueError(
                 f"launcher must be 'auto', 'local', 'inprocess' or 'ray', got {self.launcher!r}"
@@ -172,6 +181,15 @@ class TrainPlan:
     """Every variable of the data with its sized table, in the data's order."""
     eval_reader: Reader | None
 
+    def placement(self, num_ps: int) -> Placement:
+        """The balanced placement of these tables on ``num_ps`` ps: by the data's signs per
+        batch, then the tables' rows (``placement = "balanced"``)."""
+        costs = {
+            name: (self.data.signs_per_batch.get(name, 0), table.capacity)
+            for name, table in self.tables.items()
+        }
+        return Placement.balanced(costs, num_ps)
+
 
 def plan_training(config: TrainConfig, workload: Workload) -> TrainPlan:
     """Read the data's shape and resolve the model spec against it; errors name the key."""
@@ -206,6 +224,8 @@ async def _run_job(
     create the variables, start the hubs, then train with checkpoints and progress."""
     if resume is not None:
         await _restore_ps(cluster, resume, config.job_directory())
+    elif config.placement == "balanced":
+        await cluster.switch(plan.placement(len(cluster.members)))
     await drop_misplaced(cluster, list(plan.tables))
     await create_variables(cluster, plan.tables, config.seed)
     hubs = await connect_hubs()

@@ -68,6 +68,7 @@ class PsCluster:
         self._feeding = 0
         self._fed: anyio.Event | None = None  # set when the last feed in flight answers
         self._switching: anyio.Event | None = None  # new feeds wait while it is unset
+        self._switched: anyio.Event | None = None  # set when a switch changes the placement
 
     def _check(self, placement: Placement) -> None:
         if placement.num_ps != len(self.members):
@@ -100,10 +101,23 @@ class PsCluster:
                 await self._fed.wait()
             if placement.version > self.placement.version:
                 self.placement = placement
+                if self._switched is not None:
+                    self._switched.set()
+                    self._switched = None
         finally:
             self._switching = None
             switching.set()
         return self.placement.version
+
+    async def placement_after(self, version: int, seconds: float) -> None:
+        """Return once the placement in use is not ``version`` (a switch came), or after
+        ``seconds``: a hub answered NOT_FOUND by hashing retries as soon as the job's placement
+        reaches it, not a fixed pause later."""
+        with anyio.move_on_after(seconds):
+            while self.placement.version == version:
+                if self._switched is None:
+                    self._switched = anyio.Event()
+                await self._switched.wait()
 
     def close(self) -> None:
         """Close the members that hold connections (gRPC clients)."""

@@ -259,18 +259,24 @@ class HubRole:
             turn.done.set()
             turn.slots.release()
 
+    retry_pause = 0.2
+    """Seconds between tries of a FeedSample answered NOT_FOUND, unless the placement changes
+    first."""
+
     async def _feed_with_retry(self, batch_id: int, batch: BatchLike) -> None:
         """FeedSample, retrying NOT_FOUND for ``feed_retry_seconds``: the trainer may still be
-        creating the variables when the hub starts."""
+        creating the variables when the hub starts, or not have sent the job's placement yet
+        (a hub starts by hashing); a new placement is tried as soon as it comes."""
         deadline = time.monotonic() + self.config.feed_retry_seconds
         while True:
+            version = self.cluster.placement.version
             try:
                 await self.cluster.feed_sample(batch_id, batch.sparse)
                 return
             except GRPCError as exc:
                 if exc.status != Status.NOT_FOUND or time.monotonic() > deadline:
                     raise
-                await anyio.sleep(0.2)
+                await self.cluster.placement_after(version, self.retry_pause)
 
     def close(self) -> None:
         """Stop handing out batches: later reads answer as if the data had ended."""

@@ -1,10 +1,13 @@
 """``Placement``: which ps holds each variable, as a versioned table.
 
 By default a variable lives on ``ps_for_variable(name, num_ps)``: every role computes the same
-owner from the name alone, with nothing to agree on. auto_shard moves variables off a busy ps;
-a moved variable's owner is then written in :attr:`Placement.owners`, and the table's
-:attr:`~Placement.version` goes up by one per move. The trainer decides a move; hubs and the
-trainer switch to the new table at a batch boundary (see ``sniper.roles._balance``).
+owner from the name alone, with nothing to agree on. A variable placed elsewhere has its owner
+written in :attr:`Placement.owners`, and the table's :attr:`~Placement.version` goes up by one
+per change. Two things place variables elsewhere: a fresh ``sniper train`` job starts from
+:meth:`Placement.balanced` (hashing evens out the number of variables, not their work: on
+seed_ctr one of 2 ps holds 74% of the signs), and auto_shard moves variables off a busy ps while
+it trains. The trainer decides a move; hubs and the trainer switch to the new table at a batch
+boundary (see ``sniper.roles._balance``).
 """
 
 from __future__ import annotations
@@ -39,6 +42,29 @@ class Placement:
             raise ValueError(
                 f"placement puts variable {name!r} on ps {ps}, but there are {self.num_ps} ps"
             )
+
+    @classmethod
+    def balanced(cls, costs: Mapping[str, tuple[int, int]], num_ps: int) -> Placement:
+        """Variables spread so that every ps gets about the same work: ``costs`` gives each
+        variable's ``(signs per batch, rows)``.
+
+        Largest first, each variable goes to the ps with the fewest signs so far, then the
+        fewest rows (a probe into a larger table misses the cache more often: criteo's 26
+        variables have one sign per example each, and hashing put 86% of their rows on one
+        of 2 ps), then its hashed ps: a variable stays home unless moving it evens the load.
+        Deterministic: every call with the same costs places the same way. Version 1 if any
+        variable is away from its hashed ps (hubs start by hashing and switch to it), else 0.
+        """
+        loads = [(0, 0)] * num_ps
+        owners: dict[str, int] = {}
+        for name in sorted(costs, key=lambda n: (-costs[n][0], -costs[n][1], n)):
+            home = _hashed_owner(name, num_ps)
+            ps = min(range(num_ps), key=lambda i: (loads[i], i != home, i))
+            signs, rows = costs[name]
+            loads[ps] = (loads[ps][0] + signs, loads[ps][1] + rows)
+            if ps != home:
+                owners[name] = ps
+        return cls(num_ps, owners, 1 if owners else 0)
 
     def owner(self, name: str) -> int:
         """The ps (by index) that holds variable ``name``."""

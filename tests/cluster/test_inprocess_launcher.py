@@ -7,9 +7,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from sniper.cluster._checkpoint import JobCheckpoint, load_job
 from sniper.cluster._inprocess import _hub_config
-from sniper.cluster._train import TrainConfig
+from sniper.cluster._train import TrainConfig, load_train_config, plan_training
+from sniper.data import load_workload
 from sniper.roles import HubConfig
+from sniper.roles._checkpoint import MANIFEST
+from sniper.rpc import Placement
 from tests.cluster._sniper import sniper
 
 JOB = """\
@@ -76,3 +80,45 @@ def test_the_hubs_of_one_process_read_on_its_loop() -> None:
     hubs = [_hub_config(config, index, None) for index in range(2)]
     assert [(hub.hub_index, hub.read_on_loop) for hub in hubs] == [(0, True), (1, True)]
     assert not HubConfig().read_on_loop
+
+
+def _held(job: JobCheckpoint) -> dict[str, int]:
+    """The ps each variable of a job checkpoint was saved by."""
+    return {
+        entry["name"]: index
+        for index in range(job.num_ps)
+        for entry in json.loads((job.ps_directory(index) / MANIFEST).read_text())["variables"]
+    }
+
+
+def test_a_fresh_job_places_variables_balanced_unless_told_to_hash(tmp_path: Path) -> None:
+    (tmp_path / "job.toml").write_text(JOB)
+    config = load_train_config(tmp_path / "job.toml", {})
+    balanced = plan_training(config, load_workload(config.workload)).placement(config.num_ps)
+    assert balanced.owners  # hashing leaves seed_ctr's 3 ps uneven: variables move
+    (tmp_path / "bad.toml").write_text(JOB + 'placement = "round_robin"\n')
+    refused = sniper(tmp_path, "train", "--config", "bad.toml", "--quiet")
+    assert refused.returncode == 2
+    assert "placement must be one of 'balanced', 'hash', got 'round_robin'" in refused.stderr
+    for launcher, placement in [
+        ("inprocess", "balanced"),
+        ("local", "balanced"),
+        ("inprocess", "hash"),
+    ]:
+        name = f"{launcher}-{placement}"
+        (tmp_path / f"{name}.toml").write_text(JOB + f'placement = "{placement}"\n')
+        done = sniper(
+            tmp_path,
+            *("train", "--config", f"{name}.toml", "--quiet", "--launcher", launcher),
+            *("--checkpoint-dir", name, "--checkpoint-every", "20", "--output", f"{name}.json"),
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        report = json.loads((tmp_path / f"{name}.json").read_text())
+        expected = balanced if placement == "balanced" else Placement(config.num_ps)
+        assert report["steps"] > 20 and report["placement_version"] == expected.version, name
+        job = load_job(tmp_path / name)
+        assert job.placement == expected, name
+        # Each ps saved exactly the variables the placement gives it: they were created,
+        # fed, trained and saved there.
+        assert _held(job) == {n: expected.owner(n) for n in _held(job)}, name
+        assert len(_held(job)) == 76

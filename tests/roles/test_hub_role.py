@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 import threading
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +15,11 @@ import numpy as np
 import pytest
 
 from sniper.data import ParquetReader, SyntheticCtr, load_workload, write_parquet
+from sniper.hashing import ps_for_variable
 from sniper.roles import BatchId, HubConfig, HubRole, PsCluster, PsEngine, PsRole, Unavailable
-from sniper.rpc import Sample, Signs
+from sniper.rpc import Placement, Sample, Signs
 from sniper.scheduler import open_scheduler
+from sniper.transport import InProcessTransport
 from tests.roles._roles import created
 
 pytestmark = pytest.mark.anyio
@@ -204,3 +206,33 @@ async def test_a_late_acknowledgement_settles_a_batch_queued_again() -> None:
         await anyio.sleep(0.1)  # batch 1 expires and is queued again; then its ack arrives
         assert await hub.acknowledge([third.batch_id]) == 1
         assert await read(hub) is None
+
+
+async def test_a_feed_answered_not_found_is_tried_again_as_soon_as_the_placement_comes() -> None:
+    """A hub feeds by hashing until the job's placement reaches it: a variable placed away
+    from its hashed ps is answered NOT_FOUND there, and the hub tries again when the placement
+    comes, not a pause later (in a job, each such pause is inside the trainer's clock)."""
+    reader = SyntheticCtr(load_workload("seed_ctr"), num_batches=3, scale=0.01, seed=1)
+    away = {name: 1 for name in reader.variables if ps_for_variable(name, 2) == 0}
+    placement = Placement(2, away, 1)  # every variable on ps 1
+    transport = InProcessTransport()
+    async with open_scheduler("inline", workers=1) as scheduler, AsyncExitStack() as stack:
+        roles = [PsRole(PsEngine(scheduler)), await created(PsRole(PsEngine(scheduler)), reader)]
+        members = [
+            transport.ps_client(await stack.enter_async_context(transport.serve(role, "")))
+            for role in roles
+        ]
+        hub = HubRole(reader, PsCluster(members), HubConfig())
+        hub.retry_pause = 3600.0  # a hub that waited out its pause would wait an hour
+        async with anyio.create_task_group() as group:
+            group.start_soon(hub.run)
+            with anyio.fail_after(30):
+                while "FeedSample" not in roles[0].histograms:  # answered NOT_FOUND
+                    await anyio.sleep(0.01)
+                assert await hub.set_placement(placement) == 1
+                got = [await read(hub) for _ in range(4)]
+        assert [BatchId.unpack(s.batch_id).index for s in got if s] == [0, 1, 2] and not got[3]
+        assert roles[1].engine.pending_batches() == 3 * len(reader.variables)
+        # Each batch tried there at most once, by hashing (several may have been in flight).
+        assert 1 <= roles[0].histograms["FeedSample"].count <= 3
+        hub.close()
