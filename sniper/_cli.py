@@ -64,7 +64,9 @@ def _cmd_placement(args: argparse.Namespace) -> int:
     else:
         from sniper.data._workload import load_workload
 
-        _placement.print_placement(load_workload(args.workload), args.num_ps, args.policy)
+        _placement.print_placement(
+            load_workload(args.workload), args.num_ps, args.policy, args.scale
+        )
     return 0
 
 
@@ -276,6 +278,12 @@ def _build_parser() -> argparse.ArgumentParser:
         choices=("balanced", "hash"),
         default="balanced",
         help="the train config's placement key: balanced (its default) or hash",
+    )
+    placement.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        help="the train config's scale: the synthetic data's signs per batch and vocabulary",
     )
     where = placement.add_mutually_exclusive_group()
     where.add_argument(

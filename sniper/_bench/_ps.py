@@ -2,8 +2,9 @@
 
 By default (``--transport grpc``) it starts ``--num-ps`` real ``sniper serve`` processes on
 loopback and drives them as a hub and trainer would, through :class:`sniper.roles.PsCluster`.
-Each variable lives where a fresh ``sniper train`` job puts it (``placement = "balanced"``:
-:func:`~sniper.cluster._placement.workload_placement`), as a sharded Adagrad table. Each step
+Each variable lives where a fresh ``sniper train`` job on the workload at scale 1.0 puts it
+(``placement = "balanced"``: :func:`~sniper.cluster._placement.workload_placement`), as a
+sharded Adagrad table. Each step
 sends a synthetic zipf batch (FeedSample), looks it up (EmbeddingLookup) and pushes a gradient
 (PushGrad). The gradient is synthetic: the dense model and trainer come with ``sniper train``.
 At the end it stops every server and checks that each exited cleanly.
@@ -188,7 +189,7 @@ async def _grpc_main(
 ) -> None:
     cluster = PsCluster(
         [PsClient("127.0.0.1", port) for port in ports],
-        workload_placement(workload, config.num_ps, "balanced"),
+        workload_placement(workload, config.num_ps, "balanced")[0],
     )
     try:
         for spec in workload.variables:

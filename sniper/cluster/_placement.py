@@ -9,6 +9,8 @@ auto_shard's moves, and :func:`print_checkpoint_placement` the table a checkpoin
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import anyio
 
 from sniper._table import print_table
@@ -20,22 +22,27 @@ from sniper.rpc import Placement, PsClient
 from sniper.rpc._generated.sniper.v1 import StatsResponse
 
 
-def workload_placement(workload: Workload, num_ps: int, policy: str) -> Placement:
-    """Where a fresh ``sniper train`` job with ``placement = policy`` puts the workload's
-    variables (rows estimated by each variable's vocabulary)."""
-    if policy == "hash":
-        return Placement(num_ps)
-    costs = {v.name: (v.signs_per_batch, v.vocabulary) for v in workload.variables}
-    return Placement.balanced(costs, num_ps)
+def workload_placement(
+    workload: Workload, num_ps: int, policy: str, scale: float = 1.0
+) -> tuple[Placement, dict[str, int]]:
+    """Where a fresh ``sniper train`` job with ``placement = policy`` on the workload's
+    synthetic data at ``scale`` puts its variables, and each variable's signs per batch: the
+    job's own plan (:meth:`~sniper.cluster.TrainPlan.placement`), so the two cannot differ."""
+    from sniper.cluster._train import TrainConfig, plan_training
+
+    config = TrainConfig(scale=scale, batch_size=workload.batch_size, num_ps=num_ps)
+    plan = plan_training(config, workload)
+    placement = plan.placement(num_ps) if policy == "balanced" else Placement(num_ps)
+    return placement, plan.data.signs_per_batch
 
 
-def placement_load(workload: Workload, placement: Placement) -> list[tuple[int, int]]:
+def placement_load(signs: Mapping[str, int], placement: Placement) -> list[tuple[int, int]]:
     """Per ps: (variables owned, signs per batch owned)."""
     load = [(0, 0)] * placement.num_ps
-    for spec in workload.variables:
-        ps = placement.owner(spec.name)
-        variables, signs = load[ps]
-        load[ps] = (variables + 1, signs + spec.signs_per_batch)
+    for name, count in signs.items():
+        ps = placement.owner(name)
+        variables, owned = load[ps]
+        load[ps] = (variables + 1, owned + count)
     return load
 
 
@@ -45,20 +52,22 @@ _POLICIES = {
 }
 
 
-def print_placement(workload: Workload, num_ps: int, policy: str = "balanced") -> None:
+def print_placement(
+    workload: Workload, num_ps: int, policy: str = "balanced", scale: float = 1.0
+) -> None:
     """Print per-ps variables and signs, and the busiest ps's share against an even split,
-    as a fresh job with ``placement = policy`` would place them."""
-    placement = workload_placement(workload, num_ps, policy)
-    load = placement_load(workload, placement)
-    total = workload.signs_per_batch
+    as a fresh job with ``placement = policy`` at ``scale`` would place them."""
+    placement, per_variable = workload_placement(workload, num_ps, policy, scale)
+    load = placement_load(per_variable, placement)
+    total = sum(per_variable.values())
     print(
-        f"workload {workload.name}: {len(workload.variables)} variables, "
+        f"workload {workload.name} at scale {scale:g}: {len(per_variable)} variables, "
         f"{total:,} signs per batch, {num_ps} ps (placement {_POLICIES[policy]})"
     )
     rows = []
     for ps, (variables, signs) in enumerate(load):
-        owned = [v.name for v in workload.variables if placement.owner(v.name) == ps]
-        heaviest = max(owned, key=lambda n: workload.variable(n).signs_per_batch, default="-")
+        owned = [name for name in per_variable if placement.owner(name) == ps]
+        heaviest = max(owned, key=per_variable.__getitem__, default="-")
         rows.append(
             [str(ps), str(variables), f"{signs:,}", f"{100 * signs / total:.1f}%", heaviest]
         )

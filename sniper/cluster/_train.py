@@ -7,9 +7,10 @@ started elsewhere instead of starting them.
 Order of a local run: read the data's shape (variables, dense features, the first batch) and
 resolve the ``[variables]`` model spec against it, so that a config that does not fit the data
 fails before any process starts; start the ps processes; create every variable on its owner
-(``ps_for_variable``); start the hub processes, which begin feeding; run the trainer (scoring
-``eval_data`` as it goes); print the report and write it as JSON; stop every process. The stop
-happens on every exit path (end of data, an error, Ctrl-C), so no server outlives the command.
+(the ``placement`` key: balanced by default, or ``ps_for_variable``); start the hub processes,
+which begin feeding; run the trainer (scoring ``eval_data`` as it goes); print the report and
+write it as JSON; stop every process. The stop happens on every exit path (end of data, an
+error, Ctrl-C), so no server outlives the command.
 """
 
 from __future__ import annotations
@@ -99,8 +100,11 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
     variables' signs per batch (then their rows) evenly over the ps
     (:meth:`~sniper.rpc.Placement.balanced`); ``hash`` puts each on
     ``ps_for_variable(name, num_ps)``, as the seed system did, which evens out their number
-    but not their work (on seed_ctr one of 2 ps gets 74% of the signs). A resumed job keeps its
-    checkpoint's placement either way, and auto_shard moves variables from either start."""
+    but not their work (on seed_ctr one of 2 ps gets 74% of the signs). Balancing signs can
+    leave one ps more rows than hashing would (seed_ctr: 66% against 57% of 2 ps' rows): a ps
+    near its ``max_table_gb`` may need ``hash``. A resumed job keeps its checkpoint's placement
+    either way; one resumed on another number of ps regroups its variables by hash (then
+    auto_shard may move them). auto_shard moves variables from either start."""
     launcher: Literal["auto", "local", "inprocess", "ray"] = "auto"
     """Where the ps and hubs run: actors of this process passing arrays without encoding them
     (``inprocess``: ``sniper.cluster._inprocess``), processes on this machine or servers named

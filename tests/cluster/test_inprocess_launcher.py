@@ -9,6 +9,7 @@ from pathlib import Path
 
 from sniper.cluster._checkpoint import JobCheckpoint, load_job
 from sniper.cluster._inprocess import _hub_config
+from sniper.cluster._placement import workload_placement
 from sniper.cluster._train import TrainConfig, load_train_config, plan_training
 from sniper.data import load_workload
 from sniper.roles import HubConfig
@@ -94,8 +95,11 @@ def _held(job: JobCheckpoint) -> dict[str, int]:
 def test_a_fresh_job_places_variables_balanced_unless_told_to_hash(tmp_path: Path) -> None:
     (tmp_path / "job.toml").write_text(JOB)
     config = load_train_config(tmp_path / "job.toml", {})
-    balanced = plan_training(config, load_workload(config.workload)).placement(config.num_ps)
+    workload = load_workload(config.workload)
+    balanced = plan_training(config, workload).placement(config.num_ps)
     assert balanced.owners  # hashing leaves seed_ctr's 3 ps uneven: variables move
+    # What `sniper placement --scale 0.005 --num-ps 3` shows is the job's placement.
+    assert workload_placement(workload, config.num_ps, "balanced", config.scale)[0] == balanced
     (tmp_path / "bad.toml").write_text(JOB + 'placement = "round_robin"\n')
     refused = sniper(tmp_path, "train", "--config", "bad.toml", "--quiet")
     assert refused.returncode == 2
@@ -116,6 +120,11 @@ def test_a_fresh_job_places_variables_balanced_unless_told_to_hash(tmp_path: Pat
         report = json.loads((tmp_path / f"{name}.json").read_text())
         expected = balanced if placement == "balanced" else Placement(config.num_ps)
         assert report["steps"] > 20 and report["placement_version"] == expected.version, name
+        if launcher == "inprocess":
+            # Its hubs start with the placement: every ps is fed each batch once, never
+            # answering NOT_FOUND to a feed by hashing first.
+            fed = [ops["FeedSample"]["count"] for ops in report["ps_ops"]]
+            assert fed == [30] * config.num_ps, name
         job = load_job(tmp_path / name)
         assert job.placement == expected, name
         # Each ps saved exactly the variables the placement gives it: they were created,
