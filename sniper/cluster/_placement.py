@@ -14,6 +14,7 @@ from collections.abc import Mapping
 import anyio
 
 from sniper._table import print_table
+from sniper.cluster._train import TrainConfig, plan_training
 from sniper.data._workload import Workload
 from sniper.hashing import ps_for_variable
 from sniper.roles._cluster import gather
@@ -28,8 +29,6 @@ def workload_placement(
     """Where a fresh ``sniper train`` job with ``placement = policy`` on the workload's
     synthetic data at ``scale`` puts its variables, and each variable's signs per batch: the
     job's own plan (:meth:`~sniper.cluster.TrainPlan.placement`), so the two cannot differ."""
-    from sniper.cluster._train import TrainConfig, plan_training
-
     config = TrainConfig(scale=scale, batch_size=workload.batch_size, num_ps=num_ps)
     plan = plan_training(config, workload)
     placement = plan.placement(num_ps) if policy == "balanced" else Placement(num_ps)
