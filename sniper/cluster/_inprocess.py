@@ -39,10 +39,16 @@ import anyio
 from sniper._config import fields_of
 from sniper._tasks import background
 from sniper.cluster._checkpoint import JobCheckpoint
-from sniper.cluster._train import TrainConfig, TrainPlan, _resumed_placement, _run_job, _start
+from sniper.cluster._train import (
+    TrainConfig,
+    TrainPlan,
+    _hub_start,
+    _resumed_placement,
+    _run_job,
+)
 from sniper.monitoring import HubCollector, PsCollector, serve_metrics
 from sniper.roles import HubConfig, HubRole, HubSettings, PsCluster, PsSettings, TrainReport
-from sniper.rpc import HubApi
+from sniper.rpc import HubApi, Placement
 from sniper.scheduler import open_scheduler
 from sniper.transport import InProcessTransport
 
@@ -86,10 +92,9 @@ async def train_in_process(
         async def connect_hubs() -> list[tuple[str, HubApi]]:
             clients: list[tuple[str, HubApi]] = []
             for index in range(config.num_hubs):
-                # The job's placement from the start: a hub that fed by hashing first would be
-                # answered NOT_FOUND for every variable placed away from its hash.
-                hub_cluster = PsCluster(members, cluster.placement)
-                hub = HubRole(config.open(), hub_cluster, _hub_config(config, index, resume))
+                hub_config = _hub_config(config, index, resume, cluster.placement)
+                hub_cluster = PsCluster(members, hub_config.start_placement(len(members)))
+                hub = HubRole(config.open(), hub_cluster, hub_config)
                 _serve_metrics(stack, config, f"hub {index}", HubCollector(hub))
                 address = await stack.enter_async_context(transport.serve(hub, ""))
                 stops.append(anyio.CancelScope())
@@ -125,12 +130,16 @@ def _ps_settings(config: TrainConfig) -> PsSettings:
     return dataclasses.replace(settings, checkpoint_root=str(job)) if job else settings
 
 
-def _hub_config(config: TrainConfig, index: int, resume: JobCheckpoint | None) -> HubConfig:
+def _hub_config(
+    config: TrainConfig, index: int, resume: JobCheckpoint | None, placement: Placement
+) -> HubConfig:
+    """Hub ``index``'s config: where it starts reading, and the job's placement, so that it
+    feeds every variable to its ps from its first batch."""
     return HubConfig(
         **fields_of(config, HubSettings),
         hub_index=index,
         read_on_loop=True,
-        **_start(resume, index),
+        **_hub_start(resume, index, placement),
     )
 
 

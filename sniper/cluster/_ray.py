@@ -26,11 +26,10 @@ from collections.abc import Iterator, Mapping
 from contextlib import AsyncExitStack
 from typing import Any
 
-from sniper.roles import HubRole, PsCluster, PsRole
-from sniper.rpc import PsClient
+from sniper.roles import HubRole, PsRole
 from sniper.scheduler import open_scheduler
 from sniper.transport._grpc import GrpcTransport
-from sniper.transport._serve import ServeConfig, parse_addresses
+from sniper.transport._serve import ServeConfig, hub_cluster
 
 __all__ = ["RayPlacement", "RoleActor", "check_resources", "import_ray"]
 
@@ -88,13 +87,7 @@ class RoleActor:
         return address
 
     async def _hub(self, config: ServeConfig) -> HubRole:
-        security = config.security()
-        cluster = PsCluster(
-            [
-                PsClient(host, port, http2_window_mb=config.http2_window_mb, security=security)
-                for host, port in parse_addresses(config.ps, "ps")
-            ]
-        )
+        cluster = hub_cluster(config)
         self._stack.callback(cluster.close)
         hub = HubRole(config.open(), cluster, config)
         self._stack.callback(hub.close)

@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 import anyio
 
@@ -269,7 +269,7 @@ async def _train(
     plan: TrainPlan,
     ps: list[tuple[str, int]],
     hubs: list[tuple[str, int]] | None,
-    start_hubs: Callable[[], list[tuple[str, int]]],
+    start_hubs: Callable[[Placement], list[tuple[str, int]]],
     resume: JobCheckpoint | None,
 ) -> TrainReport:
     """The job over gRPC, against ps (and hubs) at these addresses."""
@@ -284,7 +284,7 @@ async def _train(
     clients: list[HubClient] = []
 
     async def connect_hubs() -> list[tuple[str, HubApi]]:
-        addresses = hubs if hubs is not None else start_hubs()
+        addresses = hubs if hubs is not None else start_hubs(cluster.placement)
         clients.extend(HubClient(host, port, security=security) for host, port in addresses)
         return [(client.address, client) for client in clients]
 
@@ -473,13 +473,9 @@ def _run_once(
             )
             _print_metrics("ps", servers)
 
-        def start_hubs() -> list[tuple[str, int]]:
-            ps_list = ",".join(f"{h}:{p}" for h, p in ps_addresses)
+        def start_hubs(placement: Placement) -> list[tuple[str, int]]:
             hub_servers = []
-            for index in range(config.num_hubs):
-                hub = _server_config(
-                    config, "hub", ps=ps_list, hub_index=index, **_start(resume, index)
-                )
+            for index, hub in enumerate(_hub_configs(config, ps_addresses, resume, placement)):
                 command = serve_config_command(hub, configs / f"hub-{index}.toml")
                 hub_servers.append(stack.enter_context(server_process(command, metrics=metrics)))
             started.extend(hub_servers)
@@ -595,12 +591,8 @@ def _run_on_ray(config: TrainConfig, plan: TrainPlan, resume: JobCheckpoint | No
             ]
             print(f"started {len(ps)} ps on Ray: {_placed(placement, 'ps', ps)}", flush=True)
 
-            def start_hubs() -> list[tuple[str, int]]:
-                ps_list = ",".join(f"{h}:{p}" for h, p in ps)
-                configs = [
-                    _server_config(config, "hub", ps=ps_list, hub_index=i, **_start(resume, i))
-                    for i in range(config.num_hubs)
-                ]
+            def start_hubs(at_start: Placement) -> list[tuple[str, int]]:
+                configs = _hub_configs(config, ps, resume, at_start)
                 hubs = [split_address(a) for a in placement.start("hub", configs)]
                 print(
                     f"started {len(hubs)} hub(s) on Ray: {_placed(placement, 'hub', hubs)}",
@@ -632,10 +624,43 @@ def _placed(placement: Any, role: str, addresses: list[tuple[str, int]]) -> str:
     )
 
 
-def _start(resume: JobCheckpoint | None, hub: int) -> dict[str, int]:
-    """Where hub ``hub`` starts reading: after what the checkpoint trained."""
+def _hub_configs(
+    config: TrainConfig,
+    ps: list[tuple[str, int]],
+    resume: JobCheckpoint | None,
+    placement: Placement,
+) -> list[ServeConfig]:
+    """The config of each hub the job starts: its place in the data, and the job's placement,
+    so that it feeds every variable to its ps from its first batch."""
+    return [
+        _server_config(
+            config,
+            "hub",
+            ps=",".join(f"{host}:{port}" for host, port in ps),
+            hub_index=index,
+            **_hub_start(resume, index, placement),
+        )
+        for index in range(config.num_hubs)
+    ]
+
+
+class _HubStart(TypedDict):
+    start_epoch: int
+    start_index: int
+    placement_owners: dict[str, int]
+    placement_version: int
+
+
+def _hub_start(resume: JobCheckpoint | None, hub: int, placement: Placement) -> _HubStart:
+    """How hub ``hub`` starts, whatever runs it: reading after what the checkpoint trained,
+    and feeding by the job's placement from its first batch."""
     epoch, index = resume.start_of(hub) if resume is not None else (0, 0)
-    return {"start_epoch": epoch, "start_index": index}
+    return {
+        "start_epoch": epoch,
+        "start_index": index,
+        "placement_owners": dict(placement.owners),
+        "placement_version": placement.version,
+    }
 
 
 def _print_metrics(role: str, servers: list[ServerProcess]) -> None:

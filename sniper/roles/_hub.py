@@ -26,7 +26,7 @@ import logging
 import time
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import anyio
@@ -113,14 +113,31 @@ class HubConfig(HubSettings):
     the same). A reader that waits on a network would stall every role meanwhile: the job's
     sources are local files, and a hub embedded elsewhere keeps the default. (A Parquet
     reader decodes ahead on a thread of its own either way; what runs here is its slicing.)"""
+    placement_owners: dict[str, int] = field(default_factory=dict)
+    """The ps of each variable placed away from its hashed ps when this hub starts: the job's
+    placement, which ``sniper train`` hands the hubs it starts. A hub started without it feeds
+    by hashing until the trainer's SetPlacement reaches it, and a feed of a variable placed
+    elsewhere is answered NOT_FOUND and sent again meanwhile."""
+    placement_version: int = 0
+    """That placement's version (0: every variable on its hashed ps)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_at_least(self, 0, "start_epoch", "start_index")
+        check_at_least(self, 0, "start_epoch", "start_index", "placement_version")
+        if self.placement_owners and not self.placement_version:
+            raise ValueError(
+                "placement_owners needs a placement_version of at least 1 "
+                "(version 0 is every variable on its hashed ps)"
+            )
         if not 0 <= self.hub_index < self.num_hubs:
             raise ValueError(
                 f"hub_index must be in [0, num_hubs={self.num_hubs}), got {self.hub_index}"
             )
+
+    def start_placement(self, num_ps: int) -> Placement:
+        """The placement this hub feeds by from its start, on ``num_ps`` ps (``ValueError``
+        names a variable placed on a ps the cluster lacks)."""
+        return Placement(num_ps, self.placement_owners, self.placement_version)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 from prometheus_client.registry import Collector
@@ -31,6 +31,9 @@ from sniper.monitoring import HubCollector, MetricsServer, PsCollector, serve_me
 from sniper.roles._hub import HubConfig
 from sniper.roles._ps import PsRole, PsSettings
 from sniper.rpc._http2 import Server
+
+if TYPE_CHECKING:
+    from sniper.roles import PsCluster
 from sniper.rpc._security import is_loopback
 from sniper.runtime import log_to_stderr
 from sniper.scheduler import open_scheduler
@@ -211,18 +214,26 @@ def _wait_for_eof(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
         loop.call_soon_threadsafe(stop.set)
 
 
-async def serve_hub(config: ServeConfig) -> None:
-    """Serve ``sniper.v1.Hub`` (and health) until SIGINT or SIGTERM."""
-    from sniper.roles import HubRole, PsCluster
+def hub_cluster(config: ServeConfig) -> PsCluster:
+    """A hub server's ps: clients of ``config.ps`` in cluster order, fed by the placement the
+    job started with (``placement_owners``; a later one comes by SetPlacement)."""
+    from sniper.roles import PsCluster
     from sniper.rpc import PsClient
 
+    security = config.security()
+    clients = [
+        PsClient(host, port, http2_window_mb=config.http2_window_mb, security=security)
+        for host, port in parse_addresses(config.ps, "ps")
+    ]
+    return PsCluster(clients, config.start_placement(len(clients)))
+
+
+async def serve_hub(config: ServeConfig) -> None:
+    """Serve ``sniper.v1.Hub`` (and health) until SIGINT or SIGTERM."""
+    from sniper.roles import HubRole
+
     reader = config.open()
-    cluster = PsCluster(
-        [
-            PsClient(host, port, http2_window_mb=config.http2_window_mb, security=config.security())
-            for host, port in parse_addresses(config.ps, "ps")
-        ]
-    )
+    cluster = hub_cluster(config)
     hub = HubRole(reader, cluster, config)
     health = HealthService(("sniper.v1.Hub",), lambda: hub.healthy)
     server = _grpc_server([HubService(hub), health], config)

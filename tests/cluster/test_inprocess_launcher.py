@@ -7,14 +7,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import anyio
+
 from sniper.cluster._checkpoint import JobCheckpoint, load_job
 from sniper.cluster._inprocess import _hub_config
 from sniper.cluster._placement import workload_placement
-from sniper.cluster._train import TrainConfig, load_train_config, plan_training
+from sniper.cluster._process import serve_config_command
+from sniper.cluster._train import TrainConfig, _hub_configs, load_train_config, plan_training
 from sniper.data import load_workload
 from sniper.roles import HubConfig
 from sniper.roles._checkpoint import MANIFEST
 from sniper.rpc import Placement
+from sniper.transport._serve import ServeConfig, hub_cluster, load_serve_config
 from tests.cluster._sniper import sniper
 
 JOB = """\
@@ -78,7 +82,7 @@ def test_the_hubs_of_one_process_read_on_its_loop() -> None:
     """The one-process job's hubs read on the loop every role shares (one thread fewer at the
     GIL: docs/benchmarks.md, the eleventh session); a hub of its own process, on a thread."""
     config = TrainConfig(num_hubs=2)
-    hubs = [_hub_config(config, index, None) for index in range(2)]
+    hubs = [_hub_config(config, index, None, Placement(2)) for index in range(2)]
     assert [(hub.hub_index, hub.read_on_loop) for hub in hubs] == [(0, True), (1, True)]
     assert not HubConfig().read_on_loop
 
@@ -120,14 +124,40 @@ def test_a_fresh_job_places_variables_balanced_unless_told_to_hash(tmp_path: Pat
         report = json.loads((tmp_path / f"{name}.json").read_text())
         expected = balanced if placement == "balanced" else Placement(config.num_ps)
         assert report["steps"] > 20 and report["placement_version"] == expected.version, name
-        if launcher == "inprocess":
-            # Its hubs start with the placement: every ps is fed each batch once, never
-            # answering NOT_FOUND to a feed by hashing first.
-            fed = [ops["FeedSample"]["count"] for ops in report["ps_ops"]]
-            assert fed == [30] * config.num_ps, name
+        # The hubs start with the placement, in a process of their own too: every ps is fed
+        # each batch once, never answering NOT_FOUND to a feed by hashing first.
+        fed = [ops["FeedSample"]["count"] for ops in report["ps_ops"]]
+        assert fed == [30] * config.num_ps, name
         job = load_job(tmp_path / name)
         assert job.placement == expected, name
         # Each ps saved exactly the variables the placement gives it: they were created,
         # fed, trained and saved there.
         assert _held(job) == {n: expected.owner(n) for n in _held(job)}, name
         assert len(_held(job)) == 76
+
+
+def test_the_hubs_a_job_starts_feed_by_its_placement_from_their_first_batch(
+    tmp_path: Path,
+) -> None:
+    """A hub process gets the job's placement in its config, through the TOML file the
+    launcher writes, and builds its cluster with it: it never feeds by hashing first."""
+    placement = Placement(2, {"embedding_11": 1}, 1)
+    ps = [("127.0.0.1", 1), ("127.0.0.1", 2)]
+    (config,) = _hub_configs(TrainConfig(num_ps=2), ps, None, placement)
+    serve_config_command(config, tmp_path / "hub.toml")
+    loaded = load_serve_config(tmp_path / "hub.toml", {})
+    assert (loaded.placement_owners, loaded.placement_version) == ({"embedding_11": 1}, 1)
+    assert anyio.run(_started_placement, loaded, backend="asyncio") == placement
+    # A hub started by hand with no placement hashes until SetPlacement reaches it.
+    by_hand = load_serve_config(None, {"role": "hub", "ps": "h:1,h:2"})
+    assert anyio.run(_started_placement, by_hand, backend="asyncio") == Placement(2)
+
+
+async def _started_placement(config: ServeConfig) -> Placement:
+    """The placement a hub server of ``config`` feeds by when it starts (its gRPC clients
+    made in the loop it would serve on, and closed)."""
+    cluster = hub_cluster(config)
+    try:
+        return cluster.placement
+    finally:
+        cluster.close()

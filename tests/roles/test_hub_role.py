@@ -236,3 +236,16 @@ async def test_a_feed_answered_not_found_is_tried_again_as_soon_as_the_placement
         # Each batch tried there at most once, by hashing (several may have been in flight).
         assert 1 <= roles[0].histograms["FeedSample"].count <= 3
         hub.close()
+
+
+def test_a_hub_config_carries_the_placement_it_starts_with() -> None:
+    config = HubConfig(placement_owners={"a": 1}, placement_version=3)
+    assert config.start_placement(2) == Placement(2, {"a": 1}, 3)
+    assert HubConfig().start_placement(4) == Placement(4)
+    with pytest.raises(ValueError, match="placement_owners needs a placement_version of at least"):
+        HubConfig(placement_owners={"a": 1})
+    with pytest.raises(ValueError, match="placement_version must be at least 0, got -1"):
+        HubConfig(placement_version=-1)
+    beyond = HubConfig(placement_owners={"a": 2}, placement_version=1)
+    with pytest.raises(ValueError, match="placement puts variable 'a' on ps 2, but there are 2"):
+        beyond.start_placement(2)
