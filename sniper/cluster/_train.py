@@ -234,8 +234,9 @@ async def _run_job(
     await create_variables(cluster, plan.tables, config.seed)
     hubs = await connect_hubs()
     if cluster.placement.version:
-        # Hubs start by hashing: a feed to a moved variable's hashed ps answers NOT_FOUND
-        # and is retried, by this placement once the hub has it.
+        # The hubs this job started have the placement already (their config); hubs started
+        # by hand (--hub) feed by hashing until now: a feed to a moved variable's hashed ps
+        # answers NOT_FOUND and is retried, by this placement once the hub has it.
         await gather([functools.partial(h.set_placement, cluster.placement) for _, h in hubs])
     job = config.job_directory()
 

@@ -31,9 +31,6 @@ from sniper.monitoring import HubCollector, MetricsServer, PsCollector, serve_me
 from sniper.roles._hub import HubConfig
 from sniper.roles._ps import PsRole, PsSettings
 from sniper.rpc._http2 import Server
-
-if TYPE_CHECKING:
-    from sniper.roles import PsCluster
 from sniper.rpc._security import is_loopback
 from sniper.runtime import log_to_stderr
 from sniper.scheduler import open_scheduler
@@ -46,6 +43,9 @@ from sniper.transport._grpc import (
     split_address,
 )
 from sniper.transport._health import HealthService
+
+if TYPE_CHECKING:
+    from sniper.roles import PsCluster
 
 __all__ = [
     "ServeConfig",
