@@ -1,10 +1,10 @@
 """``sniper bench e2e``: training throughput of the local cluster against one torch process.
 
-sniper: ``sniper train`` as a user runs it, with 2 ps, 1 hub and the trainer, twice: all in
-one process passing arrays without gRPC (the default job on one machine), and as separate
-processes on loopback gRPC (``--launcher inprocess`` or ``local`` runs one of them). Throughput
-is the trainer's own examples/s, which leaves out process start-up; the per-op latencies come
-from its JSON report.
+sniper: ``sniper train`` as a user runs it, with its default number of ps, 1 hub and the
+trainer, twice: all in one process passing arrays without gRPC (the default job on one
+machine, with 1 ps), and as separate processes on loopback gRPC (2 ps); ``--launcher
+inprocess`` or ``local`` runs one of them. Throughput is the trainer's own examples/s, which
+leaves out process start-up; the per-op latencies come from its JSON report.
 
 Peer (``--peer torch``, the default): what a user would pick instead. The same model (an
 ``EmbeddingBag(mode="sum", sparse=True)`` per variable, then the same MLP) is trained in one
@@ -42,7 +42,7 @@ from sniper.data import SyntheticCtr, write_parquet
 from sniper.data._workload import Workload
 from sniper.roles._trainer import TrainerConfig
 
-LAUNCHERS = {"local": "processes on loopback gRPC", "inprocess": "one process"}
+LAUNCHERS = {"local": "2 ps processes on loopback gRPC", "inprocess": "1 ps in one process"}
 PEERS = {"torch": "torch, one process", "torchrec": "TorchRec fused, one process"}
 HIDDEN = 64
 EVAL_EVERY = TrainerConfig().eval_every
@@ -292,7 +292,7 @@ def run(
     launchers = ["inprocess", "local"] if launcher == "auto" else [launcher]
     print(
         f"sniper bench e2e: {workload.name} at scale {scale} ({batches} batches of "
-        f"{workload.batch_size}), sniper = 2 ps + 1 hub + trainer "
+        f"{workload.batch_size}), sniper = ps + 1 hub + trainer "
         f"({' and '.join(LAUNCHERS[name] + _wire_note(name, wire_dtype) for name in launchers)}), "
         f"peer = {PEERS[peer]} with {threads} threads"
     )

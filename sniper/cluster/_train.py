@@ -79,7 +79,12 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
 
     eval_data: str = ""
     """Held-out ``criteo:PATH`` or ``parquet:PATH`` scored at the end of training ("": none)."""
-    num_ps: int = 2
+    num_ps: int = 0
+    """How many ps hold the variables. 0 (the default): the resumed checkpoint's number, else
+    1 for a job in one process (``launcher = "inprocess"``) and 2 for ps of their own. In one
+    process the ps share one event loop and one scheduler, so a second ps adds a call to each
+    fan-out and no parallelism (criteo ran 8-15% faster on one; docs/benchmarks.md); set
+    ``num_ps = 2`` to split the variables there as they would be across machines."""
     variables: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     """The model spec: ``[variables.default]`` and ``[variables.NAME]`` tables of
     :class:`~sniper.cluster.TableSpec` keys (dim, capacity, shards, optimizer, params,
@@ -124,8 +129,8 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_at_least(self, 1, "num_ps", "keep_checkpoints")
-        check_at_least(self, 0, "max_restarts")
+        check_at_least(self, 1, "keep_checkpoints")
+        check_at_least(self, 0, "num_ps", "max_restarts")
         if self.checkpoint_every and not self.job_directory():
             raise ValueError("checkpoint_every needs checkpoint_dir (or resume)")
         if self.resume and self.checkpoint_dir:
@@ -698,6 +703,13 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
+def default_num_ps(launcher: str, resume: JobCheckpoint | None) -> int:
+    """``num_ps = 0``'s number (see :attr:`TrainConfig.num_ps`) for a resolved launcher."""
+    if resume is not None:
+        return resume.num_ps
+    return 1 if launcher == "inprocess" else 2
+
+
 def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = None) -> int:
     """Run ``sniper train``; returns the exit status."""
     log_to_stderr()
@@ -707,6 +719,8 @@ def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = Non
     workload = load_workload(config.workload)
     plan = plan_training(config, workload)  # before any process: a bad config starts nothing
     resume = load_job(Path(config.resume).resolve()) if config.resume else None
+    if not config.num_ps:
+        config = dataclasses.replace(config, num_ps=default_num_ps(config.launcher, resume))
     if resume is not None and resume.num_hubs != config.num_hubs:
         raise ValueError(
             f"resume: the checkpoint was taken with {resume.num_hubs} hub(s) and this run has "

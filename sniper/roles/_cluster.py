@@ -34,6 +34,8 @@ async def gather(calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
     """Run ``calls`` concurrently to their end; their results in order, or the error of the
     first call in ``calls`` that failed, raised as is (not in an exception group): the same
     one whichever failed first in time, on either anyio backend."""
+    if len(calls) == 1:  # a job of one ps: nothing to run beside it, so no task group
+        return [await calls[0]()]
     results: list[T | None] = [None] * len(calls)
     errors: dict[int, BaseException] = {}
 

@@ -62,6 +62,32 @@ def test_one_process_trains_what_processes_train_and_resumes(tmp_path: Path) -> 
     assert (resumed["steps"], resumed["examples"]) == (local["steps"], local["examples"])
 
 
+def test_the_number_of_ps_follows_the_launcher_unless_set_and_a_resumed_job_keeps_its_own(
+    tmp_path: Path,
+) -> None:
+    # One ps in one process (a second would share its loop and scheduler), two as processes.
+    (tmp_path / "job.toml").write_text(JOB.replace("num_ps = 3\n", ""))
+    one = _train(
+        tmp_path,
+        "one.json",
+        *("--launcher", "inprocess", "--checkpoint-dir", "ck", "--checkpoint-every", "10"),
+        *("--max-steps", "10"),
+    )
+    assert "started 1 ps and 1 hub(s) in this process" in str(one["stdout"])
+    assert load_job(tmp_path / "ck").num_ps == 1
+    fresh = _train(tmp_path, "fresh.json", "--launcher", "local", "--max-steps", "5")
+    assert "started 2 ps on 127.0.0.1" in str(fresh["stdout"])
+    resumed = _train(tmp_path, "resumed.json", "--launcher", "local", "--resume", "ck")
+    assert "started 1 ps on 127.0.0.1" in str(resumed["stdout"])
+    assert resumed["resumed_from_step"] == 10
+    # Set, it wins over the checkpoint's: the variables are regrouped for it.
+    regrouped = _train(
+        tmp_path, "regrouped.json", "--launcher", "inprocess", "--resume", "ck", "--num-ps", "2"
+    )
+    assert "started 2 ps and 1 hub(s) in this process" in str(regrouped["stdout"])
+    assert regrouped["steps"] == resumed["steps"]
+
+
 def test_inprocess_starts_its_own_roles(tmp_path: Path) -> None:
     (tmp_path / "job.toml").write_text(JOB)
     refused = sniper(

@@ -19,8 +19,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.cluster._sniper import reaped
 
+# Two ps, not the one a job in one process runs by default: each is scraped and reported.
 SMALL = (
     'scale = 0.01\nnum_batches = {batches}\nhidden = [16]\nstats_interval = 1\noutput = "r.json"\n'
+    "num_ps = 2\n"
 )
 
 

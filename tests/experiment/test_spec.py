@@ -131,11 +131,11 @@ def test_an_unknown_train_key_is_found_before_anything_runs(tmp_path: Path) -> N
 
 
 def test_a_bad_experiment_file_exits_2_with_one_line(tmp_path: Path) -> None:
-    path = _write(tmp_path, "[sweep.grid]\nnum_ps = [2, 0]\n")
+    path = _write(tmp_path, "[sweep.grid]\nnum_ps = [2, -1]\n")
     result = sniper(tmp_path, "experiment", "run", str(path), "--out", str(tmp_path / "out"))
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
-        f"sniper: error: experiment {path}: point 'num_ps=0': num_ps must be at least 1, got 0"
+        f"sniper: error: experiment {path}: point 'num_ps=-1': num_ps must be at least 0, got -1"
     ]
     assert not (tmp_path / "out").exists()  # nothing ran, nothing written
 
