@@ -114,7 +114,7 @@ CATEGORIES: tuple[Rule, ...] = (
     _rule(POOLING, "sniper/store/_grouped.py", "pool_shards"),
     _rule(POOLING, "sniper/store/_table.py", "EmbeddingTable.lookup_shard"),
     _rule(POOLING, "sniper/store/_table.py", "EmbeddingTable.lookup_pool"),
-    _rule(OPTIMIZER, "sniper/store/_grouped.py", "push_shards", "max_abs_matrix"),
+    _rule(OPTIMIZER, "sniper/store/_grouped.py", "push_shards", "max_abs_matrices"),
     _rule(OPTIMIZER, "sniper/store/_table.py", "EmbeddingTable.push_grad_shard"),
     _rule(OPTIMIZER, "sniper/store/_table.py", "EmbeddingTable._rows_for_push", "_check_grads"),
     _rule(OPTIMIZER, "sniper/store/_optimizers.py"),

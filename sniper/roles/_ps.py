@@ -26,7 +26,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import anyio
 import anyio.to_thread
@@ -62,7 +62,7 @@ from sniper.store import (
     TableExport,
     load_kernels,
 )
-from sniper.store._grouped import max_abs_matrix, strides_of
+from sniper.store._grouped import max_abs_matrices, strides_of
 from sniper.store._kernels import FLOAT32_MAX
 
 __all__ = ["PsRole", "PsRoleConfig", "PsSettings"]
@@ -303,7 +303,7 @@ class PsRole:
     async def push_grad(self, batch_id: int, grads: Mapping[str, NDArray[np.float32]]) -> int:
         with self.call("PushGrad"):
             start = time.perf_counter()
-            bad = [name for name, grad in grads.items() if not _all_finite(grad)]
+            bad = _nonfinite(grads)
             self.nonfinite_gradients += len(bad)
             if bad and self.config.nonfinite == "reject":
                 raise ValueError(
@@ -518,12 +518,19 @@ def _variable_stats(name: str, table: EmbeddingTable, kernel_seconds: float) -> 
     )
 
 
-def _all_finite(grad: NDArray[np.float32]) -> bool:
-    """Whether ``grad`` has no NaN or Inf: one kernel call, without the GIL, for a gradient
-    as it arrives (float32 with positive strides: a block of the trainer's transposed product
-    is read in place). ``isfinite(grad).all()`` is two numpy calls, each giving up and retaking
-    the GIL: for 76 variables, PushGrad spent 1.1 ms in them on the event loop where they take
-    0.36 ms alone."""
-    if grad.dtype == np.float32 and strides_of(grad) is not None:
-        return bool(max_abs_matrix(grad) <= FLOAT32_MAX)
-    return bool(np.isfinite(grad).all())
+def _nonfinite(grads: Mapping[str, NDArray[Any]]) -> list[str]:
+    """The names whose gradient has NaN or Inf. Gradients as they arrive (float32 with positive
+    strides: blocks of the trainer's transposed product are read in place) are checked in one
+    kernel call without the GIL (:func:`~sniper.store._grouped.max_abs_matrices` says why one);
+    any other (an embedder's float64, a 1-D array) by numpy."""
+    readable = {
+        name: grad
+        for name, grad in grads.items()
+        if grad.dtype == np.float32 and strides_of(grad) is not None
+    }
+    largest = dict(zip(readable, max_abs_matrices(list(readable.values())), strict=True))
+    return [
+        name
+        for name, grad in grads.items()
+        if not (largest[name] <= FLOAT32_MAX if name in largest else np.isfinite(grad).all())
+    ]

@@ -1158,13 +1158,18 @@ def map_many(plan: np.ndarray, status: np.ndarray) -> None:
 
 
 @kernel
-def max_abs_at(at: int, size: int) -> float:
-    """:func:`max_abs` of the ``size`` float32 values at address ``at``."""
-    return max_abs(carray(float32_at(at), size))
-
-
-@kernel
-def max_abs_strided_at(at: int, rows: int, cols: int, row_stride: int, col_stride: int) -> float:
-    """:func:`max_abs_strided` of the matrix at address ``at``."""
-    size = (rows - 1) * row_stride + (cols - 1) * col_stride + 1
-    return max_abs_strided(carray(float32_at(at), size), rows, cols, row_stride, col_stride)
+def max_abs_many(plan: np.ndarray, out: np.ndarray) -> None:
+    """The largest ``|x|`` of each planned float32 matrix into ``out[p]`` (NaN if any is NaN):
+    a plan row is ``(address, rows, cols, row stride, col stride)`` in elements. A matrix
+    contiguous in memory, in either order, goes to :func:`max_abs` whole, vectorized."""
+    for p in range(plan.shape[0]):
+        at, rows, cols = plan[p, 0], plan[p, 1], plan[p, 2]
+        row_stride, col_stride = plan[p, 3], plan[p, 4]
+        if rows == 0 or cols == 0:
+            out[p] = 0.0
+        elif (row_stride == cols and col_stride == 1) or (row_stride == 1 and col_stride == rows):
+            out[p] = max_abs(carray(float32_at(at), rows * cols))
+        else:
+            size = (rows - 1) * row_stride + (cols - 1) * col_stride + 1
+            values = carray(float32_at(at), size)
+            out[p] = max_abs_strided(values, rows, cols, row_stride, col_stride)

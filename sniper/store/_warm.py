@@ -44,7 +44,7 @@ def load_kernels() -> None:
 
 def _scratch_requests() -> None:
     # Imported here: the table module imports this one.
-    from sniper.store._grouped import max_abs_matrix
+    from sniper.store._grouped import max_abs_matrices
     from sniper.store._optimizers import Adagrad
     from sniper.store._table import EmbeddingTable
 
@@ -62,7 +62,7 @@ def _scratch_requests() -> None:
     for shard in shards:
         table.push_grad_shard(fed, shard, grads)  # PushGrad
     table.push_grad(signs, offsets, table.lookup_pool(signs, offsets))  # mapped at lookup
-    max_abs_matrix(grads)  # a ps's check that gradients are finite
+    max_abs_matrices([grads])  # a ps's check that gradients are finite
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:

@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
+from numpy.typing import NDArray
 
 from sniper.roles import PsRoleConfig
 from sniper.roles._checkpoint import manifest_digest
-from sniper.roles._ps import _all_finite
+from sniper.roles._ps import _nonfinite
 from sniper.rpc import Checkpointed, LookupTarget, PsClient, variable_request
 from sniper.rpc._generated.grpc.health.v1 import (
     HealthCheckRequest,
@@ -209,13 +210,26 @@ async def test_any_nonfinite_value_in_a_gradient_is_refused(bad: float) -> None:
 
 
 def test_the_finite_check_reads_strided_and_other_dtypes_too() -> None:
-    """A gradient that is not contiguous float32 (an embedder's) takes numpy's check."""
-    strided = np.ones((4, 8), dtype=np.float32)[:, ::2]
-    assert _all_finite(strided)
-    strided[3, 1] = np.nan
-    assert not _all_finite(strided)
-    assert not _all_finite(np.array([1.0, np.inf]))
-    assert _all_finite(np.zeros(0, dtype=np.float32))
+    """Float32 matrices of any positive strides are checked in one kernel call; a gradient
+    that is not one (an embedder's float64, a 1-D array, reversed rows) takes numpy's check,
+    and each name is judged by its own gradient."""
+    product = np.ones((24, 8), dtype=np.float32)
+    grads: dict[str, NDArray[Any]] = {
+        "block": product[8:16].T,  # a block of the trainer's transposed product
+        "strided": product[:, ::2],
+        "reversed": product[::-1],
+        "float64": np.ones((4, 4)),
+        "flat": np.array([1.0, 2.0], dtype=np.float32),
+        "empty": np.zeros((0, 4), dtype=np.float32),
+    }
+    assert _nonfinite(grads) == []
+    assert _nonfinite({}) == []
+    product[23, 6] = np.nan  # in "strided" and "reversed", not in "block"
+    grads["float64"][3, 3] = -np.inf
+    grads["flat"][1] = np.inf
+    assert _nonfinite(grads) == ["strided", "reversed", "float64", "flat"]
+    product[15, 7] = np.inf
+    assert "block" in _nonfinite(grads)
 
 
 async def test_nonfinite_drop_policy_drops_and_counts() -> None:

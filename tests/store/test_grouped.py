@@ -33,7 +33,7 @@ from sniper.store import (
     uniform,
 )
 from sniper.store import _kernels as kernels
-from sniper.store._grouped import max_abs_matrix, strides_of
+from sniper.store._grouped import max_abs_matrices, strides_of
 from sniper.store._pointers import address
 
 BATCH = 24
@@ -555,17 +555,24 @@ def test_address_is_where_the_data_starts() -> None:
 
 
 @pytest.mark.parametrize("layout", ["c", "column block", "transposed block", "every other row"])
-def test_max_abs_matrix_reads_any_positive_strides(layout: str) -> None:
+def test_max_abs_matrices_reads_any_positive_strides(layout: str) -> None:
     grad = np.random.default_rng(3).normal(size=(33, 5)).astype(np.float32)
     grad[7, 2] = -41.5
     matrix = _layouts(grad)[layout]
     assert strides_of(matrix) is not None
-    assert max_abs_matrix(matrix) == np.float32(41.5)
+    assert max_abs_matrices([matrix]).tolist() == [41.5]
     for bad in (np.inf, -np.inf, np.nan):
         broken = grad.copy()
         broken[32, 4] = bad
-        value = max_abs_matrix(_layouts(broken)[layout])
+        clean, value = max_abs_matrices([matrix, _layouts(broken)[layout]])
+        assert clean == 41.5  # each matrix its own answer
         assert np.isnan(value) if np.isnan(bad) else value == np.inf
+
+
+def test_max_abs_matrices_refuses_what_it_cannot_read() -> None:
+    for matrix in (np.zeros((3, 2)), np.zeros(4, np.float32), np.zeros((3, 2), np.float32)[::-1]):
+        with pytest.raises(ValueError, match="float32 matrices with positive strides only"):
+            max_abs_matrices([np.ones((2, 2), np.float32), matrix])
 
 
 def test_strides_of_refuses_what_a_kernel_cannot_read() -> None:

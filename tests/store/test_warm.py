@@ -20,7 +20,7 @@ def loaded():
 assert not _warm._started.is_set() and not loaded()  # importing the store loads nothing
 EmbeddingTable(16, capacity=64, optimizer=make_optimizer("adagrad", {"lr": 0.05}))
 first = loaded()
-wanted = {"first_decrease", "split_by_shard", "map_many", "pool_many", "push_many", "max_abs_at"}
+wanted = {"first_decrease", "split_by_shard", "map_many", "pool_many", "push_many", "max_abs_many"}
 assert _warm._started.is_set() and wanted <= set(first), sorted(first)
 EmbeddingTable(16, capacity=64, optimizer=make_optimizer("adam", {"lr": 0.05}), num_shards=3)
 assert loaded() == first  # the second table: nothing more, whatever its optimizer
