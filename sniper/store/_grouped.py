@@ -359,10 +359,11 @@ def max_abs_matrices(matrices: Sequence[NDArray[Any]]) -> NDArray[np.float64]:
     one is NaN), in one kernel call, without copying a block of a wider matrix first.
 
     One call, not one a matrix: a ps checks every gradient of a PushGrad before it applies
-    any, on its event loop, and each kernel call gives up the GIL and must take it back. With
-    the trainer's dense thread running Python meanwhile, taking it back can wait for that
-    thread's switch interval: 26 calls a criteo push measured 0.08 ms alone and 29 ms beside
-    a thread running Python (docs/benchmarks.md, the twenty-second session)."""
+    any, on its event loop, and each kernel call gives up the GIL and must take it back, which
+    waits while another thread runs Python. 26 calls (a criteo push) took 0.08 ms alone and 29
+    ms beside a thread looping in Python; in the one-process job a seed_ctr 0.02 push's check
+    went from 0.39 to 0.31 ms, criteo's stayed at 0.10 (docs/benchmarks.md, the twenty-second
+    session)."""
     plan = np.empty((len(matrices), 5), dtype=np.int64)
     for p, matrix in enumerate(matrices):
         strides = strides_of(matrix) if matrix.dtype == np.float32 else None

@@ -10,6 +10,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,7 @@ from sniper.store import (
     LockMode,
     Optimizer,
     ShardedBatch,
+    _pointers,
     normal,
     pin_shards,
     pool_shards,
@@ -541,7 +543,7 @@ def test_misaligned_gradients_are_copied_and_misaligned_outs_refused() -> None:
         pool_shards([(tables[0], batch, 0, misaligned, 0)])
 
 
-def test_address_is_where_the_data_starts() -> None:
+def test_address_is_where_the_data_starts(tmp_path: Path) -> None:
     base = np.arange(64, dtype=np.float32).reshape(8, 8)
     for array in (
         base,
@@ -550,8 +552,12 @@ def test_address_is_where_the_data_starts() -> None:
         base.T,
         np.frombuffer(bytes(64), np.float32),  # read-only
         np.empty(0, np.float32),
+        np.memmap(tmp_path / "rows", np.float32, "w+", shape=(4, 4))[1:],  # a subclass
     ):
+        assert _pointers._DATA_FIELD is not None  # read from the struct on this build
         assert address(array) == array.__array_interface__["data"][0]
+    with pytest.raises(TypeError, match="an address is an ndarray's, got bytes"):
+        address(b"\0" * 8)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("layout", ["c", "column block", "transposed block", "every other row"])
