@@ -54,6 +54,7 @@ from sniper.store._grouped import (
 )
 from sniper.store._initializers import Initializer, normal
 from sniper.store._optimizers import Optimizer
+from sniper.store._pages import small_pages
 from sniper.store._pointers import address
 from sniper.store._warm import load_kernels
 
@@ -223,6 +224,9 @@ class EmbeddingTable(EmbeddingStore):
         )
         self._sketch = np.zeros(sketch_shape, dtype=np.uint32)
         self._min_count = self.admission.min_count if self.admission else 0
+        # Filled from each shard's start as signs arrive: on small pages, not 2 MB at a time.
+        for rows in (self._weights, self._state, self._slot_of_row, self._stamps, self._steps):
+            small_pages(rows)
 
     # -- properties ---------------------------------------------------------------------------
 

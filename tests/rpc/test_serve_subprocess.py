@@ -106,7 +106,7 @@ def test_sigint_also_drains_and_exits_zero(
 
 
 SLOW_DIM = 16
-SLOW_BATCHES = 4
+SLOW_BATCHES = 8
 SLOW_SIGNS = 400_000
 SLOW_EXAMPLE = 400
 
@@ -169,7 +169,11 @@ def test_sigterm_lets_calls_in_flight_finish(
             future = ps.EmbeddingLookup.future(request, timeout=120.0)
             future.add_done_callback(finished)
             futures.append(future)
-        time.sleep(0.3)  # the tiny requests have arrived; the first lookup is running
+        # Signalled once the first lookup has answered: the others are queued behind it on
+        # the only worker (a fixed pause was outrun once new rows stopped costing 2 MB pages).
+        deadline = time.monotonic() + TIMEOUT
+        while not done and time.monotonic() < deadline:
+            time.sleep(0.002)
         signalled = time.monotonic()
         server.process.terminate()
         time.sleep(0.1)
