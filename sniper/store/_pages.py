@@ -7,7 +7,7 @@ first touch, and filled from the start of each shard's row range as new signs ar
 pages the first row a shard takes has 2 MB zeroed at once (32,768 rows of dim 16), and a
 variable of 8 shards that has seen a few hundred signs holds 8 x 2 MB of each array. seed_ctr
 at scale 1.0 spent 2.1-4.5 s of system time in its first 60 batches (a 2-3 s run) zeroing
-pages; on 4 KB pages, 0.7-0.8 s, and the run trained 28-46% more examples/s. Full tables,
+pages; on 4 KB pages, 0.7-0.8 s, and the run trained 33-46% more examples/s. Full tables,
 looked up and pushed at random, ran within 0-3% of their speed on huge pages (the page walks
 of 4 KB pages hit the caches): docs/benchmarks.md, the twenty-second session.
 
