@@ -61,6 +61,7 @@ async def train_in_process(
     config: TrainConfig, plan: TrainPlan, resume: JobCheckpoint | None
 ) -> TrainReport:
     """Run the job with every role in this process; the report."""
+    config = dataclasses.replace(config, launcher="inprocess").with_num_ps(resume)
     if config.wire_dtype != "float32":
         log.warning(
             "wire_dtype = %r does nothing with launcher inprocess: its roles pass float32 "

@@ -127,6 +127,15 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
     ps, 0.25 for a hub), ``memory`` (bytes), ``num_gpus``, or a custom resource such as a node
     label (``ps_node = 1``)."""
 
+    def with_num_ps(self, resume: JobCheckpoint | None) -> TrainConfig:
+        """This config with ``num_ps = 0`` replaced by the number it stands for (see
+        :attr:`num_ps`), for its launcher ("auto" counts as ps of their own)."""
+        if self.num_ps:
+            return self
+        if resume is not None:
+            return dataclasses.replace(self, num_ps=resume.num_ps)
+        return dataclasses.replace(self, num_ps=1 if self.launcher == "inprocess" else 2)
+
     def __post_init__(self) -> None:
         super().__post_init__()
         check_at_least(self, 1, "keep_checkpoints")
@@ -703,13 +712,6 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
-def default_num_ps(launcher: str, resume: JobCheckpoint | None) -> int:
-    """``num_ps = 0``'s number (see :attr:`TrainConfig.num_ps`) for a resolved launcher."""
-    if resume is not None:
-        return resume.num_ps
-    return 1 if launcher == "inprocess" else 2
-
-
 def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = None) -> int:
     """Run ``sniper train``; returns the exit status."""
     log_to_stderr()
@@ -719,8 +721,7 @@ def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = Non
     workload = load_workload(config.workload)
     plan = plan_training(config, workload)  # before any process: a bad config starts nothing
     resume = load_job(Path(config.resume).resolve()) if config.resume else None
-    if not config.num_ps:
-        config = dataclasses.replace(config, num_ps=default_num_ps(config.launcher, resume))
+    config = config.with_num_ps(resume)
     if resume is not None and resume.num_hubs != config.num_hubs:
         raise ValueError(
             f"resume: the checkpoint was taken with {resume.num_hubs} hub(s) and this run has "

@@ -179,7 +179,7 @@ class PsSettings(PsRoleConfig, RunSettings):
 
     def worker_threads(self, num_ps: int = 1) -> int:
         """Threads each of ``num_ps`` ps on this machine runs: ``workers``, or a share."""
-        return self.workers or max(1, (os.cpu_count() or 1) // num_ps)
+        return self.workers or max(1, (os.cpu_count() or 1) // max(1, num_ps))
 
 
 class PsRole:

@@ -47,7 +47,7 @@ def address(array: NDArray[Any]) -> int:
     ``__array_interface__`` on arrays of every kind; where it disagrees (another build of
     Python or numpy) every address comes from ``__array_interface__``.
     """
-    if not isinstance(array, np.ndarray):
+    if not issubclass(type(array), np.ndarray):  # not isinstance: __class__ can be faked
         raise TypeError(f"an address is an ndarray's, got {type(array).__name__}")
     if _DATA_FIELD is None:
         return _address_by_interface(array)

@@ -88,6 +88,14 @@ def test_the_number_of_ps_follows_the_launcher_unless_set_and_a_resumed_job_keep
     assert regrouped["steps"] == resumed["steps"]
 
 
+def test_a_config_s_number_of_ps_as_a_library_resolves_it() -> None:
+    # TrainConfig is public: its default 0 is resolved where a launcher is, never divided by.
+    assert TrainConfig(launcher="inprocess").with_num_ps(None).num_ps == 1
+    assert TrainConfig(launcher="local").with_num_ps(None).num_ps == 2
+    assert TrainConfig(launcher="inprocess", num_ps=3).with_num_ps(None).num_ps == 3
+    assert TrainConfig().worker_threads(TrainConfig().num_ps) >= 1
+
+
 def test_inprocess_starts_its_own_roles(tmp_path: Path) -> None:
     (tmp_path / "job.toml").write_text(JOB)
     refused = sniper(

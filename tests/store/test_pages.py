@@ -1,80 +1,91 @@
-"""A table's row arrays sit on small pages; its hash index keeps numpy's huge-page advice."""
+"""A table's row arrays sit untouched on small pages until rows are written, even in a process
+whose heap holds freed memory; its hash index keeps numpy's huge-page advice."""
 
 from __future__ import annotations
 
+import ctypes
 import mmap
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from sniper.store import Adagrad, EmbeddingTable
-from sniper.store._pages import small_pages
+from sniper.runtime import reuse_freed_memory
+from sniper.store import Adagrad, Adam, EmbeddingTable
+from sniper.store._pages import untouched_zeros
 from sniper.store._pointers import address
 
+SHARDS = 8
 
-def _mapping(array: NDArray[Any]) -> dict[str, str]:
-    """The /proc/self/smaps fields of the mapping that holds ``array``'s first whole page (the
-    page its data starts in is shared with the allocator's header)."""
+
+def _flags(array: NDArray[Any]) -> list[str]:
+    """The VmFlags of the mapping that holds ``array``'s first whole page."""
     at = -(-address(array) // mmap.PAGESIZE) * mmap.PAGESIZE
-    fields: dict[str, str] = {}
     inside = False
     for line in Path("/proc/self/smaps").read_text().splitlines():
-        head = line.split()[0]
+        head = line.split(maxsplit=1)[0]
         if "-" in head and not head.endswith(":"):  # a mapping's first line: START-END ...
             start, end = (int(x, 16) for x in head.split("-"))
             inside = start <= at < end
-        elif inside:
-            key, _, value = line.partition(":")
-            fields[key] = value.strip()
-    assert fields, f"no mapping holds {at:#x}"
-    return fields
+        elif inside and head == "VmFlags:":
+            return line.split()[1:]
+    raise AssertionError(f"no mapping holds {at:#x}")
 
 
-def _kib(field: str) -> int:
-    return int(field.split(maxsplit=1)[0])
+def _resident_pages(array: NDArray[Any]) -> int:
+    """How many of the pages ``array``'s data spans are in memory (mincore(2))."""
+    page = mmap.PAGESIZE
+    start = address(array) // page * page
+    pages = -(-(address(array) + array.nbytes - start) // page)
+    vector = (ctypes.c_ubyte * pages)()
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    assert libc.mincore(start, pages * page, vector) == 0, ctypes.get_errno()
+    return sum(byte & 1 for byte in vector)
 
 
-def first_touches() -> None:
-    """The checks, in a process of their own: in a long one (pytest's), the table may be
-    given heap memory that earlier tests freed and glibc zeroed, touched already."""
-    shards = 8
-    table = EmbeddingTable(16, capacity=1 << 20, optimizer=Adagrad(0.1), num_shards=shards)
-    rows: list[NDArray[Any]] = [table._weights, table._state, table._slot_of_row, table._stamps]
-    for array in rows:
-        assert "nh" in _mapping(array)["VmFlags"].split()
-    assert "nh" not in _mapping(table._slots)["VmFlags"].split()
+def _rows(table: EmbeddingTable) -> list[NDArray[Any]]:
+    return [table._weights, table._state, table._slot_of_row, table._stamps, table._steps]
+
+
+def _fresh_table_checked() -> None:
+    table = EmbeddingTable(16, capacity=1 << 20, optimizer=Adam(0.01), num_shards=SHARDS)
+    for array in _rows(table):
+        assert "nh" in _flags(array)
+        assert _resident_pages(array) == 0  # nothing touched yet
+        assert address(array) % mmap.PAGESIZE == 0  # rows on cache lines
+    assert "nh" not in _flags(table._slots)
 
     # New signs land at the start of every shard's row range: each shard touches a page or
-    # two of weights, not the 2 MB a huge page would zero there.
-    # (Measured as the change in the mapping: the kernel may have merged it with a neighbour.)
-    before = _mapping(table._weights)
+    # two of each row array, not the 2 MB a huge page would zero there.
     signs = np.arange(1, 4097, dtype=np.uint64)
     table.lookup_pool(signs, np.arange(signs.size + 1))
     assert len(table) == signs.size
-    after = _mapping(table._weights)
-    assert _kib(after["AnonHugePages"]) == _kib(before["AnonHugePages"])
-    grown = _kib(after["Rss"]) - _kib(before["Rss"])
-    assert 0 < grown <= shards * 64, grown
-    print("ok")
+    touched = _resident_pages(table._weights)
+    assert 0 < touched <= SHARDS * 16, touched  # 512 rows of 64 bytes a shard: 8 pages
 
 
-def test_a_table_s_rows_take_small_pages_and_its_index_huge_ones() -> None:
-    child = "from tests.store.test_pages import first_touches; first_touches()"
-    out = subprocess.run(
-        [sys.executable, "-c", child],
-        cwd=Path(__file__).parents[2],
-        check=False,
-        capture_output=True,
-        text=True,
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "ok"
+def test_a_table_s_rows_are_untouched_small_pages_until_written() -> None:
+    _fresh_table_checked()
 
 
-def test_small_pages_needs_a_whole_page() -> None:
-    assert not small_pages(np.zeros(16, np.float32))
-    assert small_pages(np.zeros(1 << 20, np.float32))
+def test_so_they_are_in_a_process_whose_heap_holds_freed_memory() -> None:
+    # As sniper's processes run: large blocks from the heap, and some of them freed. np.zeros
+    # of such a size then returns memory glibc has zeroed with memset: touched already.
+    reuse_freed_memory()
+    freed = [np.ones(n << 20, np.uint8) for n in (30, 24, 16)]
+    del freed
+    assert _resident_pages(np.zeros(16 << 20, np.uint8)) > 0  # what the table must avoid
+    _fresh_table_checked()
+
+
+def test_untouched_zeros_takes_any_shape_and_dtype() -> None:
+    empty = untouched_zeros((0, 16), np.float32)
+    assert empty.shape == (0, 16) and empty.dtype == np.float32
+    rows = untouched_zeros((3, 5), np.int32)
+    assert rows.shape == (3, 5) and rows.flags.writeable and not rows.any()
+    rows[2, 4] = 7
+    assert rows.sum() == 7
+    table = EmbeddingTable(4, capacity=64, optimizer=Adagrad(0.1))
+    assert table._steps.shape == (0,)  # no steps without Adam
