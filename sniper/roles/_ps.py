@@ -523,11 +523,7 @@ def _nonfinite(grads: Mapping[str, NDArray[Any]]) -> list[str]:
     strides: blocks of the trainer's transposed product are read in place) are checked in one
     kernel call without the GIL (:func:`~sniper.store._grouped.max_abs_matrices` says why one);
     any other (an embedder's float64, a 1-D array) by numpy."""
-    readable = {
-        name: grad
-        for name, grad in grads.items()
-        if grad.dtype == np.float32 and strides_of(grad) is not None
-    }
+    readable = {name: grad for name, grad in grads.items() if strides_of(grad) is not None}
     largest = dict(zip(readable, max_abs_matrices(list(readable.values())), strict=True))
     return [
         name

@@ -366,7 +366,7 @@ def max_abs_matrices(matrices: Sequence[NDArray[Any]]) -> NDArray[np.float64]:
     session)."""
     plan = np.empty((len(matrices), 5), dtype=np.int64)
     for p, matrix in enumerate(matrices):
-        strides = strides_of(matrix) if matrix.dtype == np.float32 else None
+        strides = strides_of(matrix)
         if strides is None:
             raise ValueError("max_abs_matrices reads float32 matrices with positive strides only")
         plan[p] = (address(matrix), *matrix.shape, *strides)
@@ -375,11 +375,12 @@ def max_abs_matrices(matrices: Sequence[NDArray[Any]]) -> NDArray[np.float64]:
     return out
 
 
-def strides_of(matrix: NDArray[np.float32]) -> tuple[int, int] | None:
+def strides_of(matrix: NDArray[Any]) -> tuple[int, int] | None:
     """A float32 matrix's ``(row, column)`` strides in elements, if a push kernel can read it
     in place: aligned, both strides positive (an axis of one element counts as stride 1), as
-    in a C- or Fortran-ordered matrix or a block of one; else None (copy it first)."""
-    if matrix.ndim != 2 or not matrix.flags.aligned:
+    in a C- or Fortran-ordered matrix or a block of one; else None (copy it first, or, not
+    float32, convert it)."""
+    if matrix.dtype != np.float32 or matrix.ndim != 2 or not matrix.flags.aligned:
         return None
     (rows, cols), (row_step, col_step) = matrix.shape, matrix.strides
     row_stride = row_step >> 2 if rows > 1 else 1
