@@ -16,9 +16,9 @@ Training. Every ``eval_every``-th batch of each hub is held out: looked up with 
 validation). The others go forward, backward and Adam on the dense model. The gradient with
 respect to each variable's pooled embedding goes back with PushGrad. Each variable has its own
 width (``dims``), so the model's input is their concatenation, then the dense features. The
-dense model runs on a worker thread (its BLAS releases the GIL): on the event loop it held up
-every other coroutine for its 10-20 ms, and in a one-process job that loop is every role's
-(measured at seed_ctr scale 0.02: the loop's p99 lag fell from 21 to 10 ms).
+dense model runs on the trainer's own thread (its BLAS releases the GIL): on the event loop it
+held up every other coroutine for its 10-20 ms, and in a one-process job that loop is every
+role's (measured at seed_ctr scale 0.02: the loop's p99 lag fell from 21 to 10 ms).
 
 Evaluation data. With an :class:`~sniper.roles._evaluate.DataEvaluator` (``eval_data`` of
 ``sniper train``), the whole held-out input is scored every ``eval_every_steps`` training steps
@@ -36,10 +36,9 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
-import anyio.to_thread
 import numpy as np
 from anyio import CancelScope
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -58,11 +57,18 @@ from sniper.roles._model import Backward, DenseModel, Predictor, sigmoid, start_
 from sniper.roles._reading import HubReader, Ticket
 from sniper.rpc._api import HubApi, LookupTarget, Pooled
 from sniper.rpc._tensor import check_wire_dtype
+from sniper.scheduler import Scheduler, TaskHandle, open_scheduler
 
 __all__ = ["LiveProgress", "OpStats", "TrainReport", "Trainer", "TrainerConfig", "TrainingError"]
 
 log = logging.getLogger("sniper.trainer")
+T = TypeVar("T")
 OPS = ("ReadSample", "EmbeddingLookup", "PushGrad", "Dense")
+_MODEL = "model"
+"""The key of every task on the trainer's model thread."""
+_Step = tuple[float, dict[str, NDArray[np.float32]], Backward]
+"""What :meth:`Trainer._dense_step` returns: the loss, each variable's input gradient, and the
+Adam step still to apply."""
 Checkpointer = Callable[["Trainer", "TrainReport"], Awaitable[None]]
 """Saves the job when the pipeline is drained: every ps, the trainer's :meth:`Trainer.state`
 and each hub's position (:attr:`Trainer.positions`)."""
@@ -330,6 +336,7 @@ class Trainer:
         self._live_auc = StreamingAuc()  # held-out AUC so far, read by live() from any thread
         self._live_lock = threading.Lock()
         self._started: float | None = None
+        self._model_thread: Scheduler | None = None  # one thread for the model, while run() runs
         self._resumed_examples = 0
 
     # -- the prefetch workers ---------------------------------------------------------------
@@ -457,25 +464,35 @@ class Trainer:
         """Train on one batch and settle its ticket.
 
         The dense step's first half computes the input gradients; they are pushed while the
-        step's second half (weight gradients, Adam) runs on the thread, and the ticket settles
-        as soon as they are on the ps, so the next batch's lookup overlaps the Adam step too.
-        Both halves are done before this returns: the next forward pass sees the new weights.
+        step's second half (weight gradients, Adam) runs on the model's thread, and the ticket
+        settles as soon as they are on the ps, so the next batch's lookup overlaps the Adam
+        step too. Both halves are done before this returns: the next forward pass sees the new
+        weights.
+
+        Both halves are queued on the model's thread at once, the second behind the first, so
+        Adam starts the moment the input gradients exist. Started from here instead, it began
+        only after the push, which runs on this event loop without a pause: in a one-process
+        job it added its 0.5 ms to every criteo batch's critical path (docs/benchmarks.md, the
+        twenty-third session).
         """
         start = time.perf_counter()
-        loss, grads, backward = await anyio.to_thread.run_sync(self._dense_step, ready, train_auc)
-        seconds = [time.perf_counter() - start]
-        # Failures are raised after the group, as themselves: anyio would wrap them.
+        step = self._on_model_thread(self._dense_step, ready, train_auc)
+        update = self._on_model_thread(_update_after, step)
+        _hand_over_gil()
+        loss, grads, _ = await step.wait()
+        seconds = time.perf_counter() - start
         failures: list[Exception] = []
-        async with anyio.create_task_group() as group:
-            group.start_soon(anyio.to_thread.run_sync, _timed_update, backward, seconds, failures)
-            try:
-                await self._push(ready.batch_id, grads)
-            except Exception as exc:
-                failures.insert(0, exc)
-            else:
-                self._settle(ticket)
-        # Both halves' own times, not the wall time: the second overlaps the push.
-        self.histograms["Dense"].record(sum(seconds))
+        try:
+            await self._push(ready.batch_id, grads)
+        except Exception as exc:
+            failures.append(exc)
+        else:
+            self._settle(ticket)
+        try:
+            seconds += await update.wait()  # its own time: it overlapped the push
+        except Exception as exc:
+            failures.append(exc)
+        self.histograms["Dense"].record(seconds)
         self._inputs.give(ready.inputs)
         if failures:
             raise failures[0]
@@ -495,9 +512,7 @@ class Trainer:
                 f"PushGrad of batch {batch_id} failed: {describe_error(exc)}"
             ) from exc
 
-    def _dense_step(
-        self, ready: _Ready, train_auc: StreamingAuc
-    ) -> tuple[float, dict[str, NDArray[np.float32]], Backward]:
+    def _dense_step(self, ready: _Ready, train_auc: StreamingAuc) -> _Step:
         """Forward and the first half of backward on one batch: its loss, each variable's
         gradient, and the Adam step still to apply."""
         logits, activations = self.model.forward(ready.inputs)
@@ -513,7 +528,7 @@ class Trainer:
         return loss, dict(zip(self._columns, backward.d_input, strict=True)), backward
 
     async def _evaluate(self, ready: _Ready, report: TrainReport) -> None:
-        probs = await anyio.to_thread.run_sync(self._predictor.probabilities, ready.inputs)
+        probs = await self._on_model_thread(self._predictor.probabilities, ready.inputs).wait()
         self._inputs.give(ready.inputs)
         self._held_out.append((ready.labels, probs))
         with self._live_lock:
@@ -566,10 +581,23 @@ class Trainer:
 
     async def run(self) -> TrainReport:
         """Train until every hub signals the end of its data (or ``max_steps``)."""
-        if not self.config.blas_threads:
-            return await self._run()
-        with threadpool_limits(limits=self.config.blas_threads, user_api="blas"):
-            return await self._run()
+        async with open_scheduler("thread_pool", workers=1) as model_thread:
+            self._model_thread = model_thread
+            try:
+                if not self.config.blas_threads:
+                    return await self._run()
+                with threadpool_limits(limits=self.config.blas_threads, user_api="blas"):
+                    return await self._run()
+            finally:
+                self._model_thread = None
+
+    def _on_model_thread(self, fn: Callable[..., T], *args: Any) -> TaskHandle[T]:
+        """Queue ``fn(*args)`` on the model's thread, behind what is queued there: every use
+        of the dense model runs there, one at a time and in order (its BLAS and kernels
+        release the GIL; on the event loop, which in a one-process job is every role's, it
+        held up every other coroutine for its 10-20 ms)."""
+        assert self._model_thread is not None, "the model's thread runs only inside run()"
+        return self._model_thread.submit(_MODEL, fn, *args)
 
     async def _run(self) -> TrainReport:
         report = self._report
@@ -823,15 +851,30 @@ _WAKE = -1
 """Not a ticket number: a worker that stopped tells the training loop to look again."""
 
 
-def _timed_update(backward: Backward, seconds: list[float], failures: list[Exception]) -> None:
-    """Apply a backward pass's Adam step (on a worker thread); note how long it took, or how
-    it failed (kept for the caller to raise outside its task group)."""
+def _update_after(step: TaskHandle[_Step]) -> float:
+    """The Adam step of ``step``'s backward pass, queued right behind ``step`` on the model's
+    one thread (so done by now); its own seconds. A failed step fails this too."""
+    return _timed_update(step.result()[2])
+
+
+def _timed_update(backward: Backward) -> float:
+    """Apply a backward pass's Adam step; the seconds it took."""
     start = time.perf_counter()
-    try:
-        backward.update()
-    except Exception as exc:
-        failures.append(exc)
-    seconds.append(time.perf_counter() - start)
+    backward.update()
+    return time.perf_counter() - start
+
+
+def _hand_over_gil() -> None:
+    """Let a thread just handed work take the GIL now, not when this one next waits.
+
+    A thread woken while the event loop runs Python waits for the GIL until the loop gives it
+    up: measured here (``/tmp/h/wake.py`` in docs/benchmarks.md, the twenty-third session),
+    188 us at the median with the loop busy and a 0.1 ms switch interval, 21 us after a zero
+    sleep, which releases the GIL at once. The model's thread starts a batch's forward pass
+    that much sooner, and the loop waits a few microseconds for the GIL back: numpy gives it
+    up again as the first matrix product starts.
+    """
+    time.sleep(0)
 
 
 def _auc_of(batches: list[tuple[NDArray[np.float32], NDArray[np.float32]]]) -> float:

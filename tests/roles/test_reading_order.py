@@ -4,6 +4,7 @@ run resumed from the trainer's state continues exactly where the interrupted one
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -25,6 +26,7 @@ from sniper.roles import (
     TrainReport,
     _trainer,
 )
+from sniper.roles._model import DenseModel
 from sniper.scheduler import open_scheduler
 from tests.roles._roles import JitteryHub, created
 
@@ -195,15 +197,16 @@ async def test_no_batch_s_input_is_written_by_another_while_it_trains(
     update = _trainer._timed_update
     updates: list[bool] = []
 
-    def checking_update(backward: Any, *args: Any) -> None:
+    def checking_update(backward: Any) -> float:
         # The update reads the input (the first layer's weight gradient) after the ticket
         # settled and later batches' lookups started.
         inputs = backward._activations[0]
         start = len(inputs[0]) - len(next(iter(written.values()))[0])
         mine = [dense for dense in written.values() if np.array_equal(inputs[:, start:], dense)]
         time.sleep(0.005)
-        update(backward, *args)
+        seconds = update(backward)
         updates.append(bool(mine) and np.array_equal(inputs[:, start:], mine[0]))
+        return seconds
 
     monkeypatch.setattr(Trainer, "_input_matrix", noting)
     monkeypatch.setattr(Trainer, "_dense_step", checking)
@@ -217,8 +220,8 @@ async def test_no_batch_s_input_is_written_by_another_while_it_trains(
 async def test_a_push_that_fails_with_a_bug_reaches_the_caller_as_itself(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The push runs beside the Adam step in a task group; what fails there is raised as it
-    was, not wrapped in an ExceptionGroup."""
+    """The push runs beside the Adam step on the model's thread; what fails there is raised
+    as it was, not wrapped in an ExceptionGroup of the trainer's own."""
     reader = SyntheticCtr(
         load_workload("seed_ctr"), num_batches=BATCHES, scale=0.005, seed=2, batch_size=16
     )
@@ -231,3 +234,67 @@ async def test_a_push_that_fails_with_a_bug_reaches_the_caller_as_itself(
         await train(reader)
     (raised,) = info.value.exceptions
     assert type(raised) is RuntimeError and str(raised) == "a bug in the push"
+
+
+async def test_adam_starts_as_soon_as_the_input_gradients_exist(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The Adam step is queued on the model's thread behind the forward pass, so it runs while
+    the push holds the event loop: a push that never gives the loop back still sees it start.
+    Started from the loop, it would wait for the push to end, and this push would time out."""
+    reader = SyntheticCtr(
+        load_workload("seed_ctr"), num_batches=BATCHES, scale=0.005, seed=2, batch_size=16
+    )
+    update = _trainer._timed_update
+    started = threading.Condition()
+    updating: set[int] = set()  # the first input gradient of each update that has started
+    overlapped: list[bool] = []
+
+    def noting(backward: Any) -> float:
+        with started:
+            updating.add(id(backward.d_input[0]))
+            started.notify_all()
+        return update(backward)
+
+    push_grad = PsCluster.push_grad
+
+    async def holding_the_loop(cluster: PsCluster, batch_id: int, grads: Any) -> Any:
+        mine = id(next(iter(grads.values())))  # this batch's update has started, or never will
+        with started:  # blocks the loop: nothing is awaited before the push
+            overlapped.append(started.wait_for(lambda: mine in updating, timeout=10.0))
+        return await push_grad(cluster, batch_id, grads)
+
+    monkeypatch.setattr(_trainer, "_timed_update", noting)
+    monkeypatch.setattr(PsCluster, "push_grad", holding_the_loop)
+    _, _, report = await train(reader, eval_every=4)
+    assert report.steps > 0
+    assert overlapped == [True] * report.steps
+
+
+async def test_the_dense_model_runs_on_one_thread_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Forward passes, Adam steps and the scoring of held-out batches all run on one thread,
+    not the event loop's, in the order the training loop asks for them."""
+    reader = SyntheticCtr(
+        load_workload("seed_ctr"), num_batches=BATCHES, scale=0.005, seed=2, batch_size=16
+    )
+    calls: list[tuple[str, int]] = []
+    for name in ("forward", "_update"):
+        method = getattr(DenseModel, name)
+
+        def noting(model: DenseModel, *args: Any, _method: Any = method, _name: str = name) -> Any:
+            calls.append((_name, threading.get_ident()))
+            return _method(model, *args)
+
+        monkeypatch.setattr(DenseModel, name, noting)
+    _, _, report = await train(reader, eval_every=4)
+    assert report.steps > 0 and report.eval_batches > 0
+    threads = {thread for _, thread in calls}
+    assert len(threads) == 1 and threading.get_ident() not in threads
+    names = [name for name, _ in calls]
+    # Each training step's forward pass comes right before its update; a held-out batch's
+    # forward pass has no update.
+    assert names.count("_update") == report.steps
+    assert names.count("forward") == report.steps + report.eval_batches
+    assert all(names[i - 1] == "forward" for i, name in enumerate(names) if name == "_update")
