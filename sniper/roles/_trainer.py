@@ -478,7 +478,6 @@ class Trainer:
         start = time.perf_counter()
         step = self._on_model_thread(self._dense_step, ready, train_auc)
         update = self._on_model_thread(_update_after, step)
-        _hand_over_gil()
         loss, grads, _ = await step.wait()
         seconds = time.perf_counter() - start
         failures: list[Exception] = []
@@ -862,19 +861,6 @@ def _timed_update(backward: Backward) -> float:
     start = time.perf_counter()
     backward.update()
     return time.perf_counter() - start
-
-
-def _hand_over_gil() -> None:
-    """Let a thread just handed work take the GIL now, not when this one next waits.
-
-    A thread woken while the event loop runs Python waits for the GIL until the loop gives it
-    up: measured here (``/tmp/h/wake.py`` in docs/benchmarks.md, the twenty-third session),
-    188 us at the median with the loop busy and a 0.1 ms switch interval, 21 us after a zero
-    sleep, which releases the GIL at once. The model's thread starts a batch's forward pass
-    that much sooner, and the loop waits a few microseconds for the GIL back: numpy gives it
-    up again as the first matrix product starts.
-    """
-    time.sleep(0)
 
 
 def _auc_of(batches: list[tuple[NDArray[np.float32], NDArray[np.float32]]]) -> float:
