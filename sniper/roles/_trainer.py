@@ -478,7 +478,11 @@ class Trainer:
         start = time.perf_counter()
         step = self._on_model_thread(self._dense_step, ready, train_auc)
         update = self._on_model_thread(_update_after, step)
-        loss, grads, _ = await step.wait()
+        try:
+            loss, grads, _ = await step.wait()
+        except BaseException:
+            update.cancel()  # not raised again on the thread: nothing is left to apply
+            raise
         seconds = time.perf_counter() - start
         failures: list[Exception] = []
         try:
@@ -580,21 +584,27 @@ class Trainer:
 
     async def run(self) -> TrainReport:
         """Train until every hub signals the end of its data (or ``max_steps``)."""
+        if not self.config.blas_threads:
+            return await self._run_with_model_thread()
+        with threadpool_limits(limits=self.config.blas_threads, user_api="blas"):
+            return await self._run_with_model_thread()
+
+    async def _run_with_model_thread(self) -> TrainReport:
+        # Inside the BLAS limit: a failed or cancelled run waits here for a step still
+        # running on the thread, which must not see the limit lifted under it.
         async with open_scheduler("thread_pool", workers=1) as model_thread:
             self._model_thread = model_thread
             try:
-                if not self.config.blas_threads:
-                    return await self._run()
-                with threadpool_limits(limits=self.config.blas_threads, user_api="blas"):
-                    return await self._run()
+                return await self._run()
             finally:
                 self._model_thread = None
 
     def _on_model_thread(self, fn: Callable[..., T], *args: Any) -> TaskHandle[T]:
-        """Queue ``fn(*args)`` on the model's thread, behind what is queued there: every use
-        of the dense model runs there, one at a time and in order (its BLAS and kernels
-        release the GIL; on the event loop, which in a one-process job is every role's, it
-        held up every other coroutine for its 10-20 ms)."""
+        """Queue ``fn(*args)`` on the model's thread, behind what is queued there: training
+        steps and the scoring of held-out batches run there, one at a time and in order (its
+        BLAS and kernels release the GIL; on the event loop, which in a one-process job is
+        every role's, it held up every other coroutine for its 10-20 ms). The evaluation
+        data's scoring (``eval_data``) still runs on the loop, between steps."""
         assert self._model_thread is not None, "the model's thread runs only inside run()"
         return self._model_thread.submit(_MODEL, fn, *args)
 

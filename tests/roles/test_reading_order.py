@@ -13,6 +13,7 @@ import anyio
 import numpy as np
 import pytest
 from numpy.typing import NDArray
+from threadpoolctl import threadpool_info
 
 from sniper.data import SyntheticCtr, load_workload
 from sniper.roles import (
@@ -52,6 +53,7 @@ async def train(
     checkpoint_every: int = 0,
     eval_every: int = 0,
     max_staleness: int = 0,
+    blas_threads: int = 1,
 ) -> tuple[list[int], Trainer, TrainReport]:
     """One run on fresh roles; with ``state`` (and the hubs positioned after the batches it
     trained), a resumed one."""
@@ -79,6 +81,7 @@ async def train(
                 eval_every=eval_every,
                 max_staleness=max_staleness,
                 max_steps=max_steps,
+                blas_threads=blas_threads,
                 progress=False,
                 checkpoint_every=checkpoint_every,
             ),
@@ -298,3 +301,50 @@ async def test_the_dense_model_runs_on_one_thread_of_its_own(
     assert names.count("_update") == report.steps
     assert names.count("forward") == report.steps + report.eval_batches
     assert all(names[i - 1] == "forward" for i, name in enumerate(names) if name == "_update")
+
+
+def _blas_threads() -> list[int]:
+    return [int(pool["num_threads"]) for pool in threadpool_info() if pool["user_api"] == "blas"]
+
+
+async def test_a_cancelled_run_keeps_its_blas_limit_until_the_running_step_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run cancelled while a step runs on the model's thread waits for that step inside its
+    BLAS limit: the limit is not lifted under a step still running (``openblas_set_num_threads``
+    while another thread is inside BLAS), and it is lifted once the run has ended."""
+    reader = SyntheticCtr(
+        load_workload("seed_ctr"), num_batches=BATCHES, scale=0.005, seed=2, batch_size=16
+    )
+    np.ones((2, 2)) @ np.ones((2, 2))  # load the BLAS
+    default = _blas_threads()
+    limit = 2 if default == [1] * len(default) else 1  # not the default, on any machine
+    started = threading.Event()
+    seen: list[list[int]] = []
+    forward = DenseModel.forward
+    calls = 0
+
+    def slow_third(model: DenseModel, x: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 3:
+            started.set()
+            deadline = time.monotonic() + 0.5
+            while time.monotonic() < deadline:  # the run is cancelled meanwhile
+                seen.append(_blas_threads())
+                time.sleep(0.01)
+        return forward(model, x)
+
+    async def cancel_once_started(scope: anyio.CancelScope) -> None:
+        while not started.is_set():
+            await anyio.sleep(0.005)
+        scope.cancel()
+
+    monkeypatch.setattr(DenseModel, "forward", slow_third)
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as group:
+            group.start_soon(cancel_once_started, scope)
+            await train(reader, blas_threads=limit)
+    assert scope.cancelled_caught
+    assert seen and all(threads == [limit] * len(threads) for threads in seen)
+    assert _blas_threads() == default
