@@ -93,6 +93,10 @@ def test_samples_caught_in_a_wait_are_nobodys_cpu() -> None:
     assert [_stacks.in_a_wait(s.frames) for s in stacks] == [
         *(False, False, True, False, False, True, True, False, False)
     ]
+    # An executor's idle thread waits inside SimpleQueue.get, a C call under its _worker loop.
+    idle = [Frame("Thread.run", "threading.py"), Frame("_worker", "concurrent/futures/thread.py")]
+    assert _stacks.in_a_wait(idle)
+    assert not _stacks.in_a_wait([*idle, Frame("_WorkItem.run", "concurrent/futures/thread.py")])
     assert _stacks.categorise(stacks) == {
         _stacks.CODECS: 6,
         _stacks.GRPC: 3,

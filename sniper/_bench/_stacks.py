@@ -166,6 +166,9 @@ WAITS: tuple[Rule, ...] = (
     _rule(WAKE_UPS, "threading.py", "Condition.wait", "Event.wait", "Semaphore.acquire"),
     _rule(WAKE_UPS, "threading.py", "Condition._acquire_restore", "Thread.join"),
     _rule(WAKE_UPS, "threading.py", "Thread._wait_for_tstate_lock"),
+    # An idle executor thread (Parquet reads) waits in SimpleQueue.get, which has no Python
+    # frame: its innermost is the loop that called it. Running a task, it has deeper ones.
+    _rule(WAKE_UPS, "concurrent/futures/thread.py", "_worker"),
     # Epoll and poll selectors inherit their select, which py-spy names by its class.
     _rule(WAKE_UPS, "selectors.py", "_PollLikeSelector.select", "SelectSelector.select"),
     _rule(WAKE_UPS, "selectors.py", "EpollSelector.select", "KqueueSelector.select"),
