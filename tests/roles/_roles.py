@@ -1,11 +1,12 @@
 """Real roles for the role tests: a hub whose answers come late by a random amount, and a ps
-with a small table for every variable of a reader."""
+with a small table for every variable of a reader; and the BLAS thread counts a trainer sets."""
 
 from __future__ import annotations
 
 import random
 
 import anyio
+from threadpoolctl import threadpool_info
 
 from sniper.data import SyntheticCtr
 from sniper.roles import HubRole, PsRole
@@ -28,3 +29,9 @@ async def created(role: PsRole, reader: SyntheticCtr) -> PsRole:
     for name in reader.variables:
         await role.create_variable(variable_request(name, 4, 10_000))
     return role
+
+
+def blas_threads() -> list[int]:
+    """The thread count of each BLAS library loaded in this process, as the trainer's
+    ``blas_threads`` limit sets them."""
+    return [int(pool["num_threads"]) for pool in threadpool_info() if pool["user_api"] == "blas"]

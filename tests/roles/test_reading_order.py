@@ -13,7 +13,6 @@ import anyio
 import numpy as np
 import pytest
 from numpy.typing import NDArray
-from threadpoolctl import threadpool_info
 
 from sniper.data import SyntheticCtr, load_workload
 from sniper.roles import (
@@ -29,7 +28,7 @@ from sniper.roles import (
 )
 from sniper.roles._model import DenseModel
 from sniper.scheduler import open_scheduler
-from tests.roles._roles import JitteryHub, created
+from tests.roles._roles import JitteryHub, blas_threads, created
 
 pytestmark = pytest.mark.anyio
 NUM_HUBS = 2
@@ -303,10 +302,6 @@ async def test_the_dense_model_runs_on_one_thread_of_its_own(
     assert all(names[i - 1] == "forward" for i, name in enumerate(names) if name == "_update")
 
 
-def _blas_threads() -> list[int]:
-    return [int(pool["num_threads"]) for pool in threadpool_info() if pool["user_api"] == "blas"]
-
-
 async def test_a_cancelled_run_keeps_its_blas_limit_until_the_running_step_ends(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -317,7 +312,7 @@ async def test_a_cancelled_run_keeps_its_blas_limit_until_the_running_step_ends(
         load_workload("seed_ctr"), num_batches=BATCHES, scale=0.005, seed=2, batch_size=16
     )
     np.ones((2, 2)) @ np.ones((2, 2))  # load the BLAS
-    default = _blas_threads()
+    default = blas_threads()
     limit = 2 if default == [1] * len(default) else 1  # not the default, on any machine
     started = threading.Event()
     seen: list[list[int]] = []
@@ -331,7 +326,7 @@ async def test_a_cancelled_run_keeps_its_blas_limit_until_the_running_step_ends(
             started.set()
             deadline = time.monotonic() + 0.5
             while time.monotonic() < deadline:  # the run is cancelled meanwhile
-                seen.append(_blas_threads())
+                seen.append(blas_threads())
                 time.sleep(0.01)
         return forward(model, x)
 
@@ -347,4 +342,4 @@ async def test_a_cancelled_run_keeps_its_blas_limit_until_the_running_step_ends(
             await train(reader, blas_threads=limit)
     assert scope.cancelled_caught
     assert seen and all(threads == [limit] * len(threads) for threads in seen)
-    assert _blas_threads() == default
+    assert blas_threads() == default

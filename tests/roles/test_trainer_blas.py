@@ -6,13 +6,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from threadpoolctl import threadpool_info
 
 from sniper.roles._trainer import Trainer, TrainerConfig, TrainReport
-
-
-def _blas_threads() -> list[int]:
-    return [int(pool["num_threads"]) for pool in threadpool_info() if pool["user_api"] == "blas"]
+from tests.roles._roles import blas_threads
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
@@ -22,18 +18,18 @@ async def test_blas_threads_are_capped_during_the_run(
     limit: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     np.ones((2, 2)) @ np.ones((2, 2))  # load the BLAS
-    before = _blas_threads()
+    before = blas_threads()
     seen: list[list[int]] = []
 
     async def fake_run(self: Any) -> TrainReport:
-        seen.append(_blas_threads())
+        seen.append(blas_threads())
         return TrainReport()
 
     monkeypatch.setattr(Trainer, "_run", fake_run)
     trainer = Trainer([("hub", None)], None, {"a": 4}, 2, TrainerConfig(blas_threads=limit))  # type: ignore[list-item,arg-type]
     await trainer.run()
     assert seen == [[1] * len(before) if limit else before]
-    assert _blas_threads() == before
+    assert blas_threads() == before
 
 
 def test_negative_blas_threads_are_refused() -> None:
