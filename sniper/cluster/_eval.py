@@ -24,9 +24,9 @@ from sniper.cluster._process import serve_config_command, server_process
 from sniper.cluster._train import TrainConfig, _server_config
 from sniper.data import Reader
 from sniper.data._workload import load_workload
-from sniper.roles import DataEvaluator, EvalResult, PsCluster
+from sniper.models import ModelInputs, open_model
+from sniper.roles import DataEvaluator, EvalResult, Predictor, PsCluster
 from sniper.roles._checkpoint import MANIFEST
-from sniper.roles._model import DenseModel, Predictor
 from sniper.rpc import PsClient, Security
 from sniper.runtime import log_to_stderr
 
@@ -59,9 +59,8 @@ def run_eval(checkpoint: str, data: str, config: TrainConfig) -> int:
         raise ValueError(
             f"data {data!r} has variables the checkpoint lacks: {', '.join(missing[:5])}"
         )
-    model = DenseModel(
-        sum(widths[n] for n in shape.variables) + shape.dense_features, config.hidden, config.lr
-    )
+    inputs = ModelInputs({name: widths[name] for name in shape.variables}, shape.dense_features)
+    model = open_model("mlp", inputs, {"hidden": config.hidden, "lr": config.lr})
     model.load_state(job.trainer["model"])
     predict = Predictor(model, list(shape.variables))
     with ExitStack() as stack:

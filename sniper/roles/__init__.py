@@ -3,7 +3,8 @@
 - :class:`PsEngine`: a ps's tables and batches, dispatched to a scheduler; embeddable as is.
 - :class:`PsRole`: the ps (``sniper.rpc.PsApi``) over an engine: policies, histograms, drain.
 - :class:`HubRole`: reads a :class:`~sniper.data.Reader`, feeds the ps, hands out batches.
-- :class:`Trainer`: prefetches from hubs, trains the dense model, pushes gradients.
+- :class:`Trainer`: prefetches from hubs, trains the dense model it is given
+  (``sniper.models``), pushes gradients; its pipeline, step and pauses are modules of their own.
 - :class:`PsCluster`: several ps as one, each variable on the ps its placement names.
 - :class:`AutoShard`: the trainer's moves of variables off a busy ps (:func:`plan_moves`).
 
@@ -22,6 +23,7 @@ from sniper.roles._engine import PendingLookup as PendingLookup
 from sniper.roles._engine import PsEngine as PsEngine
 from sniper.roles._errors import AlreadyPushedError as AlreadyPushedError
 from sniper.roles._errors import DataError as DataError
+from sniper.roles._errors import TrainingError as TrainingError
 from sniper.roles._errors import Unavailable as Unavailable
 from sniper.roles._errors import UnknownBatchError as UnknownBatchError
 from sniper.roles._errors import UnknownVariableError as UnknownVariableError
@@ -34,12 +36,13 @@ from sniper.roles._hub import HubSettings as HubSettings
 from sniper.roles._ps import PsRole as PsRole
 from sniper.roles._ps import PsRoleConfig as PsRoleConfig
 from sniper.roles._ps import PsSettings as PsSettings
-from sniper.roles._trainer import LiveProgress as LiveProgress
-from sniper.roles._trainer import OpStats as OpStats
+from sniper.roles._step import Predictor as Predictor
+from sniper.roles._train_report import LiveProgress as LiveProgress
+from sniper.roles._train_report import OpStats as OpStats
+from sniper.roles._train_report import TrainReport as TrainReport
+from sniper.roles._trainer import Checkpointer as Checkpointer
 from sniper.roles._trainer import Trainer as Trainer
-from sniper.roles._trainer import TrainerConfig as TrainerConfig
-from sniper.roles._trainer import TrainingError as TrainingError
-from sniper.roles._trainer import TrainReport as TrainReport
+from sniper.roles._trainer_config import TrainerConfig as TrainerConfig
 
 __all__ = [
     "EVAL_HUB",
@@ -47,6 +50,7 @@ __all__ = [
     "AlreadyPushedError",
     "AutoShard",
     "BatchId",
+    "Checkpointer",
     "DataError",
     "DataEvaluator",
     "EvalResult",
@@ -57,6 +61,7 @@ __all__ = [
     "Move",
     "OpStats",
     "PendingLookup",
+    "Predictor",
     "PsCluster",
     "PsEngine",
     "PsRole",

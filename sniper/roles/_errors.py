@@ -13,6 +13,7 @@ __all__ = [
     "RPC_ERRORS",
     "AlreadyPushedError",
     "DataError",
+    "TrainingError",
     "Unavailable",
     "UnknownBatchError",
     "UnknownVariableError",
@@ -62,3 +63,10 @@ def describe_error(exc: BaseException) -> str:
     if isinstance(exc, GRPCError):
         return f"{exc.status.name}: {exc.message}"
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+class TrainingError(RuntimeError):
+    """Training cannot go on: a hub or ps failed. The message names it."""
+
+    steps: int = 0
+    """Training steps done when it failed (set by the trainer's ``run``)."""

@@ -15,6 +15,8 @@ import pytest
 from numpy.typing import NDArray
 
 from sniper.data import SyntheticCtr, load_workload
+from sniper.models import Mlp, MlpModel
+from sniper.models._mlp import Backward
 from sniper.roles import (
     BatchId,
     HubConfig,
@@ -24,9 +26,9 @@ from sniper.roles import (
     Trainer,
     TrainerConfig,
     TrainReport,
-    _trainer,
+    _pipeline,
+    _step,
 )
-from sniper.roles._model import DenseModel
 from sniper.scheduler import open_scheduler
 from tests.roles._roles import JitteryHub, blas_threads, created
 
@@ -147,23 +149,24 @@ async def test_input_matrices_handed_on_train_the_same_numbers_as_fresh_ones(
         load_workload("seed_ctr"), num_batches=BATCHES, scale=0.005, seed=2, batch_size=16
     )
     handed_on: list[int] = []
-    take = _trainer._InputPool.take
+    take = _pipeline.InputPool.take
 
-    def noting(pool: _trainer._InputPool, rows: int, width: int) -> NDArray[np.float32]:
+    def noting(pool: _pipeline.InputPool, rows: int, width: int) -> NDArray[np.float32]:
         free = {id(matrix) for matrix in pool._free}
         matrix = take(pool, rows, width)
         handed_on.append(id(matrix) in free)
         return matrix
 
-    monkeypatch.setattr(_trainer._InputPool, "take", noting)
+    monkeypatch.setattr(_pipeline.InputPool, "take", noting)
     _, pooled, pooled_report = await train(reader, eval_every=4)
     assert sum(handed_on) > BATCHES // 2
-    monkeypatch.setattr(_trainer._InputPool, "give", lambda pool, matrix: None)
+    monkeypatch.setattr(_pipeline.InputPool, "give", lambda pool, matrix: None)
     _, fresh, fresh_report = await train(reader, eval_every=4)
     assert pooled_report.eval_batches == fresh_report.eval_batches > 0
     assert pooled_report.losses == fresh_report.losses
     assert pooled_report.eval_auc == fresh_report.eval_auc
-    for mine, theirs in zip(pooled.model.weights, fresh.model.weights, strict=True):
+    assert isinstance(pooled.model, MlpModel) and isinstance(fresh.model, MlpModel)
+    for mine, theirs in zip(pooled.model.network.weights, fresh.model.network.weights, strict=True):
         np.testing.assert_array_equal(mine, theirs)
 
 
@@ -177,42 +180,43 @@ async def test_no_batch_s_input_is_written_by_another_while_it_trains(
     )
     written: dict[int, NDArray[np.float32]] = {}  # by id of the batch's labels
     mismatches: list[int] = []
-    input_matrix = Trainer._input_matrix
-    dense_step = Trainer._dense_step
+    input_matrix = _pipeline.Pipeline._input_matrix
+    forward_backward = _step._forward_backward
 
-    def noting(trainer: Trainer, ticket: object, labels: NDArray[np.float32], dense: Any) -> Any:
+    def noting(
+        pipeline: _pipeline.Pipeline, ticket: object, labels: NDArray[np.float32], dense: Any
+    ) -> Any:
         written[id(labels)] = dense.copy()
-        return input_matrix(trainer, ticket, labels, dense)  # type: ignore[arg-type]
+        return input_matrix(pipeline, ticket, labels, dense)  # type: ignore[arg-type]
 
-    def checking(trainer: Trainer, ready: Any, auc: Any) -> Any:
+    def checking(model: Any, inputs: NDArray[np.float32], labels: Any, auc: Any) -> Any:
         def intact() -> bool:
-            start = trainer._dense_columns[0]
-            return bool(np.array_equal(ready.inputs[:, start:], written[id(ready.labels)]))
+            start = model.inputs.embedding_width
+            return bool(np.array_equal(inputs[:, start:], written[id(labels)]))
 
         before = intact()
         time.sleep(0.005)  # room for another batch's lookup to write, were it allowed to
-        result = dense_step(trainer, ready, auc)
+        result = forward_backward(model, inputs, labels, auc)
         if not (before and intact()):
-            mismatches.append(ready.batch_id)
+            mismatches.append(id(labels))
         return result
 
-    update = _trainer._timed_update
+    update = Backward.update
     updates: list[bool] = []
 
-    def checking_update(backward: Any) -> float:
+    def checking_update(backward: Backward) -> None:
         # The update reads the input (the first layer's weight gradient) after the ticket
         # settled and later batches' lookups started.
         inputs = backward._activations[0]
         start = len(inputs[0]) - len(next(iter(written.values()))[0])
         mine = [dense for dense in written.values() if np.array_equal(inputs[:, start:], dense)]
         time.sleep(0.005)
-        seconds = update(backward)
+        update(backward)
         updates.append(bool(mine) and np.array_equal(inputs[:, start:], mine[0]))
-        return seconds
 
-    monkeypatch.setattr(Trainer, "_input_matrix", noting)
-    monkeypatch.setattr(Trainer, "_dense_step", checking)
-    monkeypatch.setattr(_trainer, "_timed_update", checking_update)
+    monkeypatch.setattr(_pipeline.Pipeline, "_input_matrix", noting)
+    monkeypatch.setattr(_step, "_forward_backward", checking)
+    monkeypatch.setattr(Backward, "update", checking_update)
     _, _, report = await train(reader, eval_every=4, max_staleness=3)
     assert report.steps > 0
     assert mismatches == []
@@ -247,16 +251,16 @@ async def test_adam_starts_as_soon_as_the_input_gradients_exist(
     reader = SyntheticCtr(
         load_workload("seed_ctr"), num_batches=BATCHES, scale=0.005, seed=2, batch_size=16
     )
-    update = _trainer._timed_update
+    update = Backward.update
     started = threading.Condition()
     updating: set[int] = set()  # the first input gradient of each update that has started
     overlapped: list[bool] = []
 
-    def noting(backward: Any) -> float:
+    def noting(backward: Backward) -> None:
         with started:
             updating.add(id(backward.d_input[0]))
             started.notify_all()
-        return update(backward)
+        update(backward)
 
     push_grad = PsCluster.push_grad
 
@@ -266,7 +270,7 @@ async def test_adam_starts_as_soon_as_the_input_gradients_exist(
             overlapped.append(started.wait_for(lambda: mine in updating, timeout=10.0))
         return await push_grad(cluster, batch_id, grads)
 
-    monkeypatch.setattr(_trainer, "_timed_update", noting)
+    monkeypatch.setattr(Backward, "update", noting)
     monkeypatch.setattr(PsCluster, "push_grad", holding_the_loop)
     _, _, report = await train(reader, eval_every=4)
     assert report.steps > 0
@@ -283,13 +287,13 @@ async def test_the_dense_model_runs_on_one_thread_of_its_own(
     )
     calls: list[tuple[str, int]] = []
     for name in ("forward", "_update"):
-        method = getattr(DenseModel, name)
+        method = getattr(Mlp, name)
 
-        def noting(model: DenseModel, *args: Any, _method: Any = method, _name: str = name) -> Any:
+        def noting(model: Mlp, *args: Any, _method: Any = method, _name: str = name) -> Any:
             calls.append((_name, threading.get_ident()))
             return _method(model, *args)
 
-        monkeypatch.setattr(DenseModel, name, noting)
+        monkeypatch.setattr(Mlp, name, noting)
     _, _, report = await train(reader, eval_every=4)
     assert report.steps > 0 and report.eval_batches > 0
     threads = {thread for _, thread in calls}
@@ -316,10 +320,10 @@ async def test_a_cancelled_run_keeps_its_blas_limit_until_the_running_step_ends(
     limit = 2 if default == [1] * len(default) else 1  # not the default, on any machine
     started = threading.Event()
     seen: list[list[int]] = []
-    forward = DenseModel.forward
+    forward = Mlp.forward
     calls = 0
 
-    def slow_third(model: DenseModel, x: Any) -> Any:
+    def slow_third(model: Mlp, x: Any) -> Any:
         nonlocal calls
         calls += 1
         if calls == 3:
@@ -335,7 +339,7 @@ async def test_a_cancelled_run_keeps_its_blas_limit_until_the_running_step_ends(
             await anyio.sleep(0.005)
         scope.cancel()
 
-    monkeypatch.setattr(DenseModel, "forward", slow_third)
+    monkeypatch.setattr(Mlp, "forward", slow_third)
     with anyio.CancelScope() as scope:
         async with anyio.create_task_group() as group:
             group.start_soon(cancel_once_started, scope)

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sniper.roles._trainer import Trainer, TrainerConfig, TrainReport
+from sniper.roles import Trainer, TrainerConfig, TrainReport
 from tests.roles._roles import blas_threads
 
 

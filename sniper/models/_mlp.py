@@ -1,4 +1,4 @@
-"""The trainer's dense model: an MLP in numpy with Adam, and its logistic loss.
+"""The default dense model: an MLP in numpy with Adam, and its logistic loss.
 
 Input is ``[pooled embeddings of every variable ‖ dense features]``; the output is one logit.
 The model is small next to the embeddings (1229 x 64 weights for seed_ctr), so numpy's
@@ -18,10 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from sniper.roles._dense_kernels import adam_update
-from sniper.rpc._api import Pooled
+from sniper.data import log_loss
+from sniper.models._abc import DenseModel, ModelInputs, TrainStep
+from sniper.models._kernels import adam_update
 
-__all__ = ["Backward", "DenseModel", "Predictor", "sigmoid", "start_dense_kernels"]
+__all__ = ["Backward", "Mlp", "MlpModel", "sigmoid", "start_dense_kernels"]
 
 F32 = NDArray[np.float32]
 
@@ -70,34 +71,7 @@ def _flat(array: F32) -> F32:
     return array.reshape(-1)
 
 
-class Predictor:
-    """Click probabilities from pooled embeddings and dense features, with a dense model.
-
-    The model's input is ``[pooled embedding of each of variables ‖ dense features]``: the
-    trainer and ``sniper eval`` build it the same way, here.
-    """
-
-    def __init__(self, model: DenseModel, variables: list[str]) -> None:
-        self.model = model
-        self.variables = variables
-
-    def model_input(self, pooled: Mapping[str, Pooled], dense: F32) -> F32:
-        """``[pooled embedding of each variable ‖ dense features]``, one row per example."""
-        parts = [pooled[name].pooled for name in self.variables]
-        return np.concatenate([*parts, dense], axis=1).astype(np.float32, copy=False)
-
-    def __call__(self, pooled: Mapping[str, Pooled], dense: F32) -> F32:
-        """Click probabilities of a batch (no training)."""
-        return self.probabilities(self.model_input(pooled, dense))
-
-    def probabilities(self, inputs: F32) -> F32:
-        """Click probabilities of a batch whose model input is built already (the trainer's
-        lookups write it in place)."""
-        logits, _ = self.model.forward(inputs)
-        return sigmoid(logits)
-
-
-class DenseModel:
+class Mlp:
     """``input -> [Linear -> ReLU] * len(hidden) -> Linear -> logit``, trained with Adam."""
 
     def __init__(self, input_dim: int, hidden: tuple[int, ...], lr: float, seed: int = 0) -> None:
@@ -124,7 +98,7 @@ class DenseModel:
             arrays[f"m{i}"], arrays[f"v{i}"] = m, v
         return arrays
 
-    def load_state(self, arrays: dict[str, NDArray[np.generic]]) -> None:
+    def load_state(self, arrays: Mapping[str, NDArray[np.generic]]) -> None:
         """Take the arrays of :meth:`state` (of a model of the same shape) as this model's."""
         own = self.state()
         for name, mine in own.items():
@@ -212,11 +186,11 @@ def _column_blocks(grad: F32, first: F32, columns: Sequence[tuple[int, int]]) ->
 @dataclass
 class Backward:
     """A backward pass whose input gradients are computed and whose Adam step is not applied
-    yet (:meth:`DenseModel.backward_input`)."""
+    yet (:meth:`Mlp.backward_input`)."""
 
     d_input: list[F32]
     """``d(loss)/d(input)`` of each range of input columns asked for."""
-    _model: DenseModel
+    _model: Mlp
     _activations: list[F32]
     _layer_grads: list[F32]
 
@@ -230,6 +204,64 @@ def start_dense_kernels() -> None:
     """Load (or, on an empty numba cache, compile) the dense step's kernels on a scratch model,
     once per process: the trainer calls this before its clock starts, where the first step
     would otherwise pay it inside training (see :mod:`sniper.store._warm`)."""
-    model = DenseModel(2, (2,), 0.1)
+    model = Mlp(2, (2,), 0.1)
     _, activations = model.forward(np.ones((2, 2), dtype=np.float32))
     model.backward(activations, np.ones(2, dtype=np.float32), [(0, 2)])
+
+
+class _MlpStep(TrainStep):
+    def __init__(self, loss: float, predictions: F32, backward: Backward, names: list[str]):
+        self.loss = loss
+        self.predictions = predictions
+        self.input_grads = dict(zip(names, backward.d_input, strict=True))
+        self._backward = backward
+
+    def update(self) -> None:
+        self._backward.update()
+
+
+class MlpModel(DenseModel):
+    """The default model, registered as ``"mlp"``: :class:`Mlp` over the whole input matrix,
+    one logit, binary log loss. Needs nothing but numpy (and the store's numba)."""
+
+    def __init__(
+        self,
+        inputs: ModelInputs,
+        hidden: Sequence[int] = (64,),
+        lr: float = 0.002,
+        seed: int = 0,
+    ) -> None:
+        if len(inputs.labels) != 1:
+            raise ValueError(
+                f"the mlp model predicts one binary label; the data names {len(inputs.labels)}: "
+                f"{', '.join(inputs.labels)}"
+            )
+        self.inputs = inputs
+        self.network = Mlp(inputs.width, tuple(hidden), lr, seed)
+        self._names = list(inputs.columns)
+        self._ranges = list(inputs.columns.values())
+
+    def train_step(self, inputs: F32, labels: F32) -> TrainStep:
+        logits, activations = self.network.forward(inputs)
+        probs = sigmoid(logits)
+        backward = self.network.backward_input(
+            activations, ((probs - labels) / len(labels)).astype(np.float32), self._ranges
+        )
+        return _MlpStep(log_loss(labels, probs), probs, backward, self._names)
+
+    def predict(self, inputs: F32) -> F32:
+        logits, _ = self.network.forward(inputs)
+        return sigmoid(logits)
+
+    def state(self) -> dict[str, NDArray[np.generic]]:
+        return self.network.state()
+
+    def load_state(self, arrays: Mapping[str, NDArray[np.generic]]) -> None:
+        self.network.load_state(arrays)
+
+    def warm_up(self) -> None:
+        start_dense_kernels()
+
+
+MODEL = MlpModel
+"""The ``"mlp"`` built-in: ``hidden`` (layer widths), ``lr`` (Adam's) and ``seed``."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sniper.roles._dense_kernels import adam_update
-from sniper.roles._model import DenseModel
+from sniper.models import Mlp
+from sniper.models._kernels import adam_update
 
 
 @pytest.mark.parametrize("hidden", [(), (8,), (8, 4)])
@@ -14,7 +14,7 @@ def test_input_gradient_by_column_range_is_the_whole_gradient_sliced(
     hidden: tuple[int, ...],
 ) -> None:
     rng = np.random.default_rng(0)
-    model = DenseModel(11, hidden, lr=0.1, seed=1)
+    model = Mlp(11, hidden, lr=0.1, seed=1)
     before = [w.copy() for w in model.weights]
     x = rng.normal(size=(32, 11)).astype(np.float32)
     d_logits = rng.normal(size=32).astype(np.float32)
@@ -38,7 +38,7 @@ def test_input_gradient_by_column_range_is_the_whole_gradient_sliced(
 def test_input_gradient_matches_finite_differences() -> None:
     """d(sum of logits * d_logits)/d(input) by central differences, in float64 arithmetic."""
     rng = np.random.default_rng(2)
-    model = DenseModel(5, (6,), lr=0.0, seed=3)
+    model = Mlp(5, (6,), lr=0.0, seed=3)
     x = rng.normal(size=(3, 5)).astype(np.float32)
     d_logits = rng.normal(size=3).astype(np.float32)
     _, activations = model.forward(x)
@@ -84,7 +84,7 @@ def test_a_step_moves_every_weight_against_its_gradient(hidden: tuple[int, ...])
     """Adam's first step is ``lr * g / (|g| + eps)``: each weight and bias moves by ``lr``
     against the sign of its gradient, here found by plain backpropagation written out."""
     rng = np.random.default_rng(len(hidden))
-    model = DenseModel(6, hidden, lr=0.01, seed=1)
+    model = Mlp(6, hidden, lr=0.01, seed=1)
     x = rng.normal(size=(5, 6)).astype(np.float32)
     d_logits = rng.normal(size=5).astype(np.float32)
     before = [p.copy() for p in [*model.weights, *model.biases]]

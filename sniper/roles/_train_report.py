@@ -1,0 +1,94 @@
+"""What a training run reports: the figures ``sniper train`` prints and writes as JSON, and the
+live view its progress line and metrics read while it runs."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sniper.roles._evaluate import EvalResult
+
+__all__ = ["LiveProgress", "OpStats", "TrainReport"]
+
+
+@dataclass(frozen=True)
+class OpStats:
+    """Latency of one trainer-side op, in microseconds (the seeds' unit)."""
+
+    count: int
+    p50_us: float
+    p95_us: float
+    p99_us: float
+    max_us: float
+
+
+@dataclass
+class TrainReport:
+    """What ``sniper train`` prints and writes as JSON."""
+
+    steps: int = 0
+    """Training steps of the whole job, those before a resume included."""
+    eval_batches: int = 0
+    examples: int = 0
+    seconds: float = 0.0
+    examples_per_second: float = 0.0
+    train_auc: float = 0.0
+    train_logloss: float = 0.0
+    eval_auc: float = 0.0
+    """Held-out AUC over the second half of the run: the model as training ends."""
+    eval_logloss: float = 0.0
+    eval_auc_whole_run: float = 0.0
+    """Held-out AUC over every held-out batch, early untrained ones included."""
+    eval_data_auc: float | None = None
+    """AUC on the evaluation data (``eval_data``) at the end of training; None without it."""
+    eval_data_logloss: float | None = None
+    eval_data_examples: int = 0
+    eval_data_history: list[EvalResult] = field(default_factory=list)
+    """Every scoring of the evaluation data, in order (every ``eval_every_steps`` steps)."""
+    checkpoints: int = 0
+    """Job checkpoints taken in this run (``checkpoint_every``)."""
+    checkpoint_pause_seconds: list[float] = field(default_factory=list)
+    """How long training stood still for each: draining the pipeline, then saving."""
+    resumed_from_step: int = 0
+    """The checkpoint's step this run resumed from (0: a fresh run)."""
+    restarts: int = 0
+    """Times ``sniper train`` restarted its processes after one died (``max_restarts``)."""
+    lost_steps: int = 0
+    """Training steps done after the last checkpoint before each restart, trained again."""
+    losses: list[float] = field(default_factory=list)
+    """Mean training logloss of each 10-batch window, in order (to see it decrease)."""
+    ops: dict[str, OpStats] = field(default_factory=dict)
+    """The trainer's view of each op: ReadSample, EmbeddingLookup, PushGrad, Dense."""
+    ps_ops: list[dict[str, OpStats]] = field(default_factory=list)
+    """Each ps's own timings of its calls (``EmbeddingLookup``) and their stages
+    (``EmbeddingLookup.decode``, ``.dispatch``, ``.wait``, ``.kernel``, ``.encode``...), read
+    at the end of training: with :attr:`ops`, where a step's time goes across the layers."""
+    ps_cpu_seconds: list[float] = field(default_factory=list)
+    """CPU seconds each ps process had used when training ended (its own count); empty with
+    launcher ``inprocess``, where the ps are not processes of their own."""
+    moves: list[dict[str, Any]] = field(default_factory=list)
+    """Variables auto_shard moved: step, variable, from, to, cost (kernel seconds in the
+    window that planned it) and seconds (the move's pause)."""
+    placement_version: int = 0
+    """The placement's version at the end (0: every variable on its hashed ps)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class LiveProgress:
+    """Where a training run is now (:meth:`Trainer.live`): what the progress line and the
+    Prometheus metrics show while it trains."""
+
+    steps: int
+    examples: int
+    seconds: float
+    """Since this run started (a resumed run counts from its resume)."""
+    examples_per_second: float
+    loss: float
+    """Mean training logloss of the latest 10-batch window (of every step before the first)."""
+    eval_auc: float
+    """AUC of every held-out batch scored so far (0.0 before the first)."""
+    max_steps: int
+    """The run's step limit (0: until the data ends)."""
