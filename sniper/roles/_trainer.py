@@ -472,8 +472,8 @@ class Trainer:
         Both halves are queued on the model's thread at once, the second behind the first, so
         Adam starts the moment the input gradients exist. Started from here instead, it began
         only after the push, which runs on this event loop without a pause: in a one-process
-        job it added its 0.5 ms to every criteo batch's critical path (docs/benchmarks.md, the
-        twenty-third session).
+        job it added its 0.5 ms to every criteo batch's critical path (CHANGELOG.md,
+        2026-11-27).
         """
         start = time.perf_counter()
         step = self._on_model_thread(self._dense_step, ready, train_auc)
