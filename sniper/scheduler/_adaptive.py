@@ -3,8 +3,8 @@
 A worker thread pays for itself only when the task releases the GIL for most of its run. A ps
 request of a few thousand signs per variable does not: its tasks are Python loops around
 kernels of tens of microseconds, and on a worker that Python takes turns at the GIL with the
-event loop that submitted it. Measured on two cores (``docs/benchmarks.md``, "The fourteenth
-session"): a whole one-process job at scale 0.02 ran 18-20% faster with every task inline than
+event loop that submitted it. Measured on two cores (CHANGELOG.md, 2026-11-24, cbd9fcb
+and 96340ac): a whole one-process job at scale 0.02 ran 18-20% faster with every task inline than
 on ``work_stealing``, and 25-35% faster on ``criteo``, while at scale 1.0 (kernels of
 milliseconds) ``work_stealing`` ran 45% faster than inline. So the submitter, which knows how
 much work a task carries, marks the small ones (``TaskKey.small``), and this backend runs

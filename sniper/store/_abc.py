@@ -93,7 +93,7 @@ class ShardedBatch:
     A plain class with its sizes found once at construction, not a frozen dataclass with
     properties: a ps makes one per variable per FeedSample and reads its sizes in every pin,
     lookup and push, and those reads were a tenth of a small variable's Python overhead (see
-    docs/benchmarks.md, the fifteenth session). Treat it as immutable.
+    CHANGELOG.md, 2026-11-24, ad5e98d). Treat it as immutable.
     """
 
     __slots__ = (

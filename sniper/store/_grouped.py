@@ -12,8 +12,7 @@ per-sign work without the GIL, the way FBGEMM's table-batched embeddings treat m
 one operator. Measured on seed_ctr at scale 0.02 (38 variables a ps): the push's kernels took
 1.30-1.48 ms as one call against 1.47-1.63 ms as 76, but planning the call (addresses, plan
 rows, lock order, checks) costs a little more Python than the calls did: a push request came
-out 0.2-0.4 ms slower in an engine microbenchmark (docs/benchmarks.md, the seventeenth
-session).
+out 0.2-0.4 ms slower in an engine microbenchmark (CHANGELOG.md, 2026-11-25, 10886b9).
 
 Gradients are read where they lie, in any layout with positive strides: the trainer's are
 blocks of one transposed product (one matrix product for every variable instead of one each:
@@ -362,8 +361,8 @@ def max_abs_matrices(matrices: Sequence[NDArray[Any]]) -> NDArray[np.float64]:
     any, on its event loop, and each kernel call gives up the GIL and must take it back, which
     waits while another thread runs Python. 26 calls (a criteo push) took 0.08 ms alone and 29
     ms beside a thread looping in Python; in the one-process job a seed_ctr 0.02 push's check
-    went from 0.39 to 0.31 ms, criteo's stayed at 0.10 (docs/benchmarks.md, the twenty-second
-    session)."""
+    went from 0.39 to 0.31 ms, criteo's stayed at 0.10 (CHANGELOG.md, 2026-11-27,
+    ce5548e)."""
     plan = np.empty((len(matrices), 5), dtype=np.int64)
     for p, matrix in enumerate(matrices):
         strides = strides_of(matrix)

@@ -9,7 +9,7 @@ that has seen a few hundred signs holds 8 x 2 MB of each array. seed_ctr at scal
 2.1-4.5 s of system time in its first 60 batches (a 2-3 s run) zeroing pages; on 4 KB pages,
 0.7-0.8 s, and the run trained 33-46% more examples/s. Full tables, looked up and pushed at
 random, ran within 0-3% of their speed on huge pages (the page walks of 4 KB pages hit the
-caches): docs/benchmarks.md, the twenty-second session.
+caches): CHANGELOG.md, 2026-11-27.
 
 Why mappings of their own. Advice only applies to pages not yet touched, and ``np.zeros`` does
 not promise untouched memory: once a process has freed large buffers (and

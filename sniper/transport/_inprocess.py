@@ -9,8 +9,7 @@ calls it had not answered (their callers hear UNAVAILABLE). Failures are mapped 
 Why no mailbox between caller and role: a call used to go through a memory object stream that
 the role's loop read, then a reply stream of its own. Each hop is a pass of the event loop;
 the one-process job makes seven or eight calls a batch, and a call cost 90 us that way against
-40 us started straight into the role's group (docs/benchmarks.md, the eighteenth session, has
-the script).
+40 us started straight into the role's group (CHANGELOG.md, 2026-11-25, 23656ee).
 
 Arrays are passed by reference, not copied: a role keeps the signs it is fed and returns fresh
 arrays, and callers must not write into arrays after handing them over (the hub and trainer

@@ -114,7 +114,7 @@ def test_inprocess_starts_its_own_roles(tmp_path: Path) -> None:
 
 def test_the_hubs_of_one_process_read_on_its_loop() -> None:
     """The one-process job's hubs read on the loop every role shares (one thread fewer at the
-    GIL: docs/benchmarks.md, the eleventh session); a hub of its own process, on a thread."""
+    GIL: CHANGELOG.md, 2026-11-24, 7a9b29a); a hub of its own process, on a thread."""
     config = TrainConfig(num_hubs=2)
     hubs = [_hub_config(config, index, None, Placement(2)) for index in range(2)]
     assert [(hub.hub_index, hub.read_on_loop) for hub in hubs] == [(0, True), (1, True)]
