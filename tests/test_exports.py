@@ -12,6 +12,7 @@ import pytest
 
 PACKAGES = [
     "sniper",
+    "sniper.cli",
     "sniper.roles",
     "sniper.rpc",
     "sniper.store",
