@@ -12,7 +12,7 @@ Layout, from the bottom up (each package imports only the ones above it in this 
 - :mod:`sniper.transport`: how calls reach the roles, by name: ``grpc``, ``inprocess``.
 - :mod:`sniper.cluster`: a whole job: model spec, launching, supervision, placement.
 - :mod:`sniper.testing`: an in-process cluster and the contract suites for plugins.
-- ``sniper._cli`` (``sniper ...``) and ``sniper._bench`` (``sniper bench ...``) sit on top.
+- :mod:`sniper.cli` (``sniper ...``) and ``sniper._bench`` (``sniper bench ...``) sit on top.
 
 The names below are re-exported here for convenience and imported on first use, so
 ``import sniper`` stays cheap (the CLI starts without loading numba or grpclib).

@@ -2,6 +2,6 @@
 
 import sys
 
-from sniper._cli import main
+from sniper.cli import main
 
 sys.exit(main())

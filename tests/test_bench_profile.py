@@ -27,10 +27,10 @@ from sniper._bench._procfs import (
 )
 from sniper._bench._profile import ProfilerMissing, Sampling, find_py_spy
 from sniper._bench._stacks import Frame, Stack, category_of, cpu_by_category, parse_collapsed
-from sniper._cli import main
 from sniper._table import markdown_table, print_table
+from sniper.cli import main
 
-ROOT = 'process 7:"python -m sniper serve";thread (11): MainThread;main (sniper/_cli.py:610)'
+ROOT = 'process 7:"python -m sniper serve";thread (11): MainThread;main (sniper/cli/_main.py:70)'
 LOOP = "BaseEventLoop._run_once (asyncio/base_events.py:1922);Handle._run (asyncio/events.py:80)"
 WORKER = "thread (12): sniper-work_stealing-0;Worker.run (sniper/scheduler/_work_stealing/_w.py:9)"
 SAMPLE = f"""\
@@ -54,7 +54,7 @@ def test_a_line_is_its_thread_its_python_frames_and_its_count() -> None:
     stacks = _stacks_of(SAMPLE)
     assert [s.thread for s in stacks] == [11, 11, 11, 12, 12, 12, 13, 14, 15]
     assert [s.samples for s in stacks] == [6, 3, 5, 3, 1, 4, 2, 2, 1]
-    assert stacks[0].frames[0] == Frame("main", "sniper/_cli.py")
+    assert stacks[0].frames[0] == Frame("main", "sniper/cli/_main.py")
     assert stacks[0].frames[-1] == Frame("frombuffer", "numpy/core/numeric.py")
     assert stacks[8].frames == ()
 
@@ -155,7 +155,7 @@ def test_the_icicle_graph_is_svg_with_a_box_per_frame(tmp_path: Path) -> None:
     write_flamegraph(_stacks_of(SAMPLE), path, "ps 0")
     root = ET.parse(path).getroot()
     titles = [t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}title")]
-    assert "main (sniper/_cli.py): 14 samples, other" in titles
+    assert "main (sniper/cli/_main.py): 14 samples, other" in titles
     mapped = "EmbeddingTable._map (sniper/store/_table.py): 1 sample"
     assert any(title.startswith(mapped) for title in titles)
 

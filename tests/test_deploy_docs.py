@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from sniper._cli import _build_parser
+from sniper.cli._main import build_parser
 from sniper.cluster._hosts import ClusterSpec, load_cluster_spec
 from sniper.cluster._train import load_train_config
 from sniper.transport._serve import load_serve_config
@@ -61,7 +61,7 @@ def test_the_kubernetes_manifests_agree_with_their_spec(tmp_path: Path) -> None:
     (tmp_path / "server.toml").write_text(files["server.toml"])
     (tmp_path / "job.toml").write_text(files["job.toml"])
     job = load_train_config(tmp_path / "job.toml", {})
-    parser = _build_parser()
+    parser = build_parser()
     mounts = "/etc/sniper/"
     sets = {s["metadata"]["name"]: s for s in kinds["StatefulSet"]}
     for role, servers in (("ps", spec.ps), ("hub", spec.hubs)):
@@ -90,7 +90,7 @@ def test_the_kubernetes_manifests_agree_with_their_spec(tmp_path: Path) -> None:
     (trainer,) = kinds["Job"]
     (container,) = trainer["spec"]["template"]["spec"]["containers"]
     args = parser.parse_args(argv_in_pod(container["args"][0], "sniper-trainer-x"))
-    assert args.run.__name__ == "_cmd_train"
+    assert args.run.__module__ == "sniper.cli._train"
     assert (args.cluster_spec, args.config) == (mounts + "cluster.toml", mounts + "job.toml")
 
 

@@ -3,7 +3,7 @@
 ``py-spy record --format raw`` writes one line per distinct stack, its frames outermost first,
 separated by ``;``, then a space and the number of samples that caught it::
 
-    main (sniper/_cli.py:610);EmbeddingTable.lookup_shard (sniper/store/_table.py:297) 12
+    main (sniper/cli/_main.py:70);EmbeddingTable.lookup_shard (sniper/store/_table.py:297) 12
 
 Without ``--idle`` py-spy keeps only the samples of threads it finds runnable: a ps blocked on
 its socket or a worker parked on a condition should add nothing. Runnable is not running,

@@ -60,9 +60,9 @@ log = logging.getLogger("sniper.serve")
 
 @dataclass(frozen=True)
 class ServeConfig(DataSource, HubConfig, PsSettings, GrpcSettings):
-    """Everything ``sniper serve`` takes; each field is also a TOML key, and a flag except a
-    hub's start placement (``placement_owners``, ``placement_version``: ``sniper train`` writes
-    them).
+    """Everything ``sniper serve`` takes; each field is also a TOML key and a flag (a hub's
+    start placement, ``placement_owners`` and ``placement_version``, is what ``sniper train``
+    writes for the hubs it starts).
 
     The data keys come from :class:`~sniper.data.DataSource`, the hub keys from
     :class:`~sniper.roles.HubConfig`, the ps keys from

@@ -31,7 +31,7 @@ async def noted(self):
     return await run(self)
 
 trainer.Trainer.run = noted
-from sniper._cli import main
+from sniper.cli import main
 
 try:
     main(["train", "--config", sys.argv[1], "--quiet"])

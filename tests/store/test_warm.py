@@ -43,7 +43,7 @@ async def start(self, *args, **kwargs):
     raise SystemExit(0)
 
 Server.start = start
-from sniper._cli import main
+from sniper.cli import main
 main(["serve", "--role", "ps", "--port", "0"])
 """
 

@@ -79,3 +79,30 @@ def test_demo_in_process() -> None:
     assert done.returncode == 0, done.stderr
     assert "on this process (no gRPC)" in done.stdout
     assert "scheduler adaptive:" in done.stdout
+
+
+HEAVY = ("numba", "grpclib")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("--help",), ("hash", "--help"), ("bench", "e2e", "--help"), ("data", "convert", "--help")],
+)
+def test_help_imports_neither_numba_nor_grpclib(args: tuple[str, ...]) -> None:
+    """``sniper --help`` stays fast: the commands whose flags come from a heavy config class
+    (train, serve) add those flags only when they themselves are parsed."""
+    code = (
+        "import sys\n"
+        "from sniper.cli import main\n"
+        "try:\n"
+        f"    main({list(args)!r})\n"
+        "except SystemExit as exc:\n"
+        "    assert exc.code == 0, exc.code\n"
+        f"print('heavy:', [m for m in {HEAVY!r} if m in sys.modules], file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "heavy: []\n"
+    assert done.stdout.startswith("usage: sniper")

@@ -1,0 +1,65 @@
+"""``sniper data``: prepare training data (``convert``: Criteo TSV or synthetic to Parquet)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from sniper.cli._parsing import positive_int
+
+if TYPE_CHECKING:
+    from sniper.cli._parsing import Commands
+
+__all__ = ["add_parser", "run_convert"]
+
+
+def add_parser(commands: Commands) -> None:
+    """Add ``sniper data`` and its actions to ``commands``."""
+    data = commands.add_parser("data", help="prepare training data")
+    actions = data.add_subparsers(dest="data_command", required=True, metavar="ACTION")
+    convert = actions.add_parser("convert", help="write Criteo TSV or synthetic data as Parquet")
+    convert.add_argument(
+        "kind",
+        choices=["criteo", "synthetic"],
+        help="criteo: a Criteo TSV file; synthetic: planted-model data",
+    )
+    convert.add_argument("out", help="Parquet file to write (appears only when complete)")
+    convert.add_argument(
+        "--source",
+        default=None,
+        help="criteo: the TSV file (required); synthetic: workload (seed_ctr)",
+    )
+    convert.add_argument(
+        "--batch-size", type=positive_int, default=None, help="examples per batch and row group"
+    )
+    convert.add_argument(
+        "--num-batches",
+        type=positive_int,
+        default=None,
+        help="batches to write (required for synthetic; criteo: stop early)",
+    )
+    convert.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        help="synthetic only: multiplies signs per batch and vocabularies",
+    )
+    convert.add_argument("--seed", type=int, default=0, help="synthetic only")
+    convert.set_defaults(run=run_convert)
+
+
+def run_convert(args: argparse.Namespace) -> int:
+    """Write the Parquet file and say how many examples it holds."""
+    from sniper.data import convert
+
+    rows = convert(
+        args.kind,
+        args.source,
+        args.out,
+        batch_size=args.batch_size,
+        num_batches=args.num_batches,
+        scale=args.scale,
+        seed=args.seed,
+    )
+    print(f"wrote {rows:,} examples to {args.out}")
+    return 0

@@ -1,0 +1,122 @@
+"""``sniper train``: one training job, end to end.
+
+Every key of :class:`~sniper.cluster.TrainConfig` is a flag (generated from the config class,
+see ``_config_flags``); the ones below are written by hand for their help or a stricter type,
+or name servers started elsewhere (``--ps``, ``--hub``, ``--cluster-spec``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from sniper.cli._config_flags import add_config_flags, config_overrides
+from sniper.cli._parsing import EXIT_FAILED, Parser, positive_int
+
+if TYPE_CHECKING:
+    from sniper.cli._parsing import Commands
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(commands: Commands) -> None:
+    """Add ``sniper train`` to ``commands``."""
+    parser = commands.add_parser(
+        "train", help="train end to end on a local cluster (embedded default without --config)"
+    )
+    parser.add_argument("--config", default=None, help="TOML file (experiments/configs/*.toml)")
+    parser.add_argument("--ps", default=None, help="use these ps (host:port,...) instead")
+    parser.add_argument("--hub", default=None, help="use these hubs (host:port,...) instead")
+    parser.add_argument(
+        "--cluster-spec", default=None, help="TOML of every ps and hub (started elsewhere)"
+    )
+    parser.add_argument(
+        "--data", default=None, help="synthetic, criteo:PATH or parquet:PATH (file, dir, glob)"
+    )
+    parser.add_argument(
+        "--eval-data", default=None, help="held-out criteo:PATH or parquet:PATH, scored at the end"
+    )
+    parser.add_argument("--epochs", type=positive_int, default=None)
+    parser.add_argument("--batch-size", type=positive_int, default=None)
+    parser.add_argument("--output", default=None, help="JSON report path")
+    parser.add_argument("--num-ps", type=positive_int, default=None)
+    parser.add_argument("--num-hubs", type=positive_int, default=None)
+    parser.add_argument("--checkpoint-dir", default=None, help="checkpoint the job here")
+    parser.add_argument(
+        "--checkpoint-every", type=int, default=None, help="steps between checkpoints"
+    )
+    parser.add_argument(
+        "--resume", default=None, help="continue from a --checkpoint-dir (or its step-N)"
+    )
+    parser.add_argument(
+        "--max-restarts",
+        type=int,
+        default=None,
+        help="restarts from the latest checkpoint when a server dies (default 3)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="Prometheus metrics of the trainer here (0: a free port); the servers it starts "
+        "get free ports, and every URL is printed",
+    )
+    parser.add_argument(
+        "--quiet", action="store_true", default=None, help="no progress bar or progress lines"
+    )
+    parser.add_argument(
+        "--launcher",
+        choices=["auto", "local", "inprocess", "ray"],
+        default=None,
+        help="run the ps and hubs inside this process (inprocess: no gRPC between them), as "
+        "local processes over gRPC (local: a crashed role is restarted from the last "
+        "checkpoint) or as Ray actors (sniper[ray]); auto (default): local when --ps, --hub "
+        "or --cluster-spec name servers, else inprocess",
+    )
+    parser.add_argument(
+        "--ray-address", default=None, help='the Ray cluster ("": a new local one; "auto")'
+    )
+    parser.defer(_add_config_flags)
+    parser.set_defaults(run=run)
+
+
+def _add_config_flags(parser: Parser) -> None:
+    """The flags of the other keys: known only by importing the job (numba, grpclib)."""
+    from sniper.cluster import TrainConfig
+
+    add_config_flags(parser, TrainConfig, "config keys (each overrides --config's value)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load the config (defaults, ``--config``, then flags) and run the job."""
+    from pathlib import Path
+
+    from sniper._config import load_config
+    from sniper.cluster import TrainConfig
+    from sniper.cluster._train import run_train
+    from sniper.roles import TrainingError
+
+    flags = config_overrides(TrainConfig, args)
+    if args.quiet:
+        flags["progress"] = False
+    ps, hubs = args.ps, args.hub
+    if args.cluster_spec:
+        from sniper.cluster import load_cluster_spec
+
+        if ps or hubs:
+            raise ValueError("give --cluster-spec or --ps/--hub, not both")
+        spec = load_cluster_spec(Path(args.cluster_spec))
+        ps, hubs = spec.ps_addresses, spec.hub_addresses
+        flags |= {"num_ps": len(spec.ps), "num_hubs": len(spec.hubs)}
+    config = load_config(TrainConfig, Path(args.config) if args.config else None, flags)
+    if config.launcher in ("ray", "inprocess") and (ps or hubs):
+        raise ValueError(
+            f"launcher {config.launcher} starts its own ps and hubs: drop --ps, --hub and "
+            "--cluster-spec (or use launcher local)"
+        )
+    try:
+        return run_train(config, ps=ps, hubs=hubs)
+    except TrainingError as exc:
+        print(f"sniper: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
