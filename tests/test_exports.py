@@ -12,6 +12,7 @@ import pytest
 
 PACKAGES = [
     "sniper",
+    "sniper.placement",
     "sniper.roles",
     "sniper.rpc",
     "sniper.store",

@@ -48,7 +48,8 @@ from threadpoolctl import threadpool_limits
 from sniper._config import RunSettings, check_at_least, check_positive
 from sniper._metrics import Histogram
 from sniper.data import StreamingAuc, log_loss
-from sniper.roles._balance import AutoShard, Move
+from sniper.placement import Move
+from sniper.roles._balance import AutoShard
 from sniper.roles._batch_id import BatchId
 from sniper.roles._cluster import PsCluster
 from sniper.roles._errors import RPC_ERRORS, describe_error
