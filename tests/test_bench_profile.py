@@ -1,14 +1,12 @@
 """`sniper bench profile`: py-spy's collapsed stacks into a per-role time budget (on a
-hand-written sample), the /proc readings it divides, and one real profiled job."""
+hand-written sample), and one real profiled job (the /proc readings it divides are
+``tests/test_proc.py``'s)."""
 
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 import sys
-import threading
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -17,14 +15,6 @@ import pytest
 from sniper._bench import _stacks
 from sniper._bench._budget import RoleBudget
 from sniper._bench._flamegraph import write_flamegraph
-from sniper._bench._procfs import (
-    children,
-    cpu_seconds,
-    listening_pid,
-    machine_cpu_seconds,
-    thread_cpu_seconds,
-    thread_names,
-)
 from sniper._bench._profile import ProfilerMissing, Sampling, find_py_spy
 from sniper._bench._stacks import Frame, Stack, category_of, cpu_by_category, parse_collapsed
 from sniper._table import markdown_table, print_table
@@ -158,22 +148,6 @@ def test_the_icicle_graph_is_svg_with_a_box_per_frame(tmp_path: Path) -> None:
     assert "main (sniper/cli/_main.py): 14 samples, other" in titles
     mapped = "EmbeddingTable._map (sniper/store/_table.py): 1 sample"
     assert any(title.startswith(mapped) for title in titles)
-
-
-def test_proc_readings_of_this_process() -> None:
-    assert cpu_seconds(os.getpid()) > 0
-    assert threading.get_native_id() in thread_cpu_seconds(os.getpid())
-    assert thread_names(os.getpid())[threading.get_native_id()]
-    busy, total = machine_cpu_seconds()
-    assert 0 < busy < total
-    with socket.create_server(("127.0.0.1", 0)) as server:
-        port = server.getsockname()[1]
-        assert listening_pid(port, [os.getpid()]) == os.getpid()
-    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"]) as child:
-        try:
-            assert child.pid in children(os.getpid())
-        finally:
-            child.kill()
 
 
 def test_sampling_refuses_a_rate_py_spy_cannot_keep() -> None:

@@ -8,25 +8,15 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from sniper.cluster._spec import auto_shards
-from sniper.data._workload import VariableSpec, Workload
+from sniper.data._workload import Workload
 from sniper.data._zipf import ZipfSampler, signs_of_ranks
+from sniper.placement import capacity_for, shards_for
 from sniper.store import EmbeddingTable, LockMode, Optimizer
 
-__all__ = ["Batch", "capacity_for", "make_batches", "make_tables", "shards_for"]
+__all__ = ["Batch", "make_batches", "make_tables"]
 
 
 Batch = dict[str, tuple[NDArray[np.uint64], NDArray[np.int64]]]
-
-
-def shards_for(spec: VariableSpec) -> int:
-    """Shards of a variable: the rule ``sniper train`` uses (one per 32k signs per batch)."""
-    return auto_shards(spec.signs_per_batch)
-
-
-def capacity_for(spec: VariableSpec) -> int:
-    """Room for many batches of distinct signs, bounded so 76 tables fit in a few GB."""
-    return int(min(spec.vocabulary, max(65_536, 16 * spec.signs_per_batch), 2_000_000))
 
 
 def make_batches(workload: Workload, count: int, seed: int) -> list[Batch]:
@@ -51,7 +41,8 @@ def make_batches(workload: Workload, count: int, seed: int) -> list[Batch]:
 def make_tables(
     workload: Workload, optimizer: Optimizer, lock: LockMode = "shard"
 ) -> dict[str, EmbeddingTable]:
-    """One table per variable, sharded and sized by :func:`shards_for` and :func:`capacity_for`."""
+    """One table per variable, sharded and sized by ``sniper.placement``'s :func:`shards_for` and
+    :func:`capacity_for`."""
     return {
         spec.name: EmbeddingTable(
             workload.embedding_dim,

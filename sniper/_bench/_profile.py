@@ -49,7 +49,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from sniper._bench._budget import RoleBudget, Table, budget_of, budget_tables, ops_table
 from sniper._bench._e2e import EVAL_EVERY, write_job
 from sniper._bench._flamegraph import write_flamegraph
-from sniper._bench._procfs import (
+from sniper._bench._stacks import read_collapsed
+from sniper._table import markdown_table, print_table
+from sniper.data import SyntheticCtr
+from sniper.data._workload import Workload
+from sniper.runtime import (
     children,
     cpu_seconds,
     listening_pid,
@@ -57,10 +61,6 @@ from sniper._bench._procfs import (
     thread_cpu_seconds,
     thread_names,
 )
-from sniper._bench._stacks import read_collapsed
-from sniper._table import markdown_table, print_table
-from sniper.data import SyntheticCtr
-from sniper.data._workload import Workload
 
 __all__ = ["ProfilerMissing", "Sampling", "find_py_spy", "run", "trained_steps"]
 

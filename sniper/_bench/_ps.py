@@ -26,12 +26,13 @@ import anyio
 import numpy as np
 from numpy.typing import NDArray
 
-from sniper._bench._local import Batch, capacity_for, make_batches, make_tables, shards_for
+from sniper._bench._local import Batch, make_batches, make_tables
 from sniper._metrics import Histogram
 from sniper._table import print_table
 from sniper.cluster._placement import print_placement, workload_placement
 from sniper.cluster._process import ps_command, server_process
 from sniper.data._workload import Workload
+from sniper.placement import capacity_for, shards_for
 from sniper.roles import PsCluster, PsEngine
 from sniper.rpc import PsClient, variable_request
 from sniper.scheduler import open_scheduler

@@ -7,8 +7,8 @@ background tasks), EmbeddingLookup of all 76 variables of ``seed_ctr`` (719k sig
 variable with 270k; a gather of the pinned rows) and PushGrad (the optimizer update, which frees
 the batch). As in a job, where the hub feeds batches ahead of the trainer, the next batch's
 feed runs during this batch's lookup and push; a step ends when all three are done. Variables
-with many signs per batch get several shards (``_spec.SHARD_SIGNS`` signs each), so their work
-becomes several tasks.
+with many signs per batch get several shards (``sniper.placement.SHARD_SIGNS`` signs each), so
+their work becomes several tasks.
 
 Every backend runs the same batches on the same tables; ``inline`` is the baseline. The
 seeds' pathology, every table behind one process-wide lock (``lock="global"``), runs on
@@ -33,10 +33,11 @@ import anyio
 import numpy as np
 from numpy.typing import NDArray
 
-from sniper._bench._local import Batch, make_batches, make_tables, shards_for
+from sniper._bench._local import Batch, make_batches, make_tables
 from sniper._bench._report import parallel_capacity, verdict
 from sniper._table import print_table
 from sniper.data._workload import Workload
+from sniper.placement import shards_for
 from sniper.roles import PsEngine
 from sniper.scheduler import SCHEDULER_NAMES, open_scheduler
 from sniper.store import SGD, EmbeddingTable, LockMode

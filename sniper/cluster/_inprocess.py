@@ -47,8 +47,9 @@ from sniper.cluster._train import (
     _run_job,
 )
 from sniper.monitoring import HubCollector, PsCollector, serve_metrics
+from sniper.placement import Placement
 from sniper.roles import HubConfig, HubRole, HubSettings, PsCluster, PsSettings, TrainReport
-from sniper.rpc import HubApi, Placement
+from sniper.rpc import HubApi
 from sniper.scheduler import open_scheduler
 from sniper.transport import InProcessTransport
 

@@ -5,21 +5,20 @@ balances their count, not their signs. :func:`print_placement` shows a workload'
 before a cluster runs, balanced (what ``sniper train`` starts from) or hashed;
 :func:`print_live_placement` shows a running job's ps as they are now, after
 auto_shard's moves, and :func:`print_checkpoint_placement` the table a checkpoint recorded.
+This module is the command's output; the policy it shows is ``sniper.placement``'s.
 """
 
 from __future__ import annotations
-
-from collections.abc import Mapping
 
 import anyio
 
 from sniper._table import print_table
 from sniper.cluster._train import TrainConfig, plan_training
 from sniper.data._workload import Workload
-from sniper.hashing import ps_for_variable
+from sniper.placement import Placement, hashed_owner, placement_load
 from sniper.roles._cluster import gather
 from sniper.roles._errors import RPC_ERRORS, describe_error
-from sniper.rpc import Placement, PsClient
+from sniper.rpc import PsClient
 from sniper.rpc._generated.sniper.v1 import StatsResponse
 
 
@@ -33,16 +32,6 @@ def workload_placement(
     plan = plan_training(config, workload)
     placement = plan.placement(num_ps) if policy == "balanced" else Placement(num_ps)
     return placement, plan.data.signs_per_batch
-
-
-def placement_load(signs: Mapping[str, int], placement: Placement) -> list[tuple[int, int]]:
-    """Per ps: (variables owned, signs per batch owned)."""
-    load = [(0, 0)] * placement.num_ps
-    for name, count in signs.items():
-        ps = placement.owner(name)
-        variables, owned = load[ps]
-        load[ps] = (variables + 1, owned + count)
-    return load
 
 
 _POLICIES = {
@@ -97,7 +86,7 @@ def print_live_placement(addresses: list[tuple[str, int]]) -> None:
     rows = []
     for index, answer in enumerate(stats):
         for v in answer.variables:
-            home = ps_for_variable(v.name, num_ps)
+            home = hashed_owner(v.name, num_ps)
             moved = "" if home == index else f"hashed to ps {home}"
             rows.append([v.name, str(index), f"{v.kernel_seconds:.3f}", f"{v.rows:,}", moved])
     rows.sort(key=lambda row: row[0])
@@ -133,7 +122,7 @@ def print_checkpoint_placement(placement: Placement | None, step: int) -> None:
         f"{placement.num_ps} ps; variables away from their hashed ps:"
     )
     rows = [
-        [name, str(ps_for_variable(name, placement.num_ps)), str(ps)]
+        [name, str(hashed_owner(name, placement.num_ps)), str(ps)]
         for name, ps in sorted(placement.owners.items())
     ]
     print_table(["variable", "hashed ps", "ps"], rows)

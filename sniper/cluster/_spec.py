@@ -11,10 +11,9 @@ names another ``optimizer`` (or ``initializer``) than the default's does not inh
 default's ``params`` (or ``init``), which belong to the other one. The same holds between
 ``[variables.default]`` and the built-in default, Adagrad with ``lr = 0.05``.
 
-Sizing (the one policy for tables ``sniper train`` creates): ``capacity = 0`` sizes a table
-from the data's vocabulary when the data knows it (synthetic data, and Parquet converted from
-it), clamped to [1024, 4M], else :data:`FILE_CAPACITY` rows with LRU eviction past it;
-``shards = 0`` gives one shard per :data:`SHARD_SIGNS` signs per batch, at most 16.
+Sizing: ``capacity = 0`` and ``shards = 0`` size a table by ``sniper.placement``'s one policy
+(:func:`~sniper.placement.auto_capacity`, :func:`~sniper.placement.auto_shards`); initializers
+are the store's (:func:`~sniper.store.make_initializer`).
 """
 
 from __future__ import annotations
@@ -25,35 +24,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sniper._config import from_mapping
+from sniper.placement import auto_capacity, auto_shards
 from sniper.roles._variables import MAX_DIM
-from sniper.store import EVICTION_POLICIES, Optimizer, constant, make_optimizer, normal, uniform
+from sniper.store import EVICTION_POLICIES, Optimizer, make_initializer, make_optimizer
 from sniper.store._kernels import MAX_TABLE_SHARDS
 
-__all__ = [
-    "DEFAULT",
-    "FILE_CAPACITY",
-    "INITIALIZERS",
-    "SHARD_SIGNS",
-    "DataShape",
-    "ModelSpec",
-    "TableSpec",
-    "auto_shards",
-]
+__all__ = ["DEFAULT", "DataShape", "ModelSpec", "TableSpec"]
 
 DEFAULT = "default"
 """The ``[variables]`` key whose entry applies to every variable."""
-SHARD_SIGNS = 32_768
-"""Signs per batch per shard when ``shards = 0``: ~0.3 ms of kernel time, far above dispatch."""
-MAX_AUTO_SHARDS = 16
-MIN_AUTO_CAPACITY, MAX_AUTO_CAPACITY = 1024, 4_000_000
-FILE_CAPACITY = 1 << 20
-"""Rows of a table when the data does not say how many distinct signs a variable has."""
-INITIALIZERS: dict[str, dict[str, float]] = {
-    "normal": {"mean": 0.0, "std": 0.01},
-    "uniform": {"low": -0.01, "high": 0.01},
-    "constant": {"value": 0.0},
-}
-"""Each initializer's ``init`` parameters and their defaults."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +50,7 @@ class TableSpec:
     initializer: str = "normal"
     init: dict[str, float] = field(default_factory=dict)
     """The initializer's parameters: normal ``mean``, ``std``; uniform ``low``, ``high``;
-    constant ``value`` (defaults in :data:`INITIALIZERS`)."""
+    constant ``value`` (defaults in :data:`sniper.store.INITIALIZERS`)."""
     min_count: int = 0
     """Admission: a sign gets a row once seen this many times (0 or 1: at once)."""
     eviction: str = "lru"
@@ -102,33 +81,8 @@ class TableSpec:
 
     def initializer_args(self) -> tuple[str, float, float]:
         """``(kind, a, b)`` as CreateVariable's ``InitializerConfig`` takes them."""
-        defaults = INITIALIZERS.get(self.initializer)
-        if defaults is None:
-            raise ValueError(
-                f"initializer must be one of {', '.join(INITIALIZERS)}, got {self.initializer!r}"
-            )
-        unknown = sorted(set(self.init) - set(defaults))
-        if unknown:
-            raise ValueError(
-                f"init has {', '.join(map(repr, unknown))}, which {self.initializer} does not "
-                f"take; it takes {', '.join(defaults)}"
-            )
-        try:
-            return _initializer_args(self.initializer, defaults | self.init)
-        except ValueError as exc:
-            raise ValueError(f"init: {exc}") from None
-
-
-def _initializer_args(kind: str, values: dict[str, float]) -> tuple[str, float, float]:
-    """Check the parameters by building the initializer; return CreateVariable's form."""
-    if kind == "normal":
-        normal(values["std"], mean=values["mean"])
-        return ("normal", values["mean"], values["std"])
-    if kind == "uniform":
-        uniform(values["low"], values["high"])
-        return ("uniform", values["low"], values["high"])
-    constant(values["value"])
-    return ("constant", values["value"], 0.0)
+        initializer = make_initializer(self.initializer, self.init, value_prefix="init: ")
+        return initializer.args()
 
 
 @dataclass(frozen=True)
@@ -206,17 +160,11 @@ def _table(name: str, values: Mapping[str, Any]) -> TableSpec:
         ) from None
 
 
-def auto_shards(signs_per_batch: int) -> int:
-    """Shards of a table with ``shards = 0``: one per :data:`SHARD_SIGNS` signs per batch."""
-    return max(1, min(MAX_AUTO_SHARDS, signs_per_batch // SHARD_SIGNS))
-
-
 def _sized(spec: TableSpec, name: str, data: DataShape) -> TableSpec:
     shards = spec.shards or auto_shards(data.signs_per_batch.get(name, 0))
-    capacity = spec.capacity
-    if not capacity:
-        known = data.vocabulary.get(name) if data.vocabulary else None
-        capacity = min(max(MIN_AUTO_CAPACITY, known), MAX_AUTO_CAPACITY) if known else FILE_CAPACITY
+    capacity = spec.capacity or auto_capacity(
+        data.vocabulary.get(name) if data.vocabulary else None
+    )
     if capacity < shards:
         raise ValueError(
             f"variables.{name}.capacity ({capacity}) must be at least its shards ({shards})"

@@ -45,6 +45,7 @@ from sniper.cluster._spec import DataShape, ModelSpec, TableSpec
 from sniper.data import DataSource, Reader
 from sniper.data._source import check_data_value
 from sniper.data._workload import Workload, load_workload
+from sniper.placement import Placement
 from sniper.roles import (
     HubSettings,
     OpStats,
@@ -57,7 +58,7 @@ from sniper.roles import (
 )
 from sniper.roles._checkpoint import CorruptCheckpointError
 from sniper.roles._cluster import gather
-from sniper.rpc import HubApi, HubClient, Placement, PsClient
+from sniper.rpc import HubApi, HubClient, PsClient
 from sniper.runtime import log_to_stderr
 from sniper.transport._grpc import split_address
 from sniper.transport._serve import ServeConfig, parse_addresses

@@ -3,9 +3,10 @@
 A ``sniper train`` run starts its ps and hubs as child processes and stops them before it
 exits, so their CPU time cannot be read afterwards (``wait4`` gives the launcher's children
 only, summed). Instead a thread samples ``/proc`` every quarter second: it walks every
-process's parent link (``/proc/PID/stat`` field 4) down from the train process, and keeps the
-last ``utime + stime`` it saw of each. A process's final quarter second is lost, which is far
-below the differences the experiments look for (the seeds' ps at 59% against 10%).
+process's parent link (``/proc/PID/stat`` field 4) down from the train process
+(:func:`sniper.runtime.descendants`), and keeps the last ``utime + stime`` it saw of each. A
+process's final quarter second is lost, which is far below the differences the experiments look
+for (the seeds' ps at 59% against 10%).
 
 Roles come from each process's command line, the way ``sniper train`` starts them: the train
 process is the trainer; ``sniper serve --config DIR/ps.toml`` is a ps (every ps shares one
@@ -15,13 +16,13 @@ started in: the cluster's order); ``DIR/hub-N.toml`` is hub N.
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 
-__all__ = ["CpuSampler", "CpuUsage", "ProcessCpu", "descendants"]
+from sniper.runtime import command_line, descendants
+
+__all__ = ["CpuSampler", "CpuUsage", "ProcessCpu"]
 
 _HUB = re.compile(r"hub-(\d+)\.toml$")
 
@@ -68,47 +69,13 @@ class CpuUsage:
         return row
 
 
-def _stat(pid: int) -> tuple[int, float, int] | None:
-    """``(ppid, utime + stime in seconds, start ticks)`` of ``pid``; None once it is gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name (field 2) is in parentheses and may hold spaces: split after it.
-    fields = text[text.rindex(")") + 2 :].split()
-    ppid, utime, stime, start = int(fields[1]), int(fields[11]), int(fields[12]), int(fields[19])
-    return ppid, (utime + stime) / _TICKS, start
-
-
-_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def descendants(root: int) -> dict[int, tuple[float, int]]:
-    """``root`` and every process below it: pid -> (CPU-seconds, start ticks)."""
-    stats = {}
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit() and (stat := _stat(int(entry.name))) is not None:
-            stats[int(entry.name)] = stat
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _, _) in stats.items():
-        children.setdefault(ppid, []).append(pid)
-    found, stack = {}, [root]
-    while stack:
-        pid = stack.pop()
-        if pid in stats:
-            found[pid] = (stats[pid][1], stats[pid][2])
-            stack.extend(children.get(pid, []))
-    return found
-
-
 def _role(pid: int, root: int) -> str:
     if pid == root:
         return "trainer"
     try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        words = command_line(pid)
     except OSError:
         return "other"
-    words = [word.decode(errors="replace") for word in argv]
     if "serve" not in words or "--config" not in words:
         return "other"
     config = words[words.index("--config") + 1] if words[-1] != "--config" else ""

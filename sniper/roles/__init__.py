@@ -1,24 +1,27 @@
 """The hub, ps and trainer roles: actors on anyio, whatever transport carries their calls.
 
-- :class:`PsEngine`: a ps's tables and batches, dispatched to a scheduler; embeddable as is.
+- :class:`PsEngine`: a ps's tables and batches, dispatched to a scheduler; embeddable as is
+  (:class:`EngineConfig`: its limits and their defaults).
 - :class:`PsRole`: the ps (``sniper.rpc.PsApi``) over an engine: policies, histograms, drain.
 - :class:`HubRole`: reads a :class:`~sniper.data.Reader`, feeds the ps, hands out batches.
 - :class:`Trainer`: prefetches from hubs, trains the dense model it is given
   (``sniper.models``), pushes gradients; its pipeline, step and pauses are modules of their own.
 - :class:`PsCluster`: several ps as one, each variable on the ps its placement names.
-- :class:`AutoShard`: the trainer's moves of variables off a busy ps (:func:`plan_moves`).
+- :class:`AutoShard`: the trainer's moves of variables off a busy ps, as
+  ``sniper.placement``'s planner (:func:`plan_moves`, re-exported here) decides them.
 
 Transports (``sniper.transport``) serve these roles over gRPC or in process; the roles never
 import them.
 """
 
+from sniper.placement import Move as Move
+from sniper.placement import plan_moves as plan_moves
 from sniper.roles._balance import AutoShard as AutoShard
-from sniper.roles._balance import Move as Move
-from sniper.roles._balance import plan_moves as plan_moves
 from sniper.roles._batch_id import EVAL_HUB as EVAL_HUB
 from sniper.roles._batch_id import MAX_HUBS as MAX_HUBS
 from sniper.roles._batch_id import BatchId as BatchId
 from sniper.roles._cluster import PsCluster as PsCluster
+from sniper.roles._engine import EngineConfig as EngineConfig
 from sniper.roles._engine import PendingLookup as PendingLookup
 from sniper.roles._engine import PsEngine as PsEngine
 from sniper.roles._errors import AlreadyPushedError as AlreadyPushedError
@@ -53,6 +56,7 @@ __all__ = [
     "Checkpointer",
     "DataError",
     "DataEvaluator",
+    "EngineConfig",
     "EvalResult",
     "HubConfig",
     "HubRole",

@@ -4,9 +4,10 @@ Hashing variables to ps evens out their number, not their work: the seed logs fo
 59% CPU while the others idled at 10%. :class:`AutoShard` runs in the trainer. Every
 ``window`` steps it reads each ps's Stats, where every variable's store kernel seconds (its
 lookups and pushes) are counted, and takes the window's difference as the variable's cost.
-When the busiest ps's cost exceeds the lightest's by more than ``ratio``, it plans moves
-(:func:`plan_moves`): the busiest ps's variable whose cost is nearest half the gap goes to the
-lightest ps, as long as that lowers the busier of the two.
+When the busiest ps's cost exceeds the lightest's by more than ``ratio``, it asks the planner
+(:func:`sniper.placement.plan_moves`) for moves: the busiest ps's variable whose cost is nearest
+half the gap goes to the lightest ps, as long as that lowers the busier of the two. The policy
+is ``sniper.placement``'s; this module carries the moves out.
 
 A move happens while the trainer's pipeline is drained (as for a checkpoint: every batch read
 was pushed, so no lookup or push is in flight) and goes in an order that loses no gradient:
@@ -33,73 +34,17 @@ import functools
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
+from sniper.placement import Move, plan_moves, ps_loads
 from sniper.roles._cluster import PsCluster, gather
 from sniper.roles._errors import RPC_ERRORS, describe_error
 from sniper.rpc._api import HubApi
 from sniper.rpc._generated.sniper.v1 import CreateVariableRequest
-from sniper.rpc._placement import Placement
 from sniper.store import make_optimizer
 
-__all__ = ["AutoShard", "Move", "plan_moves"]
+__all__ = ["MAX_MOVE_BYTES", "AutoShard"]
 
 log = logging.getLogger("sniper.trainer")
-
-
-@dataclass(frozen=True)
-class Move:
-    """One variable from ps ``source`` to ps ``to``, and what it weighed when planned."""
-
-    variable: str
-    source: int
-    to: int
-    cost: float
-    """Its kernel seconds in the window that planned the move."""
-
-
-def ps_loads(costs: Mapping[str, float], placement: Placement) -> list[float]:
-    """Kernel seconds of each ps: the costs of the variables it holds."""
-    loads = [0.0] * placement.num_ps
-    for name, cost in costs.items():
-        loads[placement.owner(name)] += cost
-    return loads
-
-
-def plan_moves(
-    costs: Mapping[str, float],
-    placement: Placement,
-    ratio: float,
-    max_moves: int = 1,
-    exclude: frozenset[str] = frozenset(),
-) -> list[Move]:
-    """Moves that even out the ps' loads, best first; none while within ``ratio``.
-
-    Each move takes the busiest ps's variable whose cost is closest to half the gap to the
-    lightest ps, among those lighter than the gap (so the busier of the two gets lighter).
-    """
-    loads = ps_loads(costs, placement)
-    moves: list[Move] = []
-    for _ in range(max_moves):
-        busiest = max(range(len(loads)), key=loads.__getitem__)
-        lightest = min(range(len(loads)), key=loads.__getitem__)
-        gap = loads[busiest] - loads[lightest]
-        if loads[busiest] <= ratio * loads[lightest] or gap <= 0:
-            break
-        candidates = [
-            (name, cost)
-            for name, cost in costs.items()
-            if placement.owner(name) == busiest and 0 < cost < gap and name not in exclude
-        ]
-        if not candidates:
-            break
-        name, cost = min(candidates, key=lambda item: abs(item[1] - gap / 2))
-        moves.append(Move(name, busiest, lightest, cost))
-        loads[busiest] -= cost
-        loads[lightest] += cost
-        placement = placement.moved(name, lightest)
-    return moves
-
 
 MAX_MOVE_BYTES = 200 * 2**20
 """The largest variable moved, in bytes of rows and state: under the 256 MB a gRPC message may

@@ -21,8 +21,8 @@ import anyio
 import numpy as np
 from numpy.typing import NDArray
 
+from sniper.placement import Placement
 from sniper.rpc._api import LookupTarget, Pooled, PsApi, Signs
-from sniper.rpc._placement import Placement
 
 __all__ = ["PsCluster", "gather"]
 

@@ -31,12 +31,13 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar, TypeVarTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from sniper._config import check_at_least, check_positive
+from sniper._config import Validated, check_at_least, check_positive
 from sniper.roles._errors import AlreadyPushedError, UnknownBatchError, UnknownVariableError
 from sniper.rpc._api import LookupTarget, Pooled
 from sniper.scheduler import Scheduler, TaskHandle, TaskKey, wait_all
@@ -54,7 +55,37 @@ from sniper.store import (
 T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
 
-__all__ = ["PendingLookup", "PsEngine"]
+__all__ = ["EngineConfig", "PendingLookup", "PsEngine"]
+
+
+@dataclass(frozen=True)
+class EngineConfig(Validated):
+    """A ps engine's batch limits and small-request threshold, declared and checked once:
+    :class:`PsEngine` takes them as keywords (with these defaults), and the configs of
+    ``sniper serve`` and ``sniper train`` as keys (:class:`~sniper.roles.PsSettings` is one)."""
+
+    batch_ttl: float = 300.0
+    """Seconds a fed batch waits for its PushGrad before it is dropped."""
+    max_pending_mb: float = 2048.0
+    """Fed batches not yet pushed or released this ps may hold; past it FeedSample answers
+    RESOURCE_EXHAUSTED."""
+    max_pending_batches: int = 4096
+    """The same cap in batches (a job's hubs and trainer hold a few dozen at a time)."""
+    small_request_signs: int = 65_536
+    """A FeedSample, EmbeddingLookup or PushGrad of fewer signs than this on this ps has its
+    tasks keyed ``small``, which ``adaptive`` runs on the thread that received the request
+    (0: none is small). Measured on two cores with 2 ps in one process
+    (``experiments/small_requests.toml``, two runs a point): seed_ctr at scale 0.02 (requests
+    of about 52k and 31k signs) ran 31.2k examples/s at this default against 20.3k with every
+    request on the workers; at 1.0 (400k and 300k) 7.1k with every request inline against
+    9.8k; at 0.1 (78k and 46k), 23.0k all inline against 20.4k at this default, so the
+    crossover may lie higher on this machine. More cores make the workers worth it sooner."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive(self, "batch_ttl", "max_pending_mb")
+        check_at_least(self, 1, "max_pending_batches")
+        check_at_least(self, 0, "small_request_signs")
 
 
 class PsEngine:
@@ -64,13 +95,19 @@ class PsEngine:
         self,
         scheduler: Scheduler,
         *,
-        batch_ttl: float = 300.0,
+        batch_ttl: float = EngineConfig.batch_ttl,
         min_task_signs: int = 32_768,
-        small_request_signs: int = 65_536,
-        max_pending_mb: float = 2048.0,
-        max_pending_batches: int = 4096,
+        small_request_signs: int = EngineConfig.small_request_signs,
+        max_pending_mb: float = EngineConfig.max_pending_mb,
+        max_pending_batches: int = EngineConfig.max_pending_batches,
         map_at_feed: bool = True,
     ) -> None:
+        EngineConfig(  # checks them, and names the one that is wrong
+            batch_ttl=batch_ttl,
+            max_pending_mb=max_pending_mb,
+            max_pending_batches=max_pending_batches,
+            small_request_signs=small_request_signs,
+        )
         self.min_task_signs = min_task_signs
         self.small_request_signs = small_request_signs
         self.map_at_feed = map_at_feed
@@ -78,9 +115,7 @@ class PsEngine:
         self.batch_ttl = batch_ttl
         self.max_pending_mb = max_pending_mb
         self.max_pending_batches = max_pending_batches
-        check_positive(self, "batch_ttl", "max_pending_mb")
-        check_at_least(self, 1, "min_task_signs", "max_pending_batches")
-        check_at_least(self, 0, "small_request_signs")
+        check_at_least(self, 1, "min_task_signs")
         self._tables: dict[str, EmbeddingTable] = {}
         self._batches: dict[tuple[int, str], _Held] = {}
         self._pending_bytes = 0

@@ -39,12 +39,12 @@ from numpy.typing import NDArray
 
 from sniper._config import Validated, check_at_least, check_positive
 from sniper._metrics import Histogram
+from sniper.placement import Placement
 from sniper.roles._batch_id import MAX_HUBS, BatchId
 from sniper.roles._cluster import PsCluster
 from sniper.roles._errors import DataError, Unavailable, describe_error
 from sniper.roles._handout import HandOut
 from sniper.rpc._api import Sample
-from sniper.rpc._placement import Placement
 
 __all__ = ["BatchLike", "HubConfig", "HubRole", "HubSettings", "ReaderLike"]
 

@@ -14,7 +14,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from sniper.roles._balance import AutoShard, Move
+from sniper.placement import Move
+from sniper.roles._balance import AutoShard
 from sniper.roles._cluster import PsCluster
 from sniper.roles._errors import RPC_ERRORS, TrainingError, describe_error
 from sniper.roles._pipeline import Pipeline

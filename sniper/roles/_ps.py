@@ -33,7 +33,7 @@ import anyio.to_thread
 import numpy as np
 from numpy.typing import NDArray
 
-from sniper._config import RunSettings, Validated, check_at_least, check_positive
+from sniper._config import RunSettings, Validated, check_at_least, check_positive, fields_of
 from sniper._metrics import Histogram
 from sniper.roles._checkpoint import (
     CheckpointPathError,
@@ -42,7 +42,7 @@ from sniper.roles._checkpoint import (
     manifest_digest,
     save_checkpoint,
 )
-from sniper.roles._engine import PsEngine
+from sniper.roles._engine import EngineConfig, PsEngine
 from sniper.roles._errors import Unavailable, UnknownVariableError, VariableExistsError
 from sniper.roles._variables import same_config, table_from_request
 from sniper.rpc._api import Checkpointed, LookupTarget, MovedVariable, Pooled, Signs
@@ -114,9 +114,10 @@ class PsRoleConfig(Validated):
 
 
 @dataclass(frozen=True)
-class PsSettings(PsRoleConfig, RunSettings):
-    """A ps process: its role's policies and what it runs them on. ``sniper serve`` and
-    ``sniper train`` configs inherit these keys, so each is declared and checked once."""
+class PsSettings(PsRoleConfig, EngineConfig, RunSettings):
+    """A ps process: its role's policies, its engine's limits and what it runs them on.
+    ``sniper serve`` and ``sniper train`` configs inherit these keys, so each is declared and
+    checked once."""
 
     scheduler: str = "adaptive"
     """A name of :func:`sniper.scheduler.scheduler_names` (built-in or plugin). ``adaptive``
@@ -124,22 +125,6 @@ class PsSettings(PsRoleConfig, RunSettings):
     the rest on work-stealing workers."""
     workers: int = 0
     """Scheduler threads per ps (0: the machine's cores, shared among the ps started)."""
-    batch_ttl: float = 300.0
-    """Seconds a fed batch waits for its PushGrad before it is dropped."""
-    max_pending_mb: float = 2048.0
-    """Fed batches not yet pushed or released this ps may hold; past it FeedSample answers
-    RESOURCE_EXHAUSTED."""
-    max_pending_batches: int = 4096
-    """The same cap in batches (a job's hubs and trainer hold a few dozen at a time)."""
-    small_request_signs: int = 65_536
-    """A FeedSample, EmbeddingLookup or PushGrad of fewer signs than this on this ps has its
-    tasks keyed ``small``, which ``adaptive`` runs on the thread that received the request
-    (0: none is small). Measured on two cores with 2 ps in one process
-    (``experiments/small_requests.toml``, two runs a point): seed_ctr at scale 0.02 (requests
-    of about 52k and 31k signs) ran 31.2k examples/s at this default against 20.3k with every
-    request on the workers; at 1.0 (400k and 300k) 7.1k with every request inline against
-    9.8k; at 0.1 (78k and 46k), 23.0k all inline against 20.4k at this default, so the
-    crossover may lie higher on this machine. More cores make the workers worth it sooner."""
     map_rows: Literal["feed", "lookup"] = "feed"
     """When a batch's signs are resolved to rows: ``feed`` (when FeedSample arrives, while the
     trainer is busy with earlier batches; the rows stay pinned until PushGrad, so the lookup
@@ -151,21 +136,14 @@ class PsSettings(PsRoleConfig, RunSettings):
             raise ValueError(
                 f"scheduler must be one of {', '.join(scheduler_names())}, got {self.scheduler!r}"
             )
-        check_at_least(self, 0, "workers", "small_request_signs")
-        check_at_least(self, 1, "max_pending_batches")
+        check_at_least(self, 0, "workers")
         if self.map_rows not in ("feed", "lookup"):
             raise ValueError(f"map_rows must be 'feed' or 'lookup', got {self.map_rows!r}")
-        check_positive(self, "batch_ttl", "max_pending_mb")
 
     def engine(self, scheduler: Scheduler) -> PsEngine:
         """An engine on ``scheduler`` with these settings' batch limits."""
         return PsEngine(
-            scheduler,
-            batch_ttl=self.batch_ttl,
-            max_pending_mb=self.max_pending_mb,
-            max_pending_batches=self.max_pending_batches,
-            map_at_feed=self.map_rows == "feed",
-            small_request_signs=self.small_request_signs,
+            scheduler, **fields_of(self, EngineConfig), map_at_feed=self.map_rows == "feed"
         )
 
     async def ps_role(self, scheduler: Scheduler) -> PsRole:

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from sniper.rpc._generated.sniper.v1 import CreateVariableRequest
 from sniper.store import (
+    DEFAULT_INITIALIZER,
     Admission,
     EmbeddingTable,
     Initializer,
     LockMode,
     Optimizer,
     Pooling,
-    constant,
     make_optimizer,
-    normal,
-    uniform,
 )
 
 __all__ = [
@@ -49,15 +47,9 @@ def _optimizer(request: CreateVariableRequest) -> Optimizer:
 
 def _initializer(request: CreateVariableRequest) -> Initializer:
     config = request.initializer
-    if config is None or not config.kind:
-        return normal(0.01)
-    if config.kind == "constant":
-        return constant(config.a)
-    if config.kind == "uniform":
-        return uniform(config.a, config.b)
-    if config.kind == "normal":
-        return normal(config.b, mean=config.a)
-    raise ValueError(f"initializer.kind must be constant, uniform or normal, got {config.kind!r}")
+    if config is None:
+        return DEFAULT_INITIALIZER
+    return Initializer.from_args(config.kind, config.a, config.b)
 
 
 MAX_SKETCH_WIDTH = 1 << 26

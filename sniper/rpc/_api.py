@@ -22,6 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sniper._arrays import is_float32_matrix
+from sniper.placement import Placement
 from sniper.rpc._generated.sniper.v1 import (
     AdmissionConfig,
     CreateVariableRequest,
@@ -29,7 +30,6 @@ from sniper.rpc._generated.sniper.v1 import (
     OptimizerConfig,
     StatsResponse,
 )
-from sniper.rpc._placement import Placement
 
 __all__ = [
     "Checkpointed",

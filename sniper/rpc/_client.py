@@ -22,6 +22,7 @@ from grpclib.const import Status
 from grpclib.exceptions import GRPCError, StreamTerminatedError
 from numpy.typing import NDArray
 
+from sniper.placement import Placement
 from sniper.rpc._api import Checkpointed, LookupTarget, MovedVariable, Pooled, Sample, Signs
 from sniper.rpc._generated.sniper.v1 import (
     AckSampleRequest,
@@ -43,7 +44,7 @@ from sniper.rpc._generated.sniper.v1 import (
 )
 from sniper.rpc._http2 import Channel
 from sniper.rpc._moves import moved_from_message, moved_to_message
-from sniper.rpc._placement import Placement
+from sniper.rpc._placement import placement_to_message
 from sniper.rpc._security import Security
 from sniper.rpc._tensor import (
     FLOAT_DTYPES,
@@ -257,4 +258,4 @@ class HubClient:
         return response.acknowledged
 
     async def set_placement(self, placement: Placement) -> int:
-        return (await self.stub.set_placement(placement.to_message())).version
+        return (await self.stub.set_placement(placement_to_message(placement))).version

@@ -1,109 +1,25 @@
-"""``Placement``: which ps holds each variable, as a versioned table.
+"""A :class:`~sniper.placement.Placement` as the ``Placement`` message and back.
 
-By default a variable lives on ``ps_for_variable(name, num_ps)``: every role computes the same
-owner from the name alone, with nothing to agree on. A variable placed elsewhere has its owner
-written in :attr:`Placement.owners`, and the table's :attr:`~Placement.version` goes up by one
-per change. Two things place variables elsewhere: a fresh ``sniper train`` job starts from
-:meth:`Placement.balanced` (hashing evens out the number of variables, not their work: on
-seed_ctr one of 2 ps holds 74% of the signs), and auto_shard moves variables off a busy ps while
-it trains. The trainer decides a move; hubs and the trainer switch to the new table at a batch
-boundary (see ``sniper.roles._balance``).
+A trainer sends its hubs the next placement (SetPlacement) when auto_shard moves a variable;
+the client encodes the table, the server decodes it. One pair of functions, so both ends agree
+on every field. The table and its policy are ``sniper.placement``'s; only the wire form is here.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
-
-from sniper.hashing import ps_for_variable
+from sniper.placement import Placement
 from sniper.rpc._generated.sniper.v1 import Placement as PlacementMessage
 
-__all__ = ["Placement"]
+__all__ = ["placement_from_message", "placement_to_message"]
 
 
-@dataclass(frozen=True)
-class Placement:
-    """Owners of variables on ``num_ps`` ps: by name hash, except ``owners``."""
-
-    num_ps: int
-    owners: Mapping[str, int] = field(default_factory=dict)
-    """Variables placed away from their hashed ps, by auto_shard."""
-    version: int = 0
-    """0 for pure hashing; one more per move."""
-
-    def __post_init__(self) -> None:
-        if self.num_ps < 1:
-            raise ValueError(f"a placement needs at least one ps, got num_ps={self.num_ps}")
-        bad = {name: ps for name, ps in self.owners.items() if not 0 <= ps < self.num_ps}
-        if bad:
-            name, ps = next(iter(bad.items()))
-            raise ValueError(
-                f"placement puts variable {name!r} on ps {ps}, but there are {self.num_ps} ps"
-            )
-
-    @classmethod
-    def balanced(cls, costs: Mapping[str, tuple[int, int]], num_ps: int) -> Placement:
-        """Variables spread so that every ps gets about the same work: ``costs`` gives each
-        variable's ``(signs per batch, rows)``.
-
-        Largest first, each variable goes to the ps with the fewest signs so far, then the
-        fewest rows (a probe into a larger table misses the cache more often: criteo's 26
-        variables have one sign per example each, and hashing put 86% of their rows on one
-        of 2 ps), then its hashed ps: a variable stays home unless moving it evens the load.
-        Deterministic: every call with the same costs places the same way. Version 1 if any
-        variable is away from its hashed ps (hubs start by hashing and switch to it), else 0.
-        """
-        loads = [(0, 0)] * num_ps
-        owners: dict[str, int] = {}
-        for name in sorted(costs, key=lambda n: (-costs[n][0], -costs[n][1], n)):
-            home = _hashed_owner(name, num_ps)
-            ps = min(range(num_ps), key=lambda i: (loads[i], i != home, i))
-            signs, rows = costs[name]
-            loads[ps] = (loads[ps][0] + signs, loads[ps][1] + rows)
-            if ps != home:
-                owners[name] = ps
-        return cls(num_ps, owners, 1 if owners else 0)
-
-    def owner(self, name: str) -> int:
-        """The ps (by index) that holds variable ``name``."""
-        placed = self.owners.get(name)
-        return placed if placed is not None else _hashed_owner(name, self.num_ps)
-
-    def moved(self, name: str, to: int) -> Placement:
-        """This placement with ``name`` on ps ``to``: the next version."""
-        owners = dict(self.owners)
-        if ps_for_variable(name, self.num_ps) == to:
-            owners.pop(name, None)  # back home: hashing says it again
-        else:
-            owners[name] = to
-        return Placement(self.num_ps, owners, self.version + 1)
-
-    def to_message(self) -> PlacementMessage:
-        return PlacementMessage(version=self.version, num_ps=self.num_ps, owners=dict(self.owners))
-
-    @classmethod
-    def from_message(cls, message: PlacementMessage) -> Placement:
-        """The placement a SetPlacement carries; ``ValueError`` names what is wrong."""
-        return cls(message.num_ps, dict(message.owners), message.version)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready (a job checkpoint keeps it)."""
-        return {"version": self.version, "num_ps": self.num_ps, "owners": dict(self.owners)}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Placement:
-        return cls(
-            int(data["num_ps"]),
-            {str(k): int(v) for k, v in dict(data.get("owners", {})).items()},
-            int(data.get("version", 0)),
-        )
+def placement_to_message(placement: Placement) -> PlacementMessage:
+    """The message that carries ``placement``."""
+    return PlacementMessage(
+        version=placement.version, num_ps=placement.num_ps, owners=dict(placement.owners)
+    )
 
 
-@functools.lru_cache(maxsize=1 << 14)
-def _hashed_owner(name: str, num_ps: int) -> int:
-    """:func:`ps_for_variable`, remembered: every feed, lookup and push asks it for each of its
-    variables, and hashing a name byte by byte in Python cost 76 variables 0.12 ms each
-    time."""
-    return ps_for_variable(name, num_ps)
+def placement_from_message(message: PlacementMessage) -> Placement:
+    """The placement a SetPlacement carries; ``ValueError`` names what is wrong."""
+    return Placement(message.num_ps, dict(message.owners), message.version)

@@ -18,8 +18,11 @@ from sniper.store._grouped import PushPart as PushPart
 from sniper.store._grouped import pin_shards as pin_shards
 from sniper.store._grouped import pool_shards as pool_shards
 from sniper.store._grouped import push_shards as push_shards
+from sniper.store._initializers import DEFAULT_INITIALIZER as DEFAULT_INITIALIZER
+from sniper.store._initializers import INITIALIZERS as INITIALIZERS
 from sniper.store._initializers import Initializer as Initializer
 from sniper.store._initializers import constant as constant
+from sniper.store._initializers import make_initializer as make_initializer
 from sniper.store._initializers import normal as normal
 from sniper.store._initializers import uniform as uniform
 from sniper.store._initializers import zeros as zeros
@@ -41,7 +44,9 @@ from sniper.store._table import Pooling as Pooling
 from sniper.store._warm import load_kernels as load_kernels
 
 __all__ = [
+    "DEFAULT_INITIALIZER",
     "EVICTION_POLICIES",
+    "INITIALIZERS",
     "LOCK_MODES",
     "OPTIMIZERS",
     "POOLINGS",
@@ -65,6 +70,7 @@ __all__ = [
     "TableStatistics",
     "constant",
     "load_kernels",
+    "make_initializer",
     "make_optimizer",
     "normal",
     "pin_shards",

@@ -52,7 +52,7 @@ from sniper.store._grouped import (
     push_shards,
     real_locks,
 )
-from sniper.store._initializers import Initializer, normal
+from sniper.store._initializers import DEFAULT_INITIALIZER, Initializer
 from sniper.store._optimizers import Optimizer
 from sniper.store._pages import untouched_zeros
 from sniper.store._pointers import address
@@ -149,7 +149,7 @@ class EmbeddingTable(EmbeddingStore):
         self._capacity = capacity
         self._num_shards = num_shards
         self.optimizer = optimizer
-        self.initializer = initializer if initializer is not None else normal(0.01)
+        self.initializer = initializer if initializer is not None else DEFAULT_INITIALIZER
         self.admission = admission
         self._lock_mode: LockMode = lock
         self.seed = seed

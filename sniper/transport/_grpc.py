@@ -29,6 +29,7 @@ import numpy as np
 from sniper._config import Validated, check_positive
 from sniper.roles._hub import HubRole
 from sniper.roles._ps import PsRole
+from sniper.rpc import placement_from_message
 from sniper.rpc._api import HubApi, PsApi, Signs
 from sniper.rpc._client import HubClient, PsClient
 from sniper.rpc._generated.sniper.v1 import (
@@ -68,7 +69,6 @@ from sniper.rpc._generated.sniper.v1 import (
 from sniper.rpc._generated.sniper.v1 import Placement as PlacementMessage
 from sniper.rpc._http2 import Server
 from sniper.rpc._moves import moved_from_message, moved_to_message
-from sniper.rpc._placement import Placement
 from sniper.rpc._security import Security
 from sniper.rpc._tensor import check_wire_dtype, decode, decode_floats, encode
 from sniper.rpc._wire import (
@@ -281,7 +281,7 @@ class HubService(HubBase):
 
     @_rpc("SetPlacement")
     async def set_placement(self, request: PlacementMessage) -> SetPlacementResponse:
-        version = await self.role.set_placement(Placement.from_message(request))
+        version = await self.role.set_placement(placement_from_message(request))
         return SetPlacementResponse(version=version)
 
 

@@ -33,11 +33,11 @@ from grpclib.exceptions import GRPCError
 from numpy.typing import NDArray
 
 from sniper._tasks import background
+from sniper.placement import Placement
 from sniper.roles._hub import HubRole
 from sniper.roles._ps import PsRole
 from sniper.rpc._api import Checkpointed, LookupTarget, MovedVariable, Pooled, Sample, Signs
 from sniper.rpc._generated.sniper.v1 import CreateVariableRequest, StatsResponse
-from sniper.rpc._placement import Placement
 from sniper.transport._abc import Transport
 from sniper.transport._errors import grpc_error
 

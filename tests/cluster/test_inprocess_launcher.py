@@ -15,9 +15,9 @@ from sniper.cluster._placement import workload_placement
 from sniper.cluster._process import serve_config_command
 from sniper.cluster._train import TrainConfig, _hub_configs, load_train_config, plan_training
 from sniper.data import load_workload
+from sniper.placement import Placement
 from sniper.roles import HubConfig
 from sniper.roles._checkpoint import MANIFEST
-from sniper.rpc import Placement
 from sniper.transport._serve import ServeConfig, hub_cluster, load_serve_config
 from tests.cluster._sniper import sniper
 

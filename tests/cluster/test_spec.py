@@ -12,8 +12,8 @@ import pytest
 
 from sniper._config import load_config
 from sniper.cluster import DataShape, ModelSpec, TableSpec
-from sniper.cluster._spec import FILE_CAPACITY
 from sniper.cluster._train import TrainConfig
+from sniper.placement import FILE_CAPACITY
 from tests.data._helpers import criteo_line
 
 CRITEO = DataShape(

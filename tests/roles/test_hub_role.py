@@ -16,8 +16,9 @@ import pytest
 
 from sniper.data import ParquetReader, SyntheticCtr, load_workload, write_parquet
 from sniper.hashing import ps_for_variable
+from sniper.placement import Placement
 from sniper.roles import BatchId, HubConfig, HubRole, PsCluster, PsEngine, PsRole, Unavailable
-from sniper.rpc import Placement, Sample, Signs
+from sniper.rpc import Sample, Signs
 from sniper.scheduler import open_scheduler
 from sniper.transport import InProcessTransport
 from tests.roles._roles import created

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from sniper.cluster._spec import FILE_CAPACITY
 from sniper.cluster._train import TrainConfig, plan_training
 from sniper.data import CriteoTsv, SyntheticCtr, write_parquet
 from sniper.data._workload import load_workload
+from sniper.placement import FILE_CAPACITY
 
 WORKLOAD = load_workload("seed_ctr")
 

@@ -13,8 +13,8 @@ from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
 from sniper.data import SyntheticCtr, load_workload
+from sniper.placement import Placement
 from sniper.roles import HubConfig, HubRole, PsCluster, PsRoleConfig
-from sniper.rpc import Placement
 from sniper.store import LOCK_MODES
 from sniper.testing import running_ps
 from sniper.transport import GrpcTransport

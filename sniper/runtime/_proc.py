@@ -1,7 +1,9 @@
 """What ``/proc`` says about the processes of a job: CPU time (per process and per thread), a
-process's children, and which process listens on a port.
+process's children and descendants, its command line, and which process listens on a port.
 
-Linux only, as py-spy's ptrace attach is; ``sniper bench profile`` is the only user.
+The one reader of ``/proc`` (Linux only): ``sniper experiment`` samples the CPU time of a
+job's roles with it, and ``sniper bench profile`` divides a profiled job's CPU by process and
+thread.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from pathlib import Path
 
 __all__ = [
     "children",
+    "command_line",
     "cpu_seconds",
+    "descendants",
     "listening_pid",
     "machine_cpu_seconds",
     "thread_cpu_seconds",
@@ -31,6 +35,16 @@ def _after_name(stat: Path) -> list[str]:
 def _stat_cpu(stat: Path) -> float:
     fields = _after_name(stat)
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def _parent_cpu_start(pid: int) -> tuple[int, float, int] | None:
+    """``(ppid, utime + stime in seconds, start ticks)`` of ``pid``; None once it is gone."""
+    try:
+        fields = _after_name(PROC / str(pid) / "stat")
+    except OSError:
+        return None
+    ppid, utime, stime, start = int(fields[1]), int(fields[11]), int(fields[12]), int(fields[19])
+    return ppid, (utime + stime) / os.sysconf("SC_CLK_TCK"), start
 
 
 def cpu_seconds(pid: int) -> float:
@@ -76,6 +90,35 @@ def children(pid: int) -> list[int]:
                 if int(_after_name(entry / "stat")[1]) == pid:
                     found.append(int(entry.name))
     return found
+
+
+def descendants(root: int) -> dict[int, tuple[float, int]]:
+    """``root`` and every process below it: pid -> (CPU-seconds, start ticks).
+
+    It walks every process's parent link (``stat`` field 4) down from ``root``; the start
+    ticks (field 22, clock ticks after boot) tell a reused pid from the process seen before.
+    """
+    stats = {}
+    for entry in os.scandir(PROC):
+        if entry.name.isdigit() and (stat := _parent_cpu_start(int(entry.name))) is not None:
+            stats[int(entry.name)] = stat
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    found, stack = {}, [root]
+    while stack:
+        pid = stack.pop()
+        if pid in stats:
+            found[pid] = (stats[pid][1], stats[pid][2])
+            stack.extend(children.get(pid, []))
+    return found
+
+
+def command_line(pid: int) -> list[str]:
+    """The argv of process ``pid`` (``OSError`` once it is gone); words that are not UTF-8 are
+    decoded with replacement characters."""
+    argv = (PROC / str(pid) / "cmdline").read_bytes().removesuffix(b"\0").split(b"\0")
+    return [word.decode(errors="replace") for word in argv]
 
 
 def _listening_inode(port: int) -> str:

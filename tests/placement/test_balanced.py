@@ -11,7 +11,7 @@ import pytest
 
 from sniper.data import load_workload
 from sniper.hashing import ps_for_variable
-from sniper.rpc import Placement
+from sniper.placement import Placement, placement_load
 
 Costs = dict[str, tuple[int, int]]
 
@@ -73,3 +73,17 @@ def test_a_variable_moves_off_its_hashed_ps_only_to_even_the_load() -> None:
     moved = Placement.balanced({first: (10, 5), third: (10, 5)}, 2)
     assert moved.version == 1 and len(moved.owners) == 1
     assert {moved.owner(first), moved.owner(third)} == {0, 1}
+
+
+def test_placement_load_counts_each_ps_variables_and_signs() -> None:
+    names = [f"v{i}" for i in range(8)]
+    signs = {name: 10 * (i + 1) for i, name in enumerate(names)}
+    placement = Placement(2, {names[0]: 1 - ps_for_variable(names[0], 2)}, 1)
+    load = placement_load(signs, placement)
+    expected = [(0, 0), (0, 0)]
+    for name, count in signs.items():
+        ps = placement.owner(name)
+        expected[ps] = (expected[ps][0] + 1, expected[ps][1] + count)
+    assert load == expected
+    assert sum(n for n, _ in load) == len(names) and sum(s for _, s in load) == sum(signs.values())
+    assert placement_load({}, Placement(3)) == [(0, 0)] * 3

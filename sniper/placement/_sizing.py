@@ -1,0 +1,63 @@
+"""Sizing: how many shards and rows a table gets when its config leaves them to sniper.
+
+The one policy for tables ``sniper train`` creates (``shards = 0``, ``capacity = 0`` in
+``[variables]``): one shard per :data:`SHARD_SIGNS` signs per batch, at most
+:data:`MAX_AUTO_SHARDS` (:func:`auto_shards`); rows from the data's vocabulary when the data
+knows it (synthetic data, and Parquet converted from it), clamped to
+[:data:`MIN_AUTO_CAPACITY`, :data:`MAX_AUTO_CAPACITY`], else :data:`FILE_CAPACITY` rows with
+LRU eviction past it (:func:`auto_capacity`). The benchmarks that run a whole workload's ps on
+one machine size its tables from the workload's shape with the same shard rule
+(:func:`shards_for`) and a tighter bound on rows (:func:`capacity_for`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sniper.data import VariableSpec
+
+__all__ = [
+    "FILE_CAPACITY",
+    "MAX_AUTO_CAPACITY",
+    "MAX_AUTO_SHARDS",
+    "MIN_AUTO_CAPACITY",
+    "SHARD_SIGNS",
+    "auto_capacity",
+    "auto_shards",
+    "capacity_for",
+    "shards_for",
+]
+
+SHARD_SIGNS = 32_768
+"""Signs per batch per shard when ``shards = 0``: ~0.3 ms of kernel time, far above dispatch."""
+MAX_AUTO_SHARDS = 16
+"""The most shards ``shards = 0`` gives a table."""
+MIN_AUTO_CAPACITY, MAX_AUTO_CAPACITY = 1024, 4_000_000
+"""The bounds of a ``capacity = 0`` table sized from its variable's vocabulary."""
+FILE_CAPACITY = 1 << 20
+"""Rows of a table when the data does not say how many distinct signs a variable has."""
+
+
+def auto_shards(signs_per_batch: int) -> int:
+    """Shards of a table with ``shards = 0``: one per :data:`SHARD_SIGNS` signs per batch."""
+    return max(1, min(MAX_AUTO_SHARDS, signs_per_batch // SHARD_SIGNS))
+
+
+def auto_capacity(vocabulary: int | None) -> int:
+    """Rows of a table with ``capacity = 0``: its variable's distinct signs, clamped, when the
+    data knows them (``None`` or 0 when not: :data:`FILE_CAPACITY`)."""
+    if not vocabulary:
+        return FILE_CAPACITY
+    return min(max(MIN_AUTO_CAPACITY, vocabulary), MAX_AUTO_CAPACITY)
+
+
+def shards_for(spec: VariableSpec) -> int:
+    """Shards of a workload's variable: the rule ``sniper train`` uses (:func:`auto_shards`)."""
+    return auto_shards(spec.signs_per_batch)
+
+
+def capacity_for(spec: VariableSpec) -> int:
+    """Rows of a workload's variable on a benchmark's ps: room for many batches of distinct
+    signs, bounded so 76 tables fit in a few GB (every table of the workload in one process)."""
+    return int(min(spec.vocabulary, max(65_536, 16 * spec.signs_per_batch), 2_000_000))

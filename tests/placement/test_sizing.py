@@ -1,0 +1,43 @@
+"""Sizing: the shards and rows a table gets when its config leaves them to sniper."""
+
+from __future__ import annotations
+
+from sniper.data import VariableSpec
+from sniper.placement import (
+    FILE_CAPACITY,
+    MAX_AUTO_CAPACITY,
+    MAX_AUTO_SHARDS,
+    MIN_AUTO_CAPACITY,
+    SHARD_SIGNS,
+    auto_capacity,
+    auto_shards,
+    capacity_for,
+    shards_for,
+)
+
+
+def test_auto_shards_gives_one_shard_per_shard_signs_within_bounds() -> None:
+    assert auto_shards(0) == 1
+    assert auto_shards(SHARD_SIGNS - 1) == 1
+    assert auto_shards(3 * SHARD_SIGNS) == 3
+    assert auto_shards(3 * SHARD_SIGNS + SHARD_SIGNS - 1) == 3
+    assert auto_shards(100 * SHARD_SIGNS) == MAX_AUTO_SHARDS
+
+
+def test_auto_capacity_follows_the_vocabulary_clamped_or_falls_back() -> None:
+    assert auto_capacity(None) == FILE_CAPACITY
+    assert auto_capacity(0) == FILE_CAPACITY
+    assert auto_capacity(10) == MIN_AUTO_CAPACITY
+    assert auto_capacity(50_000) == 50_000
+    assert auto_capacity(10**9) == MAX_AUTO_CAPACITY
+
+
+def test_a_workloads_variable_takes_the_train_shard_rule_and_a_bounded_capacity() -> None:
+    huge = VariableSpec("huge", signs_per_batch=270_000, vocabulary=10**8, field=1)
+    small = VariableSpec("small", signs_per_batch=100, vocabulary=1_000, field=2)
+    assert shards_for(huge) == auto_shards(270_000) == 8
+    assert shards_for(small) == 1
+    assert capacity_for(huge) == 2_000_000  # 76 such tables in one process must fit
+    assert capacity_for(small) == 1_000  # never more rows than signs
+    middle = VariableSpec("middle", signs_per_batch=10_000, vocabulary=10**7, field=3)
+    assert capacity_for(middle) == 160_000  # 16 batches of distinct signs

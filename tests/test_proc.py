@@ -1,0 +1,51 @@
+"""What ``/proc`` says about processes (``sniper.runtime``): CPU time, children and
+descendants, command lines, and which process listens on a port."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+
+from sniper.runtime import (
+    children,
+    command_line,
+    cpu_seconds,
+    descendants,
+    listening_pid,
+    machine_cpu_seconds,
+    thread_cpu_seconds,
+    thread_names,
+)
+
+
+def test_proc_readings_of_this_process() -> None:
+    assert cpu_seconds(os.getpid()) > 0
+    assert threading.get_native_id() in thread_cpu_seconds(os.getpid())
+    assert thread_names(os.getpid())[threading.get_native_id()]
+    busy, total = machine_cpu_seconds()
+    assert 0 < busy < total
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        assert listening_pid(port, [os.getpid()]) == os.getpid()
+    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"]) as child:
+        try:
+            assert child.pid in children(os.getpid())
+        finally:
+            child.kill()
+
+
+def test_descendants_and_their_command_lines() -> None:
+    argv = [sys.executable, "-c", "import time; time.sleep(30)", "a word"]
+    with subprocess.Popen(argv) as child:
+        try:
+            below = descendants(os.getpid())
+            assert {os.getpid(), child.pid} <= set(below)
+            seconds, start = below[os.getpid()]
+            assert seconds > 0 and 0 < start <= below[child.pid][1]
+            assert command_line(child.pid) == argv
+        finally:
+            child.kill()
+    assert descendants(2**22 + 1) == {}  # no such process: nothing below it
