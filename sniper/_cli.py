@@ -51,8 +51,7 @@ def _cmd_hash(args: argparse.Namespace) -> int:
 def _cmd_placement(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from sniper.cluster import _placement
-    from sniper.transport._serve import parse_addresses
+    from sniper.cluster import _placement, parse_addresses
 
     if args.ps:
         _placement.print_live_placement(parse_addresses(args.ps, "--ps"))
@@ -105,7 +104,7 @@ def _flags_of(config_class: type, args: argparse.Namespace) -> dict[str, object]
 def _cmd_serve(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from sniper.transport._serve import ServeConfig, load_serve_config, run_serve
+    from sniper.cluster import ServeConfig, load_serve_config, run_serve
 
     flags = _flags_of(ServeConfig, args)
     if args.cluster_spec:
@@ -124,8 +123,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 def _cmd_eval(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from sniper.cluster import load_train_config
     from sniper.cluster._eval import run_eval
-    from sniper.cluster._train import load_train_config
 
     # Only the model's shape is read from it: checkpointing keys do not apply here.
     overrides = {"checkpoint_every": 0, "resume": "", "checkpoint_dir": ""}
@@ -149,7 +148,7 @@ def _cmd_reshard(args: argparse.Namespace) -> int:
 def _cmd_train(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from sniper.cluster._train import TrainConfig, load_train_config, run_train
+    from sniper.cluster import TrainConfig, load_train_config, run_train
     from sniper.roles._trainer import TrainingError
 
     flags = _flags_of(TrainConfig, args)

@@ -11,7 +11,7 @@ import pytest
 from sniper._bench import _e2e
 from sniper._bench._e2e import WARM_UP_BATCHES, job_settings, write_job
 from sniper._cli import WIRE_DTYPES, main
-from sniper.cluster._train import load_train_config
+from sniper.cluster import load_train_config
 from sniper.data import SyntheticCtr, load_workload
 from sniper.rpc._tensor import FLOAT_DTYPES
 

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 import anyio
 
 from sniper._table import print_table
-from sniper.cluster._train import TrainConfig, plan_training
+from sniper.cluster._config import TrainConfig
+from sniper.cluster._plan import plan_training
 from sniper.data._workload import Workload
 from sniper.hashing import ps_for_variable
 from sniper.roles._cluster import gather

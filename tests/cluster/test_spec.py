@@ -11,9 +11,8 @@ from typing import Any
 import pytest
 
 from sniper._config import load_config
-from sniper.cluster import DataShape, ModelSpec, TableSpec
+from sniper.cluster import DataShape, ModelSpec, TableSpec, TrainConfig
 from sniper.cluster._spec import FILE_CAPACITY
-from sniper.cluster._train import TrainConfig
 from tests.data._helpers import criteo_line
 
 CRITEO = DataShape(

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from sniper.cluster import TrainConfig, plan_training
 from sniper.cluster._spec import FILE_CAPACITY
-from sniper.cluster._train import TrainConfig, plan_training
 from sniper.data import CriteoTsv, SyntheticCtr, write_parquet
 from sniper.data._workload import load_workload
 
