@@ -25,6 +25,9 @@ What the job does is the same as ``local``'s (``sniper.cluster._job.run_job``): 
 resume, auto_shard and the report. What it cannot do is outlive a crash of one role: a role
 that dies takes the process with it, so there is nothing to restart (``max_restarts`` is moot;
 resume from the last checkpoint instead).
+
+``sniper.testing.local_cluster`` serves its roles the same way (:func:`serve_in_process`), over
+any transport, so a test's job is started as this launcher starts one.
 """
 
 from __future__ import annotations
@@ -142,8 +145,8 @@ class InProcessRoles:
 
 @asynccontextmanager
 async def serve_in_process(transport: Transport) -> AsyncIterator[InProcessRoles]:
-    """A :class:`InProcessRoles` over ``transport``; on exit the hubs' producers stop, then every
-    server, scheduler and client entered is closed, then the producers are awaited."""
+    """An :class:`InProcessRoles` over ``transport``; on exit the hubs' producers stop, then
+    every server, scheduler and client entered is closed, then the producers are awaited."""
     # The task group outside the exit stack: the roles' servers and mailboxes close first,
     # then the stopped hubs' tasks are awaited.
     async with background() as group, AsyncExitStack() as stack:
