@@ -12,7 +12,7 @@ from sniper._bench import _e2e
 from sniper._bench._e2e import WARM_UP_BATCHES, job_settings, write_job
 from sniper.cli import main
 from sniper.cli._bench import WIRE_DTYPES
-from sniper.cluster._train import load_train_config
+from sniper.cluster import load_train_config
 from sniper.data import SyntheticCtr, load_workload
 from sniper.rpc._tensor import FLOAT_DTYPES
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sniper.cluster._train import load_train_config
+from sniper.cluster import load_train_config
 
 CONFIGS = sorted(
     (Path(__file__).resolve().parent.parent / "experiments" / "configs").glob("*.toml")

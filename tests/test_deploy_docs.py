@@ -13,9 +13,8 @@ from typing import Any
 import yaml
 
 from sniper.cli._main import build_parser
+from sniper.cluster import load_serve_config, load_train_config
 from sniper.cluster._hosts import ClusterSpec, load_cluster_spec
-from sniper.cluster._train import load_train_config
-from sniper.transport._serve import load_serve_config
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "deploy.md"
 

@@ -172,7 +172,7 @@ WAITS: tuple[Rule, ...] = (
     # Epoll and poll selectors inherit their select, which py-spy names by its class.
     _rule(WAKE_UPS, "selectors.py", "_PollLikeSelector.select", "SelectSelector.select"),
     _rule(WAKE_UPS, "selectors.py", "EpollSelector.select", "KqueueSelector.select"),
-    _rule(WAKE_UPS, "sniper/transport/_serve.py", "_wait_for_eof"),  # in os.read of stdin
+    _rule(WAKE_UPS, "sniper/cluster/_serve.py", "_wait_for_eof"),  # in os.read of stdin
 )
 """Python frames that block: a sample whose innermost Python frame is one of them caught a
 thread runnable but not yet running again, or entering the wait, or one py-spy misjudged."""

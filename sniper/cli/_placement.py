@@ -51,8 +51,7 @@ def run(args: argparse.Namespace) -> int:
     """Print the placement the arguments name."""
     from pathlib import Path
 
-    from sniper.cluster import _placement
-    from sniper.transport._serve import parse_addresses
+    from sniper.cluster import _placement, parse_addresses
 
     if args.ps:
         _placement.print_live_placement(parse_addresses(args.ps, "--ps"))

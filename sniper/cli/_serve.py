@@ -99,7 +99,7 @@ def add_parser(commands: Commands) -> None:
 
 def _add_config_flags(parser: Parser) -> None:
     """The flags of the other keys: known only by importing the server (numba, grpclib)."""
-    from sniper.transport import ServeConfig
+    from sniper.cluster import ServeConfig
 
     add_config_flags(parser, ServeConfig, "config keys (each overrides --config's value)")
 
@@ -110,8 +110,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from sniper._config import load_config
-    from sniper.transport import ServeConfig
-    from sniper.transport._serve import run_serve
+    from sniper.cluster import ServeConfig, run_serve
 
     flags = config_overrides(ServeConfig, args)
     if args.cluster_spec:

@@ -93,8 +93,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from sniper._config import load_config
-    from sniper.cluster import TrainConfig
-    from sniper.cluster._train import run_train
+    from sniper.cluster import TrainConfig, run_train
     from sniper.roles import TrainingError
 
     flags = config_overrides(TrainConfig, args)

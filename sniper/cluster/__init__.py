@@ -1,39 +1,74 @@
-"""Running sniper as a job: the model spec, the data's shape, and training over any transport.
+"""Running sniper as a job: the model spec, the data's shape, launchers, and training.
 
 ``sniper train`` reads ``[variables]`` from its TOML into a :class:`ModelSpec`, learns the
 variables, their signs per batch and the dense feature count from the data
 (:func:`probe_data` gives a :class:`DataShape`), and resolves one sized :class:`TableSpec` per
-variable before it starts any process, so that a spec that does not fit the data fails at
-once, with the key named. Then :func:`create_variables` and :func:`train` run the job, over gRPC
-against ps and hub processes, or in one process through ``sniper.testing.local_cluster``.
+variable before it starts any process (:func:`plan_training`), so that a spec that does not
+fit the data fails at once, with the key named. Then a :class:`Launcher` chosen by name
+(:func:`open_launcher`: ``inprocess``, ``local``, ``ray`` or a ``sniper.launchers`` plugin)
+starts the roles, and :func:`create_variables` and :func:`train` run the job on them, over
+gRPC against ps and hub processes, or in one process (as ``sniper.testing.local_cluster``
+does). ``sniper serve`` (:func:`run_serve`, :class:`ServeConfig`) runs one ps or hub server.
 """
 
+from sniper.cluster._abc import Attempt as Attempt
+from sniper.cluster._abc import Launch as Launch
+from sniper.cluster._abc import Launcher as Launcher
+from sniper.cluster._config import TrainConfig as TrainConfig
+from sniper.cluster._config import load_train_config as load_train_config
 from sniper.cluster._data import probe_data as probe_data
 from sniper.cluster._hosts import ClusterSpec as ClusterSpec
 from sniper.cluster._hosts import Endpoint as Endpoint
 from sniper.cluster._hosts import load_cluster_spec as load_cluster_spec
+from sniper.cluster._inprocess import InProcessRoles as InProcessRoles
+from sniper.cluster._inprocess import serve_in_process as serve_in_process
 from sniper.cluster._job import create_variables as create_variables
 from sniper.cluster._job import train as train
+from sniper.cluster._plan import TrainPlan as TrainPlan
+from sniper.cluster._plan import plan_training as plan_training
+from sniper.cluster._registry import LAUNCHER_NAMES as LAUNCHER_NAMES
+from sniper.cluster._registry import launcher_names as launcher_names
+from sniper.cluster._registry import open_launcher as open_launcher
 from sniper.cluster._reshard import reshard as reshard
+from sniper.cluster._serve import ServeConfig as ServeConfig
+from sniper.cluster._serve import load_serve_config as load_serve_config
+from sniper.cluster._serve import parse_addresses as parse_addresses
+from sniper.cluster._serve import run_serve as run_serve
+from sniper.cluster._serve import serve_hub as serve_hub
+from sniper.cluster._serve import serve_ps as serve_ps
 from sniper.cluster._spec import DataShape as DataShape
 from sniper.cluster._spec import ModelSpec as ModelSpec
 from sniper.cluster._spec import TableSpec as TableSpec
-from sniper.cluster._train import TrainConfig as TrainConfig
-from sniper.cluster._train import TrainPlan as TrainPlan
-from sniper.cluster._train import plan_training as plan_training
+from sniper.cluster._train import run_train as run_train
 
 __all__ = [
+    "LAUNCHER_NAMES",
+    "Attempt",
     "ClusterSpec",
     "DataShape",
     "Endpoint",
+    "InProcessRoles",
+    "Launch",
+    "Launcher",
     "ModelSpec",
+    "ServeConfig",
     "TableSpec",
     "TrainConfig",
     "TrainPlan",
     "create_variables",
+    "launcher_names",
     "load_cluster_spec",
+    "load_serve_config",
+    "load_train_config",
+    "open_launcher",
+    "parse_addresses",
     "plan_training",
     "probe_data",
     "reshard",
+    "run_serve",
+    "run_train",
+    "serve_hub",
+    "serve_in_process",
+    "serve_ps",
     "train",
 ]

@@ -19,9 +19,10 @@ import anyio
 
 from sniper._table import print_table
 from sniper.cluster._checkpoint import JobCheckpoint, load_job
+from sniper.cluster._config import TrainConfig
 from sniper.cluster._data import probe_data
 from sniper.cluster._process import serve_config_command, server_process
-from sniper.cluster._train import TrainConfig, _server_config
+from sniper.cluster._servers import server_config as _server_config
 from sniper.data import Reader
 from sniper.data._workload import load_workload
 from sniper.models import ModelInputs, open_model

@@ -1,32 +1,58 @@
-"""One training job over any transport: create the variables, then train.
+"""One training job over any transport: restore or place, create the variables, then train.
 
-``sniper train`` runs it over gRPC against ps and hub processes; ``sniper.testing.local_cluster``
-runs it over the in-process transport on asyncio or trio. Both go through these two functions,
-so what a test trains is what the command trains.
+``sniper train`` runs it (:func:`run_job`) on whatever its launcher started: ps and hub
+processes over gRPC, Ray actors, or roles of its own process; ``sniper.testing.local_cluster``
+runs :func:`create_variables` and :func:`train` over the in-process transport on asyncio or
+trio. Every launcher goes through these functions, so what a test trains is what the command
+trains.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
-from collections.abc import Callable, Mapping, Sequence
+import shutil
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from pathlib import Path
+from typing import Any, TypedDict
 
-from sniper.cluster._checkpoint import JobCheckpoint
+import anyio
+
+from sniper.cluster._checkpoint import JobCheckpoint, save_job
+from sniper.cluster._config import TrainConfig
+from sniper.cluster._plan import TrainPlan
+from sniper.cluster._progress import show_progress, trainer_metrics
+from sniper.cluster._reshard import reshard
 from sniper.cluster._spec import TableSpec
 from sniper.data import Reader
 from sniper.roles._balance import AutoShard
+from sniper.roles._checkpoint import CorruptCheckpointError
 from sniper.roles._cluster import PsCluster, gather
 from sniper.roles._errors import RPC_ERRORS, describe_error
 from sniper.roles._evaluate import DataEvaluator
 from sniper.roles._trainer import Checkpointer, OpStats, Trainer, TrainerConfig, TrainReport
+from sniper.rpc import Placement
 from sniper.rpc._api import HubApi, variable_request
 from sniper.rpc._generated.sniper.v1 import CreateVariableRequest
 
-__all__ = ["Watch", "create_variables", "drop_misplaced", "train"]
+__all__ = [
+    "HubConnector",
+    "HubStart",
+    "Watch",
+    "create_variables",
+    "drop_misplaced",
+    "hub_start",
+    "restore_ps",
+    "resumed_placement",
+    "run_job",
+    "train",
+]
 
 log = logging.getLogger("sniper.trainer")
+job_log = logging.getLogger("sniper.train")
+"""The job's own lines (restores, reshards) under ``sniper train``'s name."""
 
 Watch = Callable[[Trainer], AbstractContextManager[Any]]
 """Watches a trainer while it trains (``sniper train``'s progress display and metrics)."""
@@ -140,3 +166,109 @@ async def train(
     await _add_ps_figures(cluster, report)
     trainer.log_op_statistics()
     return report
+
+
+HubConnector = Callable[[], Awaitable[list[tuple[str, HubApi]]]]
+"""Starts (or reaches) the job's hubs once the variables exist: their addresses and clients."""
+
+
+async def run_job(
+    config: TrainConfig,
+    plan: TrainPlan,
+    cluster: PsCluster,
+    connect_hubs: HubConnector,
+    resume: JobCheckpoint | None,
+) -> TrainReport:
+    """The job on ps already running, whatever carries the calls: restore them (resuming),
+    create the variables, start the hubs, then train with checkpoints and progress."""
+    if resume is not None:
+        await restore_ps(cluster, resume, config.job_directory())
+    elif config.placement == "balanced":
+        await cluster.switch(plan.placement(len(cluster.members)))
+    await drop_misplaced(cluster, list(plan.tables))
+    await create_variables(cluster, plan.tables, config.seed)
+    hubs = await connect_hubs()
+    if cluster.placement.version:
+        # The hubs this job started have the placement already (their config); hubs started
+        # by hand (--hub) feed by hashing until now: a feed to a moved variable's hashed ps
+        # answers NOT_FOUND and is retried, by this placement once the hub has it.
+        await gather([functools.partial(h.set_placement, cluster.placement) for _, h in hubs])
+    job = config.job_directory()
+
+    async def checkpoint(trainer: Trainer, report: TrainReport) -> None:
+        assert job is not None
+        await save_job(job, cluster, trainer, report, keep=config.keep_checkpoints)
+
+    @contextlib.contextmanager
+    def watch(trainer: Trainer) -> Iterator[None]:
+        with trainer_metrics(trainer, config.metrics_port, config.metrics_host) as url:
+            if url is not None:
+                print(f"metrics of the trainer on {url}", flush=True)
+            with show_progress(trainer, quiet=not config.progress, interval=config.stats_interval):
+                yield
+
+    return await train(
+        cluster,
+        hubs,
+        plan.tables,
+        plan.data.dense_features,
+        config.trainer(),
+        plan.eval_reader,
+        checkpoint if job is not None else None,
+        resume,
+        watch,
+    )
+
+
+def resumed_placement(resume: JobCheckpoint | None, num_ps: int) -> Placement | None:
+    """The checkpoint's placement, if it has one for this many ps (resharding to another
+    number of ps regroups variables by name hash)."""
+    if resume is None or resume.placement is None or resume.placement.num_ps != num_ps:
+        return None
+    return resume.placement
+
+
+async def restore_ps(cluster: PsCluster, resume: JobCheckpoint, root: Path | None) -> None:
+    """Every ps restored from the checkpoint; resharded first when the number of ps changed."""
+    assert root is not None
+    sources = [resume.ps_directory(i) for i in range(resume.num_ps)]
+    count = len(cluster.members)
+    if count == resume.num_ps:
+        targets = sources
+    else:
+        base = root / f".reshard-{resume.directory.name}-{count}"
+        targets = [base / f"ps-{j}" for j in range(count)]
+        await anyio.to_thread.run_sync(reshard, sources, targets)
+        job_log.info("resharded the checkpoint of %d ps for %d ps", resume.num_ps, count)
+    for index, (member, target) in enumerate(zip(cluster.members, targets, strict=True)):
+        done = await member.restore(str(target.relative_to(root)))
+        if targets is sources and done.manifest_sha256 != resume.ps_manifests[index]:
+            raise CorruptCheckpointError(
+                f"job checkpoint {resume.directory}: ps {index} restored a part whose manifest "
+                "is not the one it saved (another job's, or a stale copy, under its "
+                "checkpoint_root); give each ps the checkpoint_root it saved under"
+            )
+    if targets is not sources:
+        await anyio.to_thread.run_sync(shutil.rmtree, targets[0].parent)
+    job_log.info("restored every ps from %s (step %d)", resume.directory, resume.step)
+
+
+class HubStart(TypedDict):
+    """Where a hub starts reading and the placement it feeds by (ServeConfig and HubConfig keys)."""
+
+    start_epoch: int
+    start_index: int
+    placement_owners: dict[str, int]
+    placement_version: int
+
+
+def hub_start(resume: JobCheckpoint | None, hub: int, placement: Placement) -> HubStart:
+    """How hub ``hub`` starts, whatever runs it: reading after what the checkpoint trained,
+    and feeding by the job's placement from its first batch."""
+    epoch, index = resume.start_of(hub) if resume is not None else (0, 0)
+    return {
+        "start_epoch": epoch,
+        "start_index": index,
+        "placement_owners": dict(placement.owners),
+        "placement_version": placement.version,
+    }

@@ -13,7 +13,8 @@ from __future__ import annotations
 import anyio
 
 from sniper._table import print_table
-from sniper.cluster._train import TrainConfig, plan_training
+from sniper.cluster._config import TrainConfig
+from sniper.cluster._plan import plan_training
 from sniper.data._workload import Workload
 from sniper.placement import Placement, hashed_owner, placement_load
 from sniper.roles._cluster import gather

@@ -10,8 +10,8 @@ nodes where the cluster has them) with the resources ``[resources.ps]`` and
 ``[resources.hub]`` ask for (``num_cpus``, ``memory`` in bytes, any custom resource such as a
 node label). Their addresses come back from the actors; nothing assumes loopback.
 
-Failure: when training fails because an actor died, the launcher's usual supervision
-(``max_restarts``) removes every actor, places them again and resumes the job from its latest
+Failure: when training fails because an actor died, supervision (``sniper.cluster._supervise``,
+``max_restarts``) removes every actor, places them again and resumes the job from its latest
 checkpoint, as it does for local processes. Every actor and the placement group are removed
 on every exit path, and a Ray runtime this command started is shut down with them.
 """
@@ -26,12 +26,16 @@ from collections.abc import Iterator, Mapping
 from contextlib import AsyncExitStack
 from typing import Any
 
+from sniper.cluster._abc import Attempt, Launch, Launcher
+from sniper.cluster._serve import ServeConfig, hub_cluster
+from sniper.cluster._servers import hub_configs, server_config, train_over_grpc
 from sniper.roles import HubRole, PsRole
+from sniper.rpc import Placement
 from sniper.scheduler import open_scheduler
-from sniper.transport._grpc import GrpcTransport
-from sniper.transport._serve import ServeConfig, hub_cluster
+from sniper.transport import GrpcTransport
+from sniper.transport._grpc import split_address
 
-__all__ = ["RayPlacement", "RoleActor", "check_resources", "import_ray"]
+__all__ = ["RayLauncher", "RayPlacement", "RoleActor", "import_ray"]
 
 log = logging.getLogger("sniper.ray")
 DEFAULT_CPUS = {"ps": 0.5, "hub": 0.25}
@@ -48,16 +52,6 @@ def import_ray() -> Any:
             "launcher = 'ray' needs Ray, an optional extra: pip install 'sniper[ray]'"
         ) from None
     return ray
-
-
-def check_resources(resources: Mapping[str, Mapping[str, float]]) -> None:
-    """``[resources.ps]`` and ``[resources.hub]``: numbers only, for those two roles."""
-    for role, request in resources.items():
-        if role not in ("ps", "hub"):
-            raise ValueError(f"resources.{role}: only [resources.ps] and [resources.hub] exist")
-        for key, amount in request.items():
-            if not isinstance(amount, int | float) or isinstance(amount, bool) or amount < 0:
-                raise ValueError(f"resources.{role}.{key} must be a number >= 0, got {amount!r}")
 
 
 class RoleActor:
@@ -211,3 +205,47 @@ def ray_runtime(address: str) -> Iterator[Any]:
     finally:
         if started:
             ray.shutdown()
+
+
+class RayLauncher(Launcher):
+    """Every ps and hub a Ray actor, the trainer in this process (see the module doc)."""
+
+    @contextlib.contextmanager
+    def start(self, launch: Launch) -> Iterator[Attempt]:
+        if launch.ps or launch.hubs:
+            raise ValueError(
+                "launcher ray starts its own ps and hubs: drop --ps, --hub and --cluster-spec "
+                "(or use launcher local)"
+            )
+        config, resume = launch.config, launch.resume
+        with ray_runtime(config.ray_address) as ray:
+            placement = RayPlacement(ray, config.resources, config.ray_strategy)
+            try:
+                ps = [
+                    split_address(a)
+                    for a in placement.start("ps", [server_config(config, "ps")] * config.num_ps)
+                ]
+                print(f"started {len(ps)} ps on Ray: {_placed(placement, 'ps', ps)}", flush=True)
+
+                def start_hubs(at_start: Placement) -> list[tuple[str, int]]:
+                    configs = hub_configs(config, ps, resume, at_start)
+                    hubs = [split_address(a) for a in placement.start("hub", configs)]
+                    print(
+                        f"started {len(hubs)} hub(s) on Ray: {_placed(placement, 'hub', hubs)}",
+                        flush=True,
+                    )
+                    return hubs
+
+                yield Attempt(
+                    lambda: train_over_grpc(config, launch.plan, ps, None, start_hubs, resume),
+                    placement.any_died,
+                )
+            finally:
+                placement.close()
+
+
+def _placed(placement: RayPlacement, role: str, addresses: list[tuple[str, int]]) -> str:
+    return ", ".join(
+        f"{host}:{port} (node {placement.nodes[f'{role} {i}'][:12]})"
+        for i, (host, port) in enumerate(addresses)
+    )

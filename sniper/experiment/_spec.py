@@ -347,7 +347,7 @@ def check_point_config(kind: str, config: dict[str, Any]) -> Any:
     """The point's config as its runner's config class (``ValueError`` names the key)."""
     if kind == "hash_mismatch":
         return from_mapping(HashMismatchConfig, config, "config")
-    from sniper.cluster._train import load_train_config
+    from sniper.cluster import load_train_config
 
     return load_train_config(None, config | {"output": "", "progress": False})
 

@@ -7,14 +7,16 @@ malformed request becomes INVALID_ARGUMENT with a message, never a crash or a si
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from sniper.rpc._generated.sniper.v1 import Tensor
 from sniper.rpc._halves import narrow_bfloat16, narrow_float16, widen_bfloat16, widen_float16
-from sniper.rpc._wire import RawTensor
+
+if TYPE_CHECKING:
+    from sniper.rpc._wire import RawTensor
 
 __all__ = [
     "FLOAT_DTYPES",

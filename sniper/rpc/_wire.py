@@ -36,6 +36,7 @@ from sniper.rpc._generated.sniper.v1 import (
     VariableGradient,
     VariableSigns,
 )
+from sniper.rpc._tensor import narrow
 
 __all__ = [
     "DECODERS",
@@ -374,8 +375,6 @@ def lookup_response(
 ) -> EncodedLookupResponse:
     """Encode ``(name, pooled float32 array, kernel seconds)`` items without betterproto, the
     arrays as ``dtype`` (see :func:`sniper.rpc._tensor.narrow`)."""
-    from sniper.rpc._tensor import narrow
-
     parts: list[Buffer] = []
     for name, pooled, seconds in items:
         array = narrow(pooled, dtype)

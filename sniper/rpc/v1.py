@@ -7,10 +7,10 @@ Exactly what the generated module defines is public here: the helpers it imports
 from sniper.rpc._generated.sniper import v1 as _generated
 from sniper.rpc._generated.sniper.v1 import *  # noqa: F403
 
-__all__ = sorted(
+__all__ = [
     name
-    for name, value in vars(_generated).items()
+    for name, value in sorted(vars(_generated).items())
     if not name.startswith("_") and getattr(value, "__module__", None) == _generated.__name__
-)
+]
 for _name in [name for name in dir() if not name.startswith("_") and name not in __all__]:
     del globals()[_name]

@@ -3,15 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-import anyio
-
-from sniper._tasks import background
-from sniper.cluster._inprocess import run_until_stopped
-from sniper.cluster._job import create_variables, train
-from sniper.cluster._spec import TableSpec
+from sniper.cluster import TableSpec, create_variables, serve_in_process, train
 from sniper.data import Reader
 from sniper.roles import (
     HubConfig,
@@ -94,46 +89,31 @@ async def local_cluster(
     """A whole job in this process; every role stopped on exit.
 
     ``tables`` sizes each variable of ``reader`` (``sniper.cluster.ModelSpec.resolve`` makes
-    them from a config). The variables are created before the hubs start reading.
+    them from a config). The variables are created before the hubs start reading. The roles
+    are served as the in-process launcher serves them (``sniper.cluster._inprocess``), over
+    the transport named, each ps with a scheduler of its own.
     """
-    chosen = open_transport(transport)
-    stops: list[anyio.CancelScope] = []
-    # The task group outside the exit stack: servers (which hold task groups of their own)
-    # close first, in reverse order, then the stopped hubs' tasks are awaited.
-    async with background() as group, AsyncExitStack() as stack:
-        ps = []
-        for _ in range(num_ps):
-            sched = await stack.enter_async_context(open_scheduler(scheduler, workers=workers))
-            ps.append(PsRole(PsEngine(sched)))
-        addresses = [
-            await stack.enter_async_context(chosen.serve(role, _any_address(chosen))) for role in ps
+    async with serve_in_process(open_transport(transport)) as roles:
+        schedulers = [
+            await roles.enter(open_scheduler(scheduler, workers=workers)) for _ in range(num_ps)
         ]
-        cluster = PsCluster([chosen.ps_client(address) for address in addresses])
-        stack.callback(cluster.close)
+        for sched in schedulers:
+            await roles.serve_ps(PsRole(PsEngine(sched)))
+        cluster = roles.cluster()
+        roles.stack.callback(cluster.close)
         await create_variables(cluster, tables, seed)
-        hubs, hub_clients = [], []
         for index in range(num_hubs):
             # Each hub its own view of the ps (the same clients): a hub switches placement
             # on its own, as a hub process does.
             view = PsCluster(cluster.members)
-            hub = HubRole(
-                reader, view, HubConfig(hub_index=index, num_hubs=num_hubs, epochs=epochs)
-            )
-            address = await stack.enter_async_context(chosen.serve(hub, _any_address(chosen)))
-            stops.append(anyio.CancelScope())
-            group.start_soon(run_until_stopped, hub, stops[-1])
-            hubs.append(hub)
-            client = chosen.hub_client(address)
-            stack.callback(getattr(client, "close", lambda: None))
-            hub_clients.append((address, client))
-        try:
-            yield LocalCluster(chosen, ps, hubs, cluster, hub_clients, dict(tables), dense_features)
-        finally:
-            for stop in stops:
-                stop.cancel()
-            for hub in hubs:
-                hub.close()
-
-
-def _any_address(transport: Transport) -> str:
-    return "127.0.0.1:0" if isinstance(transport, GrpcTransport) else ""
+            config = HubConfig(hub_index=index, num_hubs=num_hubs, epochs=epochs)
+            await roles.serve_hub(HubRole(reader, view, config))
+        yield LocalCluster(
+            roles.transport,
+            roles.ps,
+            roles.hubs,
+            cluster,
+            roles.hub_clients,
+            dict(tables),
+            dense_features,
+        )

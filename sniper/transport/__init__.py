@@ -3,7 +3,7 @@
 - ``grpc`` (:class:`GrpcTransport`): grpclib over HTTP/2 on asyncio, across processes and
   hosts; :class:`PsService` and :class:`HubService` are its thin adapters over the roles,
   mountable in any grpclib server, with :class:`HealthService` for ``grpc.health.v1``.
-  :func:`serve_ps` and :func:`serve_hub` are what ``sniper serve`` runs.
+  ``sniper serve`` runs them (``sniper.cluster.serve_ps`` and ``serve_hub``).
 - ``inprocess`` (:class:`InProcessTransport`): each call a task of the called role, in one
   process, on asyncio or trio.
 - Others: a :class:`Transport` subclass registered in the ``sniper.transports`` entry-point
@@ -28,9 +28,6 @@ from sniper.transport._inprocess import InProcessTransport as InProcessTransport
 from sniper.transport._registry import TRANSPORT_NAMES as TRANSPORT_NAMES
 from sniper.transport._registry import open_transport as open_transport
 from sniper.transport._registry import transport_names as transport_names
-from sniper.transport._serve import ServeConfig as ServeConfig
-from sniper.transport._serve import serve_hub as serve_hub
-from sniper.transport._serve import serve_ps as serve_ps
 
 __all__ = [
     "STATUS_OF",
@@ -43,12 +40,9 @@ __all__ = [
     "InProcessPsClient",
     "InProcessTransport",
     "PsService",
-    "ServeConfig",
     "Transport",
     "bound_address",
     "grpc_error",
     "open_transport",
-    "serve_hub",
-    "serve_ps",
     "transport_names",
 ]

@@ -18,8 +18,7 @@ from sniper.cli import main
 from sniper.cli._config_flags import add_config_flags, attribute_docs, config_overrides
 from sniper.cli._main import build_parser
 from sniper.cli._parsing import Parser
-from sniper.cluster import TrainConfig
-from sniper.transport import ServeConfig
+from sniper.cluster import ServeConfig, TrainConfig
 from tests.rpc._grpcio import start_server, stop_server
 
 CONFIGS = [("train", TrainConfig), ("serve", ServeConfig)]

@@ -9,16 +9,23 @@ from pathlib import Path
 
 import anyio
 
+from sniper.cluster import (
+    ServeConfig,
+    TrainConfig,
+    load_serve_config,
+    load_train_config,
+    plan_training,
+)
 from sniper.cluster._checkpoint import JobCheckpoint, load_job
 from sniper.cluster._inprocess import _hub_config
 from sniper.cluster._placement import workload_placement
 from sniper.cluster._process import serve_config_command
-from sniper.cluster._train import TrainConfig, _hub_configs, load_train_config, plan_training
+from sniper.cluster._serve import hub_cluster
+from sniper.cluster._servers import hub_configs
 from sniper.data import load_workload
 from sniper.placement import Placement
 from sniper.roles import HubConfig
 from sniper.roles._checkpoint import MANIFEST
-from sniper.transport._serve import ServeConfig, hub_cluster, load_serve_config
 from tests.cluster._sniper import sniper
 
 JOB = """\
@@ -177,7 +184,7 @@ def test_the_hubs_a_job_starts_feed_by_its_placement_from_their_first_batch(
     launcher writes, and builds its cluster with it: it never feeds by hashing first."""
     placement = Placement(2, {"embedding_11": 1}, 1)
     ps = [("127.0.0.1", 1), ("127.0.0.1", 2)]
-    (config,) = _hub_configs(TrainConfig(num_ps=2), ps, None, placement)
+    (config,) = hub_configs(TrainConfig(num_ps=2), ps, None, placement)
     serve_config_command(config, tmp_path / "hub.toml")
     loaded = load_serve_config(tmp_path / "hub.toml", {})
     assert (loaded.placement_owners, loaded.placement_version) == ({"embedding_11": 1}, 1)

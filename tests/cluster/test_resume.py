@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from sniper.cluster._checkpoint import load_job
-from sniper.cluster._train import EXIT_GRACE, _run_training, _ServerDied
+from sniper.cluster._supervise import EXIT_GRACE, _run_training, _ServerDied
 from sniper.roles import TrainingError, TrainReport
 from tests.data._helpers import write_criteo
 

@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 
 from sniper._config import load_config
-from sniper.cluster import DataShape, ModelSpec, TableSpec
-from sniper.cluster._train import TrainConfig
+from sniper.cluster import DataShape, ModelSpec, TableSpec, TrainConfig
 from sniper.placement import FILE_CAPACITY
 from tests.data._helpers import criteo_line
 

@@ -41,7 +41,8 @@ class Linear(DenseModel):
 
     def _probs(self, inputs: F32) -> F32:
         logits = inputs @ self.weights + self.bias
-        return (1.0 / (1.0 + np.exp(-logits))).astype(np.float32)
+        probs: F32 = (1.0 / (1.0 + np.exp(-logits))).astype(np.float32)
+        return probs
 
     def train_step(self, inputs: F32, labels: F32) -> TrainStep:
         probs = self._probs(inputs)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sniper.cluster._train import TrainConfig, plan_training
+from sniper.cluster import TrainConfig, plan_training
 from sniper.data import CriteoTsv, SyntheticCtr, write_parquet
 from sniper.data._workload import load_workload
 from sniper.placement import FILE_CAPACITY

@@ -14,8 +14,8 @@ import grpc
 import numpy as np
 import pytest
 
+from sniper.cluster import ServeConfig
 from sniper.store import SGD, EmbeddingTable, normal
-from sniper.transport import ServeConfig
 from tests.rpc import _grpcio
 from tests.rpc._grpcio import (
     GrpcModules,

@@ -1,5 +1,9 @@
 """``sniper serve --role ps``: run a ps until SIGINT or SIGTERM, then shut down gracefully.
 
+It is launch code, beside ``sniper train``'s launchers, which start these servers themselves
+(``local`` as ``sniper serve`` processes, ``ray`` in actors); the transport underneath
+(``sniper.transport``) only carries calls to a role.
+
 Configuration comes from defaults, then an optional TOML file (``--config``), then command-line
 flags, and is validated into a frozen :class:`ServeConfig` whose errors name the field.
 
@@ -28,29 +32,30 @@ from prometheus_client.registry import Collector
 from sniper._config import check_positive, load_config
 from sniper.data import DataSource
 from sniper.monitoring import HubCollector, MetricsServer, PsCollector, serve_metrics
-from sniper.roles._hub import HubConfig
-from sniper.roles._ps import PsRole, PsSettings
+from sniper.roles import HubConfig, PsRole, PsSettings
 from sniper.rpc._http2 import Server
 from sniper.rpc._security import is_loopback
 from sniper.runtime import log_to_stderr
 from sniper.scheduler import open_scheduler
-from sniper.transport._grpc import (
+from sniper.transport import (
     GrpcSettings,
     GrpcTransport,
+    HealthService,
     HubService,
     PsService,
     bound_address,
-    split_address,
 )
-from sniper.transport._health import HealthService
+from sniper.transport._grpc import split_address
 
 if TYPE_CHECKING:
     from sniper.roles import PsCluster
 
 __all__ = [
     "ServeConfig",
+    "hub_cluster",
     "load_serve_config",
     "parse_addresses",
+    "run_serve",
     "serve_hub",
     "serve_ps",
 ]

@@ -1,0 +1,87 @@
+"""The interface every launcher implements: where a job's ps and hubs run.
+
+A launcher starts the roles of one attempt at a job and hands back the job to run on them;
+everything around an attempt is the same for every launcher and lives elsewhere: planning
+before it (``sniper.cluster._plan``), the event loop, signals and restarts around it
+(``sniper.cluster._supervise``), the report after it (``sniper.cluster._report``). The job
+itself (restore or place, create the variables, start the hubs, train) is
+``sniper.cluster._job.run_job`` whatever carries its calls.
+
+Built-ins (``inprocess``, ``local``, ``ray``) and plugins (a :class:`Launcher` subclass named
+in the ``sniper.launchers`` entry-point group, constructed with no arguments) are chosen by
+name (``sniper.cluster._registry``)::
+
+    [project.entry-points."sniper.launchers"]
+    theirs = "theirpkg.launcher:TheirLauncher"
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sniper.cluster._checkpoint import JobCheckpoint
+    from sniper.cluster._config import TrainConfig
+    from sniper.cluster._plan import TrainPlan
+    from sniper.roles import TrainReport
+
+__all__ = ["Attempt", "Launch", "Launcher"]
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What one attempt at a job is to run."""
+
+    config: TrainConfig
+    """The job's config, ``num_ps`` resolved (never 0)."""
+    plan: TrainPlan
+    """The data's shape and the sized tables, resolved before anything started."""
+    resume: JobCheckpoint | None
+    """The checkpoint this attempt continues from (a restart's is the job's latest)."""
+    ps: str | None = None
+    """``host:port,...`` of ps started elsewhere (``--ps``, ``--cluster-spec``): use them."""
+    hubs: str | None = None
+    """``host:port,...`` of hubs started elsewhere (``--hub``, ``--cluster-spec``)."""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One attempt's job, its roles started, and how to tell that one of them died."""
+
+    job: Callable[[], Awaitable[TrainReport]]
+    """Runs the job (``sniper.cluster._job.run_job``) on the started roles: its report, or
+    :class:`~sniper.roles.TrainingError`. Called once, on an asyncio event loop that the
+    supervisor runs (grpclib speaks asyncio only)."""
+    died: Callable[[], bool] | None
+    """Whether a role this attempt started outside the job has exited; called after a
+    :class:`~sniper.roles.TrainingError` (repeatedly, for a grace period), and a ``True``
+    makes the failure a restart from the latest checkpoint. ``None``: nothing runs apart
+    from the job, so a failure is never a restart."""
+
+
+class Launcher(ABC):
+    """Where a job's ps and hubs run (see the module doc). Constructed with no arguments."""
+
+    @abstractmethod
+    def start(self, launch: Launch) -> AbstractContextManager[Attempt]:
+        """Start what the attempt of ``launch`` needs outside its event loop (processes,
+        actors) and yield the :class:`Attempt` that runs the job on it.
+
+        Contract:
+
+        - Blocking: called on the main thread with no event loop running; what must live on
+          the job's loop (roles of this process) is started by :attr:`Attempt.job` instead.
+        - Nothing outlives the block: on every exit (the job's end, its error, a restart, a
+          signal turned into ``KeyboardInterrupt`` or ``SystemExit`` thrown into the block),
+          every process, actor or server started here is stopped before the block exits,
+          and the exception propagates unchanged.
+        - Each call is a fresh attempt: a restart calls ``start`` again with a new
+          ``launch.resume``; nothing started by an earlier call is still running.
+        - ``launch.ps`` and ``launch.hubs``, when given, name servers that run elsewhere: a
+          launcher that can only start its own raises ``ValueError`` saying so.
+        - Progress lines (what started where) go to standard output, flushed.
+        """

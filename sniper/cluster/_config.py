@@ -1,0 +1,157 @@
+"""``sniper train``'s configuration: :class:`TrainConfig`, one frozen dataclass of TOML keys.
+
+A job's config is composed of the roles' own (the data source, the hub, ps and trainer
+settings), each field declared and checked once; :func:`load_train_config` reads defaults, a
+TOML file, then flags, and every error names its key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from sniper._config import check_at_least, fields_of, load_config
+from sniper.cluster._checkpoint import JobCheckpoint
+from sniper.cluster._registry import launcher_names
+from sniper.cluster._spec import ModelSpec
+from sniper.data import DataSource
+from sniper.data._source import check_data_value
+from sniper.roles import HubSettings, PsSettings, TrainerConfig
+
+__all__ = ["TrainConfig", "check_resources", "load_train_config"]
+
+
+@dataclass(frozen=True)
+class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
+    """One training run. Every field is a TOML key; the defaults are ``make demo``'s run.
+
+    The data keys are :class:`~sniper.data.DataSource`'s, the hub keys
+    :class:`~sniper.roles.HubSettings`', the ps keys
+    :class:`~sniper.roles.PsSettings`' and the trainer's :class:`~sniper.roles.TrainerConfig`'s:
+    each declared and checked once, and handed to the hub, ps and trainer as they are.
+    """
+
+    eval_data: str = ""
+    """Held-out ``criteo:PATH`` or ``parquet:PATH`` scored at the end of training ("": none)."""
+    num_ps: int = 0
+    """How many ps hold the variables. 0 (the default): the resumed checkpoint's number, else
+    1 for a job in one process (``launcher = "inprocess"``) and 2 for ps of their own. In one
+    process the ps share one event loop and one scheduler, so a second ps adds a call to each
+    fan-out and no parallelism (criteo ran 8-15% faster on one; docs/benchmarks.md); set
+    ``num_ps = 2`` to split the variables there as they would be across machines."""
+    variables: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    """The model spec: ``[variables.default]`` and ``[variables.NAME]`` tables of
+    :class:`~sniper.cluster.TableSpec` keys (dim, capacity, shards, optimizer, params,
+    initializer, init, min_count, eviction). The variables themselves come from the data."""
+    output: str = "train_report.json"
+    checkpoint_dir: str = ""
+    """Checkpoint the job here every ``checkpoint_every`` steps ("": no checkpoints)."""
+    keep_checkpoints: int = 3
+    """Complete checkpoints kept; older ones are removed."""
+    max_restarts: int = 3
+    """When a ps or hub this command started dies, restart every process and resume from the
+    latest checkpoint, at most this many times (needs ``checkpoint_dir``)."""
+    resume: str = ""
+    """Continue from this job checkpoint: a ``checkpoint_dir`` (its latest step) or one of its
+    ``step-N`` directories; checkpoints then go on in that directory."""
+    placement: Literal["balanced", "hash"] = "balanced"
+    """Which ps holds each variable when a job starts afresh: ``balanced`` spreads the
+    variables' signs per batch (then their rows) evenly over the ps
+    (:meth:`~sniper.rpc.Placement.balanced`); ``hash`` puts each on
+    ``ps_for_variable(name, num_ps)``, as the seed system did, which evens out their number
+    but not their work (on seed_ctr one of 2 ps gets 74% of the signs). Balancing signs can
+    leave one ps more rows than hashing would (seed_ctr: 66% against 57% of 2 ps' rows): a ps
+    near its ``max_table_gb`` may need ``hash``. A resumed job keeps its checkpoint's placement
+    either way; one resumed on another number of ps regroups its variables by hash (then
+    auto_shard may move them). auto_shard moves variables from either start."""
+    launcher: str = "auto"
+    """Where the ps and hubs run: actors of this process passing arrays without encoding them
+    (``inprocess``: ``sniper.cluster._inprocess``), processes on this machine or servers named
+    by ``--ps``/``--hub``/``--cluster-spec``, over gRPC (``local``: ``sniper.cluster._local``),
+    Ray actors placed on a Ray cluster (``ray``: ``sniper[ray]``, ``sniper.cluster._ray``), or
+    a launcher plugin's name (the ``sniper.launchers`` entry points). ``auto`` (the default):
+    ``local`` when servers are named, else ``inprocess``: a job on one machine does not pay
+    for a network it does not cross. ``local`` isolates each role in a process of its own,
+    and restarts them from the last checkpoint when one dies (``max_restarts``)."""
+    ray_address: str = ""
+    """The Ray cluster to use ("": start a local Ray; "auto": the one this machine is in)."""
+    ray_strategy: Literal["SPREAD", "PACK", "STRICT_SPREAD", "STRICT_PACK"] = "SPREAD"
+    """How the ps (and, apart, the hubs) are placed on Ray's nodes."""
+    resources: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+    """What each ps and hub asks of Ray: ``[resources.ps] num_cpus = 2`` (default 0.5 for a
+    ps, 0.25 for a hub), ``memory`` (bytes), ``num_gpus``, or a custom resource such as a node
+    label (``ps_node = 1``)."""
+
+    def with_num_ps(self, resume: JobCheckpoint | None) -> TrainConfig:
+        """This config with ``num_ps = 0`` replaced by the number it stands for (see
+        :attr:`num_ps`), for its launcher ("auto" counts as ps of their own)."""
+        if self.num_ps:
+            return self
+        if resume is not None:
+            return dataclasses.replace(self, num_ps=resume.num_ps)
+        return dataclasses.replace(self, num_ps=1 if self.launcher == "inprocess" else 2)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_at_least(self, 1, "keep_checkpoints")
+        check_at_least(self, 0, "num_ps", "max_restarts")
+        if self.checkpoint_every and not self.job_directory():
+            raise ValueError("checkpoint_every needs checkpoint_dir (or resume)")
+        if self.resume and self.checkpoint_dir:
+            raise ValueError(
+                "give checkpoint_dir or resume, not both: a resumed job checkpoints where it "
+                "resumed from"
+            )
+        if self.eval_data:
+            check_data_value("eval_data", self.eval_data, synthetic=False)
+        elif self.eval_every_steps:
+            raise ValueError("eval_every_steps needs eval_data (criteo:PATH or parquet:PATH)")
+        if self.placement not in ("balanced", "hash"):
+            raise ValueError(f"placement must be 'balanced' or 'hash', got {self.placement!r}")
+        if self.launcher not in (names := ("auto", *launcher_names())):
+            choices = ", ".join(map(repr, names))
+            raise ValueError(f"launcher must be one of {choices}, got {self.launcher!r}")
+        if self.ray_strategy not in ("SPREAD", "PACK", "STRICT_SPREAD", "STRICT_PACK"):
+            raise ValueError(
+                "ray_strategy must be SPREAD, PACK, STRICT_SPREAD or STRICT_PACK, "
+                f"got {self.ray_strategy!r}"
+            )
+        check_resources(self.resources)
+        self.model_spec()  # every [variables] key, named when wrong
+        if not Path(self.output).resolve().parent.is_dir():
+            raise ValueError(f"output {self.output!r}: its directory does not exist")
+
+    def job_directory(self) -> Path | None:
+        """Where this job's checkpoints go (the ps's checkpoint_root), if anywhere."""
+        if self.checkpoint_dir:
+            return Path(self.checkpoint_dir).resolve()
+        if self.resume:
+            path = Path(self.resume).resolve()
+            return path.parent if path.name.startswith("step-") else path
+        return None
+
+    def trainer(self) -> TrainerConfig:
+        """The trainer's part of this config."""
+        return TrainerConfig(**fields_of(self, TrainerConfig))
+
+    def model_spec(self, default_dim: int = 16) -> ModelSpec:
+        """``[variables]`` parsed; ``default_dim`` is the width it does not set."""
+        return ModelSpec.parse(self.variables, default_dim=default_dim)
+
+
+def load_train_config(path: Path | None, overrides: dict[str, Any]) -> TrainConfig:
+    """Defaults, then the TOML file, then non-None overrides; errors name the key."""
+    return load_config(TrainConfig, path, overrides)
+
+
+def check_resources(resources: Mapping[str, Mapping[str, float]]) -> None:
+    """``[resources.ps]`` and ``[resources.hub]``: numbers only, for those two roles."""
+    for role, request in resources.items():
+        if role not in ("ps", "hub"):
+            raise ValueError(f"resources.{role}: only [resources.ps] and [resources.hub] exist")
+        for key, amount in request.items():
+            if not isinstance(amount, int | float) or isinstance(amount, bool) or amount < 0:
+                raise ValueError(f"resources.{role}.{key} must be a number >= 0, got {amount!r}")

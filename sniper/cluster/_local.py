@@ -1,0 +1,86 @@
+"""``launcher = "local"``: each ps and hub a ``sniper serve`` process on this machine, over gRPC.
+
+Each role is isolated in a process of its own: a crash of one is seen (its process exits), and
+supervision restarts every process from the latest checkpoint (``max_restarts``). Servers named
+by ``--ps``/``--hub`` (or ``--cluster-spec``) run elsewhere and are used as they are: this
+launcher then starts only what is not named (the hubs, when only ``--ps`` is given), and a
+named server's death is the job's error, not a restart.
+
+Each server gets its config as a TOML file written from the job's (``sniper serve --config``),
+listens on a free loopback port it reports on its first line, and ends with this process: its
+standard input is a pipe this process holds, and on exit it is sent SIGTERM, then killed
+(``sniper.cluster._process``).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+from sniper.cluster._abc import Attempt, Launch, Launcher
+from sniper.cluster._process import ServerProcess, serve_config_command, server_process
+from sniper.cluster._serve import parse_addresses
+from sniper.cluster._servers import hub_configs, server_config, train_over_grpc
+from sniper.rpc import Placement
+
+__all__ = ["LocalLauncher"]
+
+
+class LocalLauncher(Launcher):
+    """Processes on this machine, or servers named by address (see the module doc)."""
+
+    @contextmanager
+    def start(self, launch: Launch) -> Iterator[Attempt]:
+        config, resume = launch.config, launch.resume
+        with ExitStack() as stack:
+            configs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sniper-train-")))
+            started: list[ServerProcess] = []
+            metrics = config.metrics_port >= 0
+            if launch.ps:
+                ps_addresses = parse_addresses(launch.ps, "--ps")
+            else:
+                command = serve_config_command(server_config(config, "ps"), configs / "ps.toml")
+                servers = [
+                    stack.enter_context(server_process(command, metrics=metrics))
+                    for _ in range(config.num_ps)
+                ]
+                started += servers
+                ps_addresses = [("127.0.0.1", s.port) for s in servers]
+                print(
+                    f"started {len(servers)} ps on 127.0.0.1 ports "
+                    f"{', '.join(str(s.port) for s in servers)}",
+                    flush=True,
+                )
+                _print_metrics("ps", servers)
+
+            def start_hubs(placement: Placement) -> list[tuple[str, int]]:
+                hub_servers = []
+                for index, hub in enumerate(hub_configs(config, ps_addresses, resume, placement)):
+                    command = serve_config_command(hub, configs / f"hub-{index}.toml")
+                    hub_servers.append(
+                        stack.enter_context(server_process(command, metrics=metrics))
+                    )
+                started.extend(hub_servers)
+                print(
+                    f"started {len(hub_servers)} hub(s) on 127.0.0.1 ports "
+                    f"{', '.join(str(s.port) for s in hub_servers)}",
+                    flush=True,
+                )
+                _print_metrics("hub", hub_servers)
+                return [("127.0.0.1", s.port) for s in hub_servers]
+
+            hub_addresses = parse_addresses(launch.hubs, "--hub") if launch.hubs else None
+            yield Attempt(
+                lambda: train_over_grpc(
+                    config, launch.plan, ps_addresses, hub_addresses, start_hubs, resume
+                ),
+                lambda: any(server.process.poll() is not None for server in started),
+            )
+
+
+def _print_metrics(role: str, servers: list[ServerProcess]) -> None:
+    for index, server in enumerate(servers):
+        if server.metrics_url:
+            print(f"metrics of {role} {index} on {server.metrics_url}", flush=True)

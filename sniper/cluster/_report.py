@@ -1,0 +1,117 @@
+"""The end of ``sniper train``: its report, printed as tables and written as JSON.
+
+The printed tables are the job's figures (throughput, AUC and logloss against the oracle, the
+trainer's latency per call) and where the ps calls' time goes: the trainer's timing of each
+call beside each ps's timing of the same call and of its stages.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from sniper._table import print_table
+from sniper.cluster._config import TrainConfig
+from sniper.roles import OpStats, TrainReport
+
+__all__ = ["path_rows", "print_report", "write_report"]
+
+
+def print_report(report: TrainReport, oracle_auc: float | None, eval_data: str = "") -> None:
+    """The report as tables on stdout; ``oracle_auc`` (synthetic data) is quoted beside the
+    model's, and ``eval_data`` names what the held-out figures scored."""
+    print(
+        f"\ntrained {report.steps} batches ({report.examples:,} examples) in "
+        f"{report.seconds:.1f} s: {report.examples_per_second:,.0f} examples/s"
+    )
+    if report.resumed_from_step:
+        print(f"resumed from the checkpoint of step {report.resumed_from_step}")
+    if report.restarts:
+        print(
+            f"restarted {report.restarts} time(s) after a server died; "
+            f"{report.lost_steps} step(s) were trained again"
+        )
+    if report.checkpoints:
+        pauses = report.checkpoint_pause_seconds
+        print(
+            f"{report.checkpoints} checkpoint(s); training paused {sum(pauses):.2f} s in all "
+            f"(longest {max(pauses):.2f} s)"
+        )
+    lines = [
+        ["train", f"{report.train_auc:.4f}", f"{report.train_logloss:.4f}"],
+        [
+            "held-out, second half of the run",
+            f"{report.eval_auc:.4f}",
+            f"{report.eval_logloss:.4f}",
+        ],
+        ["held-out, whole run", f"{report.eval_auc_whole_run:.4f}", "-"],
+    ]
+    if report.eval_batches == 0:
+        lines = lines[:1]  # nothing was held out (eval_every = 0)
+    if report.eval_data_auc is not None and report.eval_data_logloss is not None:
+        lines.append(
+            [
+                f"eval data, {report.eval_data_examples:,} examples ({eval_data})",
+                f"{report.eval_data_auc:.4f}",
+                f"{report.eval_data_logloss:.4f}",
+            ]
+        )
+    if oracle_auc is not None:
+        lines.append(["planted model (oracle)", f"{oracle_auc:.4f}", "-"])
+    print_table(["", "AUC", "logloss"], lines)
+    if oracle_auc is not None and oracle_auc > 0.5 and report.eval_batches:
+        lift = (report.eval_auc - 0.5) / (oracle_auc - 0.5)
+        print(f"held-out AUC (second half) reaches {lift:.0%} of the oracle's lift over 0.5")
+    print()
+    print_table(
+        ["op", "count", "p50 ms", "p95 ms", "p99 ms", "max ms"],
+        [
+            [op, str(s.count)]
+            + [f"{v / 1e3:.2f}" for v in (s.p50_us, s.p95_us, s.p99_us, s.max_us)]
+            for op, s in report.ops.items()
+        ],
+    )
+    if report.ps_ops:
+        print("\nwhere the ps calls' time goes (each ps's own timings of the same calls)")
+        print_table(["op", "layer", "count", "p50 ms", "p99 ms"], path_rows(report))
+
+
+_STAGES = ("decode", "dispatch", "wait", "kernel", "apply", "encode")
+
+
+def path_rows(report: TrainReport) -> list[list[str]]:
+    """The trainer's EmbeddingLookup and PushGrad beside each ps's timing of them and of
+    their stages, and what neither side's work explains: transport and codecs (about: a
+    difference of medians)."""
+    rows = []
+    for op in ("EmbeddingLookup", "PushGrad"):
+        whole = report.ops.get(op)
+        if whole is None or not whole.count:
+            continue
+        rows.append([op, "trainer: the whole call", *_figures(whole)])
+        slowest = 0.0
+        for index, ps in enumerate(report.ps_ops):
+            if op not in ps:
+                continue
+            slowest = max(slowest, ps[op].p50_us)
+            rows.append(["", f"ps {index}: call", *_figures(ps[op])])
+            for stage in _STAGES:
+                if (timing := ps.get(f"{op}.{stage}")) is not None:
+                    label = "kernel (each task)" if stage == "kernel" else stage
+                    rows.append(["", f"ps {index}:   {label}", *_figures(timing)])
+        rows.append(
+            ["", "transport and codecs (about)", "", f"{(whole.p50_us - slowest) / 1e3:.2f}", ""]
+        )
+    return rows
+
+
+def _figures(s: OpStats) -> list[str]:
+    return [str(s.count), f"{s.p50_us / 1e3:.2f}", f"{s.p99_us / 1e3:.2f}"]
+
+
+def write_report(report: TrainReport, oracle_auc: float | None, config: TrainConfig) -> None:
+    """Write the report, the oracle's AUC and the job's config as JSON to ``config.output``."""
+    result = report.to_dict() | {"oracle_auc": oracle_auc, "config": dataclasses.asdict(config)}
+    Path(config.output).write_text(json.dumps(result, indent=1, default=str))
+    print(f"\nreport written to {config.output}")
