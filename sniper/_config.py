@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args, get_origin
 
 if TYPE_CHECKING:
-    from sniper.rpc._security import Security
+    from sniper.rpc import Security
 
 __all__ = [
     "RunSettings",
@@ -152,7 +152,7 @@ class RunSettings(Validated):
 
     def security(self) -> Security:
         """The TLS and token settings, the token read from its file (errors name the key)."""
-        from sniper.rpc._security import Security, load_token  # grpclib: only when used
+        from sniper.rpc import Security, load_token
 
         token = load_token(self.auth_token_file) if self.auth_token_file else ""
         return Security(self.tls_cert, self.tls_key, self.tls_ca, token)

@@ -18,15 +18,9 @@ import grpc
 import numpy as np
 from grpclib.const import Cardinality, Handler
 
-from sniper.rpc import Server
-from sniper.rpc._generated.sniper.v1 import (
-    EmbeddingLookupRequest,
-    EmbeddingLookupResponse,
-    PooledEmbedding,
-)
-from sniper.rpc._tensor import encode
-from sniper.rpc._wire import EncodedLookupResponse
-from sniper.runtime._malloc import reuse_freed_memory
+from sniper.rpc import EncodedLookupResponse, Server, encode
+from sniper.rpc.v1 import EmbeddingLookupRequest, EmbeddingLookupResponse, PooledEmbedding
+from sniper.runtime import reuse_freed_memory
 from sniper.transport import bound_address
 
 MAX_MESSAGE = 256 * 2**20

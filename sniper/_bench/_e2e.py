@@ -38,9 +38,8 @@ from sniper._bench._report import verdict
 from sniper._bench._torch_peer import import_torch
 from sniper._bench._torchrec_peer import MAX_ROWS, run_torchrec, table_rows, torchrec_python
 from sniper._table import print_table
-from sniper.data import SyntheticCtr, write_parquet
-from sniper.data._workload import Workload
-from sniper.roles._trainer import TrainerConfig
+from sniper.data import SyntheticCtr, Workload, write_parquet
+from sniper.roles import TrainerConfig
 
 LAUNCHERS = {"local": "2 ps processes on loopback gRPC", "inprocess": "1 ps in one process"}
 PEERS = {"torch": "torch, one process", "torchrec": "TorchRec fused, one process"}

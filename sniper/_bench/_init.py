@@ -15,7 +15,7 @@ import numpy as np
 
 from sniper._bench._report import Comparison, PeerMissing, median_seconds
 from sniper._bench._torch_peer import import_torch
-from sniper.store import _kernels as k
+from sniper.store import INIT_NORMAL, initial_rows, mix64
 
 __all__ = ["ROWS", "initial_values", "print_initial_values"]
 
@@ -29,12 +29,12 @@ def initial_values(dim: int, repeats: int, rows: int = ROWS) -> Comparison:
     (:class:`~sniper._bench._report.PeerMissing` without torch)."""
     torch = import_torch()
     signs = np.random.default_rng(3).integers(0, 2**63, rows, dtype=np.uint64)
-    key = np.uint64(k.mix64(np.uint64(0)))
+    key = np.uint64(mix64(np.uint64(0)))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         sniper_s = median_seconds(
-            lambda _: k.initial_rows(signs, dim, key, k.INIT_NORMAL, 0.0, STD), repeats
+            lambda _: initial_rows(signs, dim, key, INIT_NORMAL, 0.0, STD), repeats
         )
         torch_s = median_seconds(
             lambda _: torch.nn.init.normal_(torch.empty(rows, dim), 0.0, STD), repeats

@@ -8,8 +8,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from sniper.data._workload import Workload
-from sniper.data._zipf import ZipfSampler, signs_of_ranks
+from sniper.data import Workload, ZipfSampler, signs_of_ranks
 from sniper.placement import capacity_for, shards_for
 from sniper.store import EmbeddingTable, LockMode, Optimizer
 

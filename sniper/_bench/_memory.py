@@ -39,12 +39,10 @@ from numpy.typing import NDArray
 from sniper._bench._report import PeerMissing, verdict
 from sniper._bench._torch_peer import import_torch
 from sniper._table import print_table
-from sniper.cluster._process import ps_command, server_process
-from sniper.data._workload import Workload
-from sniper.data._zipf import signs_of_ranks
+from sniper.cluster import ps_command, server_process
+from sniper.data import Workload, signs_of_ranks
 from sniper.placement import auto_shards
-from sniper.roles import PsRoleConfig
-from sniper.roles._variables import estimate_bytes
+from sniper.roles import PsRoleConfig, estimate_bytes
 from sniper.rpc import PsClient, variable_request
 from sniper.store import Adagrad
 

@@ -51,8 +51,7 @@ from sniper._bench._e2e import EVAL_EVERY, write_job
 from sniper._bench._flamegraph import write_flamegraph
 from sniper._bench._stacks import read_collapsed
 from sniper._table import markdown_table, print_table
-from sniper.data import SyntheticCtr
-from sniper.data._workload import Workload
+from sniper.data import SyntheticCtr, Workload
 from sniper.runtime import (
     children,
     cpu_seconds,

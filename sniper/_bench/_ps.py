@@ -29,9 +29,8 @@ from numpy.typing import NDArray
 from sniper._bench._local import Batch, make_batches, make_tables
 from sniper._metrics import Histogram
 from sniper._table import print_table
-from sniper.cluster._placement import print_placement, workload_placement
-from sniper.cluster._process import ps_command, server_process
-from sniper.data._workload import Workload
+from sniper.cluster import print_placement, ps_command, server_process, workload_placement
+from sniper.data import Workload
 from sniper.placement import capacity_for, shards_for
 from sniper.roles import PsCluster, PsEngine
 from sniper.rpc import PsClient, variable_request

@@ -33,10 +33,9 @@ import numpy as np
 
 from sniper._bench._local import make_batches
 from sniper._bench._report import Comparison, print_comparisons
-from sniper.cluster._process import ps_command, server_process
-from sniper.data._workload import Workload
-from sniper.rpc import PsClient, variable_request
-from sniper.rpc._codegen import RPC_DIR
+from sniper.cluster import ps_command, server_process
+from sniper.data import Workload
+from sniper.rpc import RPC_DIR, PsClient, variable_request
 
 _MB = 2**20
 

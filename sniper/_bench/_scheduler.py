@@ -36,7 +36,7 @@ from numpy.typing import NDArray
 from sniper._bench._local import Batch, make_batches, make_tables
 from sniper._bench._report import parallel_capacity, verdict
 from sniper._table import print_table
-from sniper.data._workload import Workload
+from sniper.data import Workload
 from sniper.placement import shards_for
 from sniper.roles import PsEngine
 from sniper.scheduler import SCHEDULER_NAMES, open_scheduler

@@ -44,8 +44,7 @@ from sniper._bench._report import Comparison, PeerMissing, median_seconds, print
 from sniper._bench._store_torchrec import torchrec_seconds
 from sniper._bench._torch_peer import TorchBag
 from sniper._bench._torchrec_peer import torchrec_python
-from sniper.data._workload import VariableSpec, Workload
-from sniper.data._zipf import ZipfSampler, signs_of_ranks
+from sniper.data import VariableSpec, Workload, ZipfSampler, signs_of_ranks
 from sniper.store import Adagrad, EmbeddingTable, ShardedBatch, TableExport
 
 _T = TypeVar("_T")

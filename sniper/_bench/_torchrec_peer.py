@@ -24,8 +24,7 @@ from typing import Any
 import numpy as np
 
 from sniper._bench._report import PeerMissing
-from sniper.data import SyntheticCtr
-from sniper.data._workload import Workload
+from sniper.data import SyntheticCtr, Workload
 
 __all__ = [
     "INSTALL_HINT",

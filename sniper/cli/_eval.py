@@ -29,8 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from sniper._config import load_config
-    from sniper.cluster import TrainConfig
-    from sniper.cluster._eval import run_eval
+    from sniper.cluster import TrainConfig, run_eval
 
     # Only the model's shape is read from it: checkpointing keys do not apply here.
     overrides = {"checkpoint_every": 0, "resume": "", "checkpoint_dir": ""}

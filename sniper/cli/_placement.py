@@ -51,19 +51,22 @@ def run(args: argparse.Namespace) -> int:
     """Print the placement the arguments name."""
     from pathlib import Path
 
-    from sniper.cluster import _placement, parse_addresses
+    from sniper.cluster import (
+        parse_addresses,
+        print_checkpoint_placement,
+        print_live_placement,
+        print_placement,
+    )
 
     if args.ps:
-        _placement.print_live_placement(parse_addresses(args.ps, "--ps"))
+        print_live_placement(parse_addresses(args.ps, "--ps"))
     elif args.checkpoint:
-        from sniper.cluster._checkpoint import load_job
+        from sniper.cluster import load_job
 
         job = load_job(Path(args.checkpoint).resolve())
-        _placement.print_checkpoint_placement(job.placement, job.step)
+        print_checkpoint_placement(job.placement, job.step)
     else:
         from sniper.data import load_workload
 
-        _placement.print_placement(
-            load_workload(args.workload), args.num_ps, args.policy, args.scale
-        )
+        print_placement(load_workload(args.workload), args.num_ps, args.policy, args.scale)
     return 0

@@ -14,9 +14,11 @@ does). ``sniper serve`` (:func:`run_serve`, :class:`ServeConfig`) runs one ps or
 from sniper.cluster._abc import Attempt as Attempt
 from sniper.cluster._abc import Launch as Launch
 from sniper.cluster._abc import Launcher as Launcher
+from sniper.cluster._checkpoint import load_job as load_job
 from sniper.cluster._config import TrainConfig as TrainConfig
 from sniper.cluster._config import load_train_config as load_train_config
 from sniper.cluster._data import probe_data as probe_data
+from sniper.cluster._eval import run_eval as run_eval
 from sniper.cluster._hosts import ClusterSpec as ClusterSpec
 from sniper.cluster._hosts import Endpoint as Endpoint
 from sniper.cluster._hosts import load_cluster_spec as load_cluster_spec
@@ -24,8 +26,15 @@ from sniper.cluster._inprocess import InProcessRoles as InProcessRoles
 from sniper.cluster._inprocess import serve_in_process as serve_in_process
 from sniper.cluster._job import create_variables as create_variables
 from sniper.cluster._job import train as train
+from sniper.cluster._placement import print_checkpoint_placement as print_checkpoint_placement
+from sniper.cluster._placement import print_live_placement as print_live_placement
+from sniper.cluster._placement import print_placement as print_placement
+from sniper.cluster._placement import workload_placement as workload_placement
 from sniper.cluster._plan import TrainPlan as TrainPlan
 from sniper.cluster._plan import plan_training as plan_training
+from sniper.cluster._process import ps_command as ps_command
+from sniper.cluster._process import server_process as server_process
+from sniper.cluster._process import sniper_command as sniper_command
 from sniper.cluster._registry import LAUNCHER_NAMES as LAUNCHER_NAMES
 from sniper.cluster._registry import launcher_names as launcher_names
 from sniper.cluster._registry import open_launcher as open_launcher
@@ -58,17 +67,26 @@ __all__ = [
     "create_variables",
     "launcher_names",
     "load_cluster_spec",
+    "load_job",
     "load_serve_config",
     "load_train_config",
     "open_launcher",
     "parse_addresses",
     "plan_training",
+    "print_checkpoint_placement",
+    "print_live_placement",
+    "print_placement",
     "probe_data",
+    "ps_command",
     "reshard",
+    "run_eval",
     "run_serve",
     "run_train",
     "serve_hub",
     "serve_in_process",
     "serve_ps",
+    "server_process",
+    "sniper_command",
     "train",
+    "workload_placement",
 ]

@@ -31,10 +31,16 @@ import anyio.to_thread
 import numpy as np
 
 from sniper.placement import Placement
-from sniper.roles._batch_id import BatchId
-from sniper.roles._checkpoint import MANIFEST, CorruptCheckpointError, replace_file
-from sniper.roles._cluster import PsCluster, gather
-from sniper.roles._trainer import Trainer, TrainReport
+from sniper.roles import (
+    MANIFEST,
+    BatchId,
+    CorruptCheckpointError,
+    PsCluster,
+    Trainer,
+    TrainReport,
+    gather,
+    replace_file,
+)
 
 __all__ = ["JOB", "LATEST", "JobCheckpoint", "load_job", "save_job", "step_name"]
 

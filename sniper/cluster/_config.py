@@ -17,8 +17,7 @@ from sniper._config import check_at_least, fields_of, load_config
 from sniper.cluster._checkpoint import JobCheckpoint
 from sniper.cluster._registry import launcher_names
 from sniper.cluster._spec import ModelSpec
-from sniper.data import DataSource
-from sniper.data._source import check_data_value
+from sniper.data import DataSource, check_data_value
 from sniper.roles import HubSettings, PsSettings, TrainerConfig
 
 __all__ = ["TrainConfig", "check_resources", "load_train_config"]

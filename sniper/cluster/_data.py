@@ -11,8 +11,7 @@ or a malformed first line before any process starts.
 from __future__ import annotations
 
 from sniper.cluster._spec import DataShape
-from sniper.data import ParquetReader, Reader, SyntheticCtr, open_reader
-from sniper.data._workload import Workload
+from sniper.data import ParquetReader, Reader, SyntheticCtr, Workload, open_reader
 
 __all__ = ["check_same_schema", "probe_data"]
 

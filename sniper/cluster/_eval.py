@@ -23,11 +23,9 @@ from sniper.cluster._config import TrainConfig
 from sniper.cluster._data import probe_data
 from sniper.cluster._process import serve_config_command, server_process
 from sniper.cluster._servers import server_config as _server_config
-from sniper.data import Reader
-from sniper.data._workload import load_workload
+from sniper.data import Reader, load_workload
 from sniper.models import ModelInputs, open_model
-from sniper.roles import DataEvaluator, EvalResult, Predictor, PsCluster
-from sniper.roles._checkpoint import MANIFEST
+from sniper.roles import MANIFEST, DataEvaluator, EvalResult, Predictor, PsCluster
 from sniper.rpc import PsClient, Security
 from sniper.runtime import log_to_stderr
 

@@ -27,15 +27,22 @@ from sniper.cluster._progress import show_progress, trainer_metrics
 from sniper.cluster._reshard import reshard
 from sniper.cluster._spec import TableSpec
 from sniper.data import Reader
-from sniper.roles._balance import AutoShard
-from sniper.roles._checkpoint import CorruptCheckpointError
-from sniper.roles._cluster import PsCluster, gather
-from sniper.roles._errors import RPC_ERRORS, describe_error
-from sniper.roles._evaluate import DataEvaluator
-from sniper.roles._trainer import Checkpointer, OpStats, Trainer, TrainerConfig, TrainReport
-from sniper.rpc import Placement
-from sniper.rpc._api import HubApi, variable_request
-from sniper.rpc._generated.sniper.v1 import CreateVariableRequest
+from sniper.roles import (
+    RPC_ERRORS,
+    AutoShard,
+    Checkpointer,
+    CorruptCheckpointError,
+    DataEvaluator,
+    OpStats,
+    PsCluster,
+    Trainer,
+    TrainerConfig,
+    TrainReport,
+    describe_error,
+    gather,
+)
+from sniper.rpc import HubApi, Placement, variable_request
+from sniper.rpc.v1 import CreateVariableRequest
 
 __all__ = [
     "HubConnector",

@@ -15,12 +15,11 @@ import anyio
 from sniper._table import print_table
 from sniper.cluster._config import TrainConfig
 from sniper.cluster._plan import plan_training
-from sniper.data._workload import Workload
+from sniper.data import Workload
 from sniper.placement import Placement, hashed_owner, placement_load
-from sniper.roles._cluster import gather
-from sniper.roles._errors import RPC_ERRORS, describe_error
+from sniper.roles import RPC_ERRORS, describe_error, gather
 from sniper.rpc import PsClient
-from sniper.rpc._generated.sniper.v1 import StatsResponse
+from sniper.rpc.v1 import StatsResponse
 
 
 def workload_placement(

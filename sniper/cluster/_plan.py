@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from sniper.cluster._config import TrainConfig
 from sniper.cluster._data import check_same_schema, probe_data
 from sniper.cluster._spec import DataShape, TableSpec
-from sniper.data import Reader
-from sniper.data._workload import Workload
+from sniper.data import Reader, Workload
 from sniper.rpc import Placement
 
 __all__ = ["TrainPlan", "oracle_auc", "plan_training"]

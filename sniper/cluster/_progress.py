@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from sniper.monitoring import TrainerCollector, serve_metrics
-from sniper.roles._trainer import LiveProgress, Trainer
+from sniper.roles import LiveProgress, Trainer
 
 __all__ = ["plain_line", "show_progress", "trainer_metrics"]
 

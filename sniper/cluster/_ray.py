@@ -32,8 +32,7 @@ from sniper.cluster._servers import hub_configs, server_config, train_over_grpc
 from sniper.roles import HubRole, PsRole
 from sniper.rpc import Placement
 from sniper.scheduler import open_scheduler
-from sniper.transport import GrpcTransport
-from sniper.transport._grpc import split_address
+from sniper.transport import GrpcTransport, split_address
 
 __all__ = ["RayLauncher", "RayPlacement", "RoleActor", "import_ray"]
 

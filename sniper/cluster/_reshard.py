@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sniper.hashing import ps_for_variable
-from sniper.roles._checkpoint import CorruptCheckpointError, load_checkpoint, write_checkpoint
-from sniper.rpc._generated.sniper.v1 import CreateVariableRequest
+from sniper.roles import CorruptCheckpointError, load_checkpoint, write_checkpoint
+from sniper.rpc.v1 import CreateVariableRequest
 from sniper.store import TableExport
 
 __all__ = ["reshard"]

@@ -33,8 +33,7 @@ from sniper._config import check_positive, load_config
 from sniper.data import DataSource
 from sniper.monitoring import HubCollector, MetricsServer, PsCollector, serve_metrics
 from sniper.roles import HubConfig, PsRole, PsSettings
-from sniper.rpc._http2 import Server
-from sniper.rpc._security import is_loopback
+from sniper.rpc import Server, is_loopback
 from sniper.runtime import log_to_stderr
 from sniper.scheduler import open_scheduler
 from sniper.transport import (
@@ -44,8 +43,8 @@ from sniper.transport import (
     HubService,
     PsService,
     bound_address,
+    split_address,
 )
-from sniper.transport._grpc import split_address
 
 if TYPE_CHECKING:
     from sniper.roles import PsCluster

@@ -25,9 +25,14 @@ from typing import Any
 
 from sniper._config import from_mapping
 from sniper.placement import auto_capacity, auto_shards
-from sniper.roles._variables import MAX_DIM
-from sniper.store import EVICTION_POLICIES, Optimizer, make_initializer, make_optimizer
-from sniper.store._kernels import MAX_TABLE_SHARDS
+from sniper.roles import MAX_DIM
+from sniper.store import (
+    EVICTION_POLICIES,
+    MAX_TABLE_SHARDS,
+    Optimizer,
+    make_initializer,
+    make_optimizer,
+)
 
 __all__ = ["DEFAULT", "DataShape", "ModelSpec", "TableSpec"]
 

@@ -28,7 +28,7 @@ from sniper.cluster._plan import oracle_auc, plan_training
 from sniper.cluster._registry import open_launcher
 from sniper.cluster._report import print_report, write_report
 from sniper.cluster._supervise import supervise
-from sniper.data._workload import load_workload
+from sniper.data import load_workload
 from sniper.runtime import log_to_stderr
 
 __all__ = ["run_train"]

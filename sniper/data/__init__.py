@@ -35,12 +35,15 @@ from sniper.data._parquet import parquet_schema as parquet_schema
 from sniper.data._parquet import write_parquet as write_parquet
 from sniper.data._reader import Reader as Reader
 from sniper.data._source import DataSource as DataSource
+from sniper.data._source import check_data_value as check_data_value
 from sniper.data._synthetic import SyntheticCtr as SyntheticCtr
 from sniper.data._workload import BUILTIN_WORKLOADS as BUILTIN_WORKLOADS
 from sniper.data._workload import VariableSpec as VariableSpec
 from sniper.data._workload import Workload as Workload
 from sniper.data._workload import WorkloadError as WorkloadError
 from sniper.data._workload import load_workload as load_workload
+from sniper.data._zipf import ZipfSampler as ZipfSampler
+from sniper.data._zipf import signs_of_ranks as signs_of_ranks
 
 __all__ = [
     "BUILTIN_WORKLOADS",
@@ -63,6 +66,8 @@ __all__ = [
     "VariableSpec",
     "Workload",
     "WorkloadError",
+    "ZipfSampler",
+    "check_data_value",
     "convert",
     "criteo_sign",
     "load_workload",
@@ -70,5 +75,6 @@ __all__ = [
     "open_reader",
     "parquet_schema",
     "roc_auc",
+    "signs_of_ranks",
     "write_parquet",
 ]

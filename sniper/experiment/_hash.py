@@ -39,7 +39,7 @@ def unwrapped_ps_for_variable(name: str, num_ps: int) -> int:
 
 def run_hash_point(config: HashMismatchConfig) -> dict[str, Any]:
     """Place, feed and look up every variable; the point's metrics."""
-    from sniper.data._workload import load_workload
+    from sniper.data import load_workload
 
     names = [config.name_prefix + v.name for v in load_workload(config.workload).variables]
     metrics: dict[str, Any] = {

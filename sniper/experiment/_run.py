@@ -106,7 +106,7 @@ def _run_point(experiment: Experiment, point: Point, repeat: int, directory: Pat
 
 def _run_train(point: Point, stem: Path, timeout: float) -> tuple[dict[str, Any], str]:
     """``sniper train`` on the point's config, sampled from ``/proc``: (metrics, error)."""
-    from sniper.cluster._process import sniper_command
+    from sniper.cluster import sniper_command
 
     report = stem.with_suffix(".json")
     report.unlink(missing_ok=True)

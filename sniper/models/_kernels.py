@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sniper.store._kernels import kernel
+from sniper.store import kernel
 
 __all__ = ["adam_update"]
 

@@ -20,10 +20,18 @@ from sniper.roles._balance import AutoShard as AutoShard
 from sniper.roles._batch_id import EVAL_HUB as EVAL_HUB
 from sniper.roles._batch_id import MAX_HUBS as MAX_HUBS
 from sniper.roles._batch_id import BatchId as BatchId
+from sniper.roles._checkpoint import MANIFEST as MANIFEST
+from sniper.roles._checkpoint import CheckpointPathError as CheckpointPathError
+from sniper.roles._checkpoint import CorruptCheckpointError as CorruptCheckpointError
+from sniper.roles._checkpoint import load_checkpoint as load_checkpoint
+from sniper.roles._checkpoint import replace_file as replace_file
+from sniper.roles._checkpoint import write_checkpoint as write_checkpoint
 from sniper.roles._cluster import PsCluster as PsCluster
+from sniper.roles._cluster import gather as gather
 from sniper.roles._engine import EngineConfig as EngineConfig
 from sniper.roles._engine import PendingLookup as PendingLookup
 from sniper.roles._engine import PsEngine as PsEngine
+from sniper.roles._errors import RPC_ERRORS as RPC_ERRORS
 from sniper.roles._errors import AlreadyPushedError as AlreadyPushedError
 from sniper.roles._errors import DataError as DataError
 from sniper.roles._errors import TrainingError as TrainingError
@@ -31,6 +39,7 @@ from sniper.roles._errors import Unavailable as Unavailable
 from sniper.roles._errors import UnknownBatchError as UnknownBatchError
 from sniper.roles._errors import UnknownVariableError as UnknownVariableError
 from sniper.roles._errors import VariableExistsError as VariableExistsError
+from sniper.roles._errors import describe_error as describe_error
 from sniper.roles._evaluate import DataEvaluator as DataEvaluator
 from sniper.roles._evaluate import EvalResult as EvalResult
 from sniper.roles._hub import HubConfig as HubConfig
@@ -46,14 +55,22 @@ from sniper.roles._train_report import TrainReport as TrainReport
 from sniper.roles._trainer import Checkpointer as Checkpointer
 from sniper.roles._trainer import Trainer as Trainer
 from sniper.roles._trainer_config import TrainerConfig as TrainerConfig
+from sniper.roles._variables import MAX_DIM as MAX_DIM
+from sniper.roles._variables import MemoryBudgetError as MemoryBudgetError
+from sniper.roles._variables import estimate_bytes as estimate_bytes
 
 __all__ = [
     "EVAL_HUB",
+    "MANIFEST",
+    "MAX_DIM",
     "MAX_HUBS",
+    "RPC_ERRORS",
     "AlreadyPushedError",
     "AutoShard",
     "BatchId",
+    "CheckpointPathError",
     "Checkpointer",
+    "CorruptCheckpointError",
     "DataError",
     "DataEvaluator",
     "EngineConfig",
@@ -62,6 +79,7 @@ __all__ = [
     "HubRole",
     "HubSettings",
     "LiveProgress",
+    "MemoryBudgetError",
     "Move",
     "OpStats",
     "PendingLookup",
@@ -79,5 +97,11 @@ __all__ = [
     "UnknownBatchError",
     "UnknownVariableError",
     "VariableExistsError",
+    "describe_error",
+    "estimate_bytes",
+    "gather",
+    "load_checkpoint",
     "plan_moves",
+    "replace_file",
+    "write_checkpoint",
 ]

@@ -38,8 +38,8 @@ from collections.abc import Mapping, Sequence
 from sniper.placement import Move, plan_moves, ps_loads
 from sniper.roles._cluster import PsCluster, gather
 from sniper.roles._errors import RPC_ERRORS, describe_error
-from sniper.rpc._api import HubApi
-from sniper.rpc._generated.sniper.v1 import CreateVariableRequest
+from sniper.rpc import HubApi
+from sniper.rpc.v1 import CreateVariableRequest
 from sniper.store import make_optimizer
 
 __all__ = ["MAX_MOVE_BYTES", "AutoShard"]

@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from sniper.rpc._generated.sniper.v1 import CreateVariableRequest
+from sniper.rpc.v1 import CreateVariableRequest
 from sniper.store import EmbeddingTable, TableExport
 
 __all__ = [

@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sniper.placement import Placement
-from sniper.rpc._api import LookupTarget, Pooled, PsApi, Signs
+from sniper.rpc import LookupTarget, Pooled, PsApi, Signs
 
 __all__ = ["PsCluster", "gather"]
 

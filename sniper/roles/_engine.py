@@ -39,7 +39,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from sniper._config import Validated, check_at_least, check_positive
 from sniper.roles._errors import AlreadyPushedError, UnknownBatchError, UnknownVariableError
-from sniper.rpc._api import LookupTarget, Pooled
+from sniper.rpc import LookupTarget, Pooled
 from sniper.scheduler import Scheduler, TaskHandle, TaskKey, wait_all
 from sniper.store import (
     CapacityError,

@@ -24,7 +24,7 @@ from numpy.typing import NDArray
 from sniper.data import Batch, Reader, StreamingAuc, log_loss
 from sniper.roles._batch_id import EVAL_HUB, BatchId
 from sniper.roles._cluster import PsCluster
-from sniper.rpc._api import Pooled
+from sniper.rpc import Pooled
 
 __all__ = ["DataEvaluator", "EvalResult", "Predict"]
 

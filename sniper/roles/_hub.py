@@ -44,7 +44,7 @@ from sniper.roles._batch_id import MAX_HUBS, BatchId
 from sniper.roles._cluster import PsCluster
 from sniper.roles._errors import DataError, Unavailable, describe_error
 from sniper.roles._handout import HandOut
-from sniper.rpc._api import Sample
+from sniper.rpc import Sample
 
 __all__ = ["BatchLike", "HubConfig", "HubRole", "HubSettings", "ReaderLike"]
 

@@ -36,7 +36,7 @@ from sniper.roles._batch_id import BatchId
 from sniper.roles._cluster import PsCluster
 from sniper.roles._errors import RPC_ERRORS, TrainingError, describe_error
 from sniper.roles._reading import HubReader, Ticket
-from sniper.rpc._api import HubApi, LookupTarget
+from sniper.rpc import HubApi, LookupTarget
 
 __all__ = ["InputPool", "Pipeline", "Ready"]
 

@@ -45,15 +45,11 @@ from sniper.roles._checkpoint import (
 from sniper.roles._engine import EngineConfig, PsEngine
 from sniper.roles._errors import Unavailable, UnknownVariableError, VariableExistsError
 from sniper.roles._variables import same_config, table_from_request
-from sniper.rpc._api import Checkpointed, LookupTarget, MovedVariable, Pooled, Signs
-from sniper.rpc._generated.sniper.v1 import (
-    CreateVariableRequest,
-    LatencySummary,
-    StatsResponse,
-    VariableStats,
-)
+from sniper.rpc import Checkpointed, LookupTarget, MovedVariable, Pooled, Signs
+from sniper.rpc.v1 import CreateVariableRequest, LatencySummary, StatsResponse, VariableStats
 from sniper.scheduler import Scheduler, scheduler_names
 from sniper.store import (
+    FLOAT32_MAX,
     LOCK_MODES,
     POOLINGS,
     EmbeddingTable,
@@ -61,9 +57,9 @@ from sniper.store import (
     Pooling,
     TableExport,
     load_kernels,
+    max_abs_matrices,
+    strides_of,
 )
-from sniper.store._grouped import max_abs_matrices, strides_of
-from sniper.store._kernels import FLOAT32_MAX
 
 __all__ = ["PsRole", "PsRoleConfig", "PsSettings"]
 

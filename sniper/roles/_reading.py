@@ -26,7 +26,7 @@ import anyio
 from sniper._metrics import Histogram
 from sniper.roles._batch_id import BatchId
 from sniper.roles._errors import RPC_ERRORS, describe_error
-from sniper.rpc._api import HubApi, Sample
+from sniper.rpc import HubApi, Sample
 
 __all__ = ["HubReader", "Ticket"]
 

@@ -25,7 +25,7 @@ from sniper.models import DenseModel, TrainStep
 from sniper.roles._cluster import PsCluster
 from sniper.roles._errors import RPC_ERRORS, TrainingError, describe_error
 from sniper.roles._pipeline import timed
-from sniper.rpc._api import Pooled
+from sniper.rpc import Pooled
 from sniper.scheduler import Scheduler, TaskHandle, open_scheduler
 
 __all__ = ["DenseStep", "Predictor"]

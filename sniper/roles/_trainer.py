@@ -51,7 +51,7 @@ from sniper.roles._pipeline import Pipeline, Ready
 from sniper.roles._step import DenseStep, Predictor
 from sniper.roles._train_report import LiveProgress, OpStats, TrainReport
 from sniper.roles._trainer_config import TrainerConfig
-from sniper.rpc._api import HubApi, Pooled
+from sniper.rpc import HubApi, Pooled
 
 __all__ = ["Checkpointer", "Trainer"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sniper._config import RunSettings, check_at_least, check_positive
-from sniper.rpc._tensor import check_wire_dtype
+from sniper.rpc import check_wire_dtype
 
 __all__ = ["TrainerConfig"]
 

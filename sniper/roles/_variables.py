@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sniper.rpc._generated.sniper.v1 import CreateVariableRequest
+from sniper.rpc.v1 import CreateVariableRequest
 from sniper.store import (
     DEFAULT_INITIALIZER,
     Admission,

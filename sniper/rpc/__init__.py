@@ -23,18 +23,46 @@ from sniper.rpc._api import variable_request as variable_request
 from sniper.rpc._client import HubClient as HubClient
 from sniper.rpc._client import PsClient as PsClient
 from sniper.rpc._codec import SniperCodec as SniperCodec
+from sniper.rpc._codegen import RPC_DIR as RPC_DIR
+from sniper.rpc._generated.grpc.health.v1 import HealthBase as HealthBase
+from sniper.rpc._generated.grpc.health.v1 import HealthCheckRequest as HealthCheckRequest
+from sniper.rpc._generated.grpc.health.v1 import HealthCheckResponse as HealthCheckResponse
+from sniper.rpc._generated.grpc.health.v1 import (
+    HealthCheckResponseServingStatus as HealthCheckResponseServingStatus,
+)
 from sniper.rpc._http2 import Channel as Channel
 from sniper.rpc._http2 import Server as Server
+from sniper.rpc._moves import moved_from_message as moved_from_message
+from sniper.rpc._moves import moved_to_message as moved_to_message
 from sniper.rpc._placement import placement_from_message as placement_from_message
 from sniper.rpc._placement import placement_to_message as placement_to_message
 from sniper.rpc._security import Security as Security
+from sniper.rpc._security import is_loopback as is_loopback
+from sniper.rpc._security import load_token as load_token
 from sniper.rpc._tensor import TensorError as TensorError
+from sniper.rpc._tensor import check_wire_dtype as check_wire_dtype
+from sniper.rpc._tensor import decode as decode
 from sniper.rpc._tensor import decode as decode_tensor
+from sniper.rpc._tensor import decode_floats as decode_floats
+from sniper.rpc._tensor import encode as encode
 from sniper.rpc._tensor import encode as encode_tensor
+from sniper.rpc._wire import EncodedLookupResponse as EncodedLookupResponse
+from sniper.rpc._wire import FeedSampleView as FeedSampleView
+from sniper.rpc._wire import PushGradView as PushGradView
+from sniper.rpc._wire import VariableGradientView as VariableGradientView
+from sniper.rpc._wire import VariableSignsView as VariableSignsView
+from sniper.rpc._wire import lookup_response as lookup_response
 
 __all__ = [
+    "RPC_DIR",
     "Channel",
     "Checkpointed",
+    "EncodedLookupResponse",
+    "FeedSampleView",
+    "HealthBase",
+    "HealthCheckRequest",
+    "HealthCheckResponse",
+    "HealthCheckResponseServingStatus",
     "HubApi",
     "HubClient",
     "LookupTarget",
@@ -43,14 +71,26 @@ __all__ = [
     "Pooled",
     "PsApi",
     "PsClient",
+    "PushGradView",
     "Sample",
     "Security",
     "Server",
     "Signs",
     "SniperCodec",
     "TensorError",
+    "VariableGradientView",
+    "VariableSignsView",
+    "check_wire_dtype",
+    "decode",
+    "decode_floats",
     "decode_tensor",
+    "encode",
     "encode_tensor",
+    "is_loopback",
+    "load_token",
+    "lookup_response",
+    "moved_from_message",
+    "moved_to_message",
     "placement_from_message",
     "placement_to_message",
     "variable_request",

@@ -14,6 +14,7 @@ __all__ = ["moved_from_message", "moved_to_message"]
 
 
 def moved_to_message(moved: MovedVariable) -> VariableData:
+    """The message that carries ``moved`` from one ps to another (Push)."""
     return VariableData(
         config=moved.config,
         signs=encode(moved.signs),

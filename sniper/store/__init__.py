@@ -15,9 +15,11 @@ from sniper.store._abc import TableStatistics as TableStatistics
 from sniper.store._grouped import PinPart as PinPart
 from sniper.store._grouped import PoolPart as PoolPart
 from sniper.store._grouped import PushPart as PushPart
+from sniper.store._grouped import max_abs_matrices as max_abs_matrices
 from sniper.store._grouped import pin_shards as pin_shards
 from sniper.store._grouped import pool_shards as pool_shards
 from sniper.store._grouped import push_shards as push_shards
+from sniper.store._grouped import strides_of as strides_of
 from sniper.store._initializers import DEFAULT_INITIALIZER as DEFAULT_INITIALIZER
 from sniper.store._initializers import INITIALIZERS as INITIALIZERS
 from sniper.store._initializers import Initializer as Initializer
@@ -26,6 +28,12 @@ from sniper.store._initializers import make_initializer as make_initializer
 from sniper.store._initializers import normal as normal
 from sniper.store._initializers import uniform as uniform
 from sniper.store._initializers import zeros as zeros
+from sniper.store._kernels import FLOAT32_MAX as FLOAT32_MAX
+from sniper.store._kernels import INIT_NORMAL as INIT_NORMAL
+from sniper.store._kernels import MAX_TABLE_SHARDS as MAX_TABLE_SHARDS
+from sniper.store._kernels import initial_rows as initial_rows
+from sniper.store._kernels import kernel as kernel
+from sniper.store._kernels import mix64 as mix64
 from sniper.store._optimizers import OPTIMIZERS as OPTIMIZERS
 from sniper.store._optimizers import SGD as SGD
 from sniper.store._optimizers import Adagrad as Adagrad
@@ -46,8 +54,11 @@ from sniper.store._warm import load_kernels as load_kernels
 __all__ = [
     "DEFAULT_INITIALIZER",
     "EVICTION_POLICIES",
+    "FLOAT32_MAX",
     "INITIALIZERS",
+    "INIT_NORMAL",
     "LOCK_MODES",
+    "MAX_TABLE_SHARDS",
     "OPTIMIZERS",
     "POOLINGS",
     "SGD",
@@ -69,13 +80,18 @@ __all__ = [
     "TableExport",
     "TableStatistics",
     "constant",
+    "initial_rows",
+    "kernel",
     "load_kernels",
     "make_initializer",
     "make_optimizer",
+    "max_abs_matrices",
+    "mix64",
     "normal",
     "pin_shards",
     "pool_shards",
     "push_shards",
+    "strides_of",
     "uniform",
     "zeros",
 ]

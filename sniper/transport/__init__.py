@@ -21,6 +21,7 @@ from sniper.transport._grpc import GrpcTransport as GrpcTransport
 from sniper.transport._grpc import HubService as HubService
 from sniper.transport._grpc import PsService as PsService
 from sniper.transport._grpc import bound_address as bound_address
+from sniper.transport._grpc import split_address as split_address
 from sniper.transport._health import HealthService as HealthService
 from sniper.transport._inprocess import InProcessHubClient as InProcessHubClient
 from sniper.transport._inprocess import InProcessPsClient as InProcessPsClient
@@ -44,5 +45,6 @@ __all__ = [
     "bound_address",
     "grpc_error",
     "open_transport",
+    "split_address",
     "transport_names",
 ]

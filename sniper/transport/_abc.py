@@ -6,11 +6,10 @@ from abc import ABC, abstractmethod
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, ClassVar
 
-from sniper.rpc._api import HubApi, PsApi
+from sniper.rpc import HubApi, PsApi
 
 if TYPE_CHECKING:
-    from sniper.roles._hub import HubRole
-    from sniper.roles._ps import PsRole
+    from sniper.roles import HubRole, PsRole
 
 __all__ = ["Transport"]
 

@@ -17,15 +17,16 @@ import uuid
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
-from sniper.roles._checkpoint import CheckpointPathError, CorruptCheckpointError
-from sniper.roles._errors import (
+from sniper.roles import (
     AlreadyPushedError,
+    CheckpointPathError,
+    CorruptCheckpointError,
+    MemoryBudgetError,
     Unavailable,
     UnknownBatchError,
     UnknownVariableError,
     VariableExistsError,
 )
-from sniper.roles._variables import MemoryBudgetError
 from sniper.store import CapacityError
 
 __all__ = ["STATUS_OF", "grpc_error"]

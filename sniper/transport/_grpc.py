@@ -27,12 +27,29 @@ import grpclib.server
 import numpy as np
 
 from sniper._config import Validated, check_positive
-from sniper.roles._hub import HubRole
-from sniper.roles._ps import PsRole
-from sniper.rpc import placement_from_message
-from sniper.rpc._api import HubApi, PsApi, Signs
-from sniper.rpc._client import HubClient, PsClient
-from sniper.rpc._generated.sniper.v1 import (
+from sniper.roles import HubRole, PsRole
+from sniper.rpc import (
+    FeedSampleView,
+    HubApi,
+    HubClient,
+    PsApi,
+    PsClient,
+    PushGradView,
+    Security,
+    Server,
+    Signs,
+    VariableGradientView,
+    VariableSignsView,
+    check_wire_dtype,
+    decode,
+    decode_floats,
+    encode,
+    lookup_response,
+    moved_from_message,
+    moved_to_message,
+    placement_from_message,
+)
+from sniper.rpc.v1 import (
     AckSampleRequest,
     AckSampleResponse,
     CreateVariableRequest,
@@ -66,18 +83,7 @@ from sniper.rpc._generated.sniper.v1 import (
     VariableGradient,
     VariableSigns,
 )
-from sniper.rpc._generated.sniper.v1 import Placement as PlacementMessage
-from sniper.rpc._http2 import Server
-from sniper.rpc._moves import moved_from_message, moved_to_message
-from sniper.rpc._security import Security
-from sniper.rpc._tensor import check_wire_dtype, decode, decode_floats, encode
-from sniper.rpc._wire import (
-    FeedSampleView,
-    PushGradView,
-    VariableGradientView,
-    VariableSignsView,
-    lookup_response,
-)
+from sniper.rpc.v1 import Placement as PlacementMessage
 from sniper.store import CapacityError
 from sniper.transport._abc import Transport
 from sniper.transport._errors import grpc_error

@@ -8,7 +8,7 @@ import anyio
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
-from sniper.rpc._generated.grpc.health.v1 import (
+from sniper.rpc import (
     HealthBase,
     HealthCheckRequest,
     HealthCheckResponse,

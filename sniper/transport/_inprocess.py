@@ -34,10 +34,9 @@ from numpy.typing import NDArray
 
 from sniper._tasks import background
 from sniper.placement import Placement
-from sniper.roles._hub import HubRole
-from sniper.roles._ps import PsRole
-from sniper.rpc._api import Checkpointed, LookupTarget, MovedVariable, Pooled, Sample, Signs
-from sniper.rpc._generated.sniper.v1 import CreateVariableRequest, StatsResponse
+from sniper.roles import HubRole, PsRole
+from sniper.rpc import Checkpointed, LookupTarget, MovedVariable, Pooled, Sample, Signs
+from sniper.rpc.v1 import CreateVariableRequest, StatsResponse
 from sniper.transport._abc import Transport
 from sniper.transport._errors import grpc_error
 
