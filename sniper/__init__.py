@@ -1,18 +1,24 @@
 """sniper: a Python parameter server for CTR models with huge sparse embedding tables.
 
-Layout, from the bottom up (each package imports only the ones above it in this list):
+Layout, from the bottom up (each package imports only the ones above it in this list, which
+``tests/test_boundaries.py`` checks):
 
 - :mod:`sniper.hashing`: which ps holds a variable and which shard holds a sign; the contract
   other languages' ports are checked against (``sniper conformance hash``).
+- :mod:`sniper.runtime`: process-wide settings (logging, gc, malloc) and ``/proc`` reading.
 - :mod:`sniper.store`: embedding tables (rows, optimizers, eviction, admission) and kernels.
 - :mod:`sniper.scheduler`: the pluggable task schedulers a ps runs its kernels on.
 - :mod:`sniper.data`: readers (synthetic, Criteo TSV, Parquet), batches, AUC.
+- :mod:`sniper.placement`: which ps holds each variable, balanced starts, auto_shard's planner.
 - :mod:`sniper.rpc`: the ``sniper.v1`` contract, its Python protocols and the gRPC clients.
+- :mod:`sniper.models`: the dense-model interface the trainer calls, and the numpy MLP.
 - :mod:`sniper.roles`: the ps, hub and trainer as anyio actors, and :class:`PsCluster`.
 - :mod:`sniper.transport`: how calls reach the roles, by name: ``grpc``, ``inprocess``.
-- :mod:`sniper.cluster`: a whole job: model spec, launching, supervision, placement.
+- :mod:`sniper.monitoring`: every role's Prometheus metrics.
+- :mod:`sniper.cluster`: a whole job: config, plan, launchers by name, supervision, report.
 - :mod:`sniper.testing`: an in-process cluster and the contract suites for plugins.
-- :mod:`sniper.cli` (``sniper ...``) and ``sniper._bench`` (``sniper bench ...``) sit on top.
+- ``sniper._bench`` (``sniper bench ...``), :mod:`sniper.experiment` and :mod:`sniper.cli`
+  (``sniper ...``) sit on top.
 
 The names below are re-exported here for convenience and imported on first use, so
 ``import sniper`` stays cheap (the CLI starts without loading numba or grpclib).

@@ -13,10 +13,7 @@ import tomllib
 import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args, get_origin
-
-if TYPE_CHECKING:
-    from sniper.rpc import Security
+from typing import Any, Literal, TypeVar, get_args, get_origin
 
 __all__ = [
     "RunSettings",
@@ -149,13 +146,6 @@ class RunSettings(Validated):
     servers then require client certificates (mutual TLS)."""
     auth_token_file: str = ""
     """A file holding the bearer token every call must carry (health checks excepted)."""
-
-    def security(self) -> Security:
-        """The TLS and token settings, the token read from its file (errors name the key)."""
-        from sniper.rpc import Security, load_token
-
-        token = load_token(self.auth_token_file) if self.auth_token_file else ""
-        return Security(self.tls_cert, self.tls_key, self.tls_ca, token)
 
     def __post_init__(self) -> None:
         super().__post_init__()

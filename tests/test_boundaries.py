@@ -67,3 +67,53 @@ def test_no_package_imports_another_package_s_private_module() -> None:
             if owner is not None and owner.split(".") != mine:
                 found.append(f"{path.relative_to(ROOT.parent)}:{line}: {name}")
     assert sorted(set(found)) == []
+
+
+LAYERS = (
+    "hashing",
+    "runtime",
+    "store",
+    "scheduler",
+    "data",
+    "placement",
+    "rpc",
+    "models",
+    "roles",
+    "transport",
+    "monitoring",
+    "cluster",
+    "_contracts",
+    "testing",
+    "_bench",
+    "experiment",
+    "cli",
+    "__main__",
+)
+"""sniper's packages from the bottom up: each imports only those before it (and the ``sniper``
+package's own modules, ``sniper._config`` and the like, which import none of these). Runtime code
+never imports benchmark code, and the contract sits below the roles that speak it."""
+
+
+def test_each_package_imports_only_the_layers_below_it() -> None:
+    rank = {name: index for index, name in enumerate(LAYERS)}
+    found = []
+    for module, path in _modules():
+        parts = module.split(".")
+        if len(parts) < 2:
+            continue
+        mine = parts[1]
+        for line, name in _imported(module, path):
+            theirs = name.split(".")
+            if theirs[0] != "sniper" or len(theirs) < 2 or theirs[1] == mine:
+                continue
+            if theirs[1] not in rank:  # a module of the sniper package itself
+                continue
+            # The sniper package's own modules import none of the packages.
+            if mine not in rank or rank[theirs[1]] > rank[mine]:
+                found.append(f"{path.relative_to(ROOT.parent)}:{line}: {name}")
+    assert sorted(set(found)) == []
+
+
+def test_every_package_has_its_layer() -> None:
+    packages = {path.name for path in ROOT.iterdir() if (path / "__init__.py").exists()}
+    assert packages <= set(LAYERS)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,7 +14,6 @@ __all__ = [
     "Comparison",
     "PeerMissing",
     "median_seconds",
-    "parallel_capacity",
     "print_comparisons",
     "print_table",
 ]
@@ -92,28 +90,3 @@ def print_comparisons(title: str, peer: str, unit: str, items: Sequence[Comparis
         "",
     ]
     print_table(headers, rows)
-
-
-def _spin(n: int) -> int:
-    total = 0
-    for i in range(n):
-        total += i
-    return total
-
-
-def parallel_capacity(workers: int, n: int = 3_000_000) -> float:
-    """How much faster ``workers`` processes of pure arithmetic run than one, right now.
-
-    On a shared VM another tenant may hold a core; a scheduler's speedup can only be read
-    against this ceiling, so benches print it next to their own ratios.
-    """
-    start = time.perf_counter()
-    for _ in range(workers):
-        _spin(n)
-    sequential = time.perf_counter() - start
-    with ProcessPoolExecutor(workers) as pool:
-        list(pool.map(_spin, [10] * workers))
-        start = time.perf_counter()
-        list(pool.map(_spin, [n] * workers))
-        parallel = time.perf_counter() - start
-    return sequential / parallel

@@ -34,11 +34,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sniper._bench._local import Batch, make_batches, make_tables
-from sniper._bench._report import parallel_capacity, verdict
+from sniper._bench._report import verdict
 from sniper._table import print_table
 from sniper.data import Workload
 from sniper.placement import shards_for
 from sniper.roles import PsEngine
+from sniper.runtime import parallel_capacity
 from sniper.scheduler import SCHEDULER_NAMES, open_scheduler
 from sniper.store import SGD, EmbeddingTable, LockMode
 

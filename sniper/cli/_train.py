@@ -67,12 +67,13 @@ def add_parser(commands: Commands) -> None:
     )
     parser.add_argument(
         "--launcher",
-        choices=["auto", "local", "inprocess", "ray"],
         default=None,
+        metavar="NAME",
         help="run the ps and hubs inside this process (inprocess: no gRPC between them), as "
         "local processes over gRPC (local: a crashed role is restarted from the last "
-        "checkpoint) or as Ray actors (sniper[ray]); auto (default): local when --ps, --hub "
-        "or --cluster-spec name servers, else inprocess",
+        "checkpoint), as Ray actors (ray, sniper[ray]) or with a launcher plugin's name (the "
+        "sniper.launchers entry points); auto (default): local when --ps, --hub or "
+        "--cluster-spec name servers, else inprocess",
     )
     parser.add_argument(
         "--ray-address", default=None, help='the Ray cluster ("": a new local one; "auto")'
@@ -109,11 +110,6 @@ def run(args: argparse.Namespace) -> int:
         ps, hubs = spec.ps_addresses, spec.hub_addresses
         flags |= {"num_ps": len(spec.ps), "num_hubs": len(spec.hubs)}
     config = load_config(TrainConfig, Path(args.config) if args.config else None, flags)
-    if config.launcher in ("ray", "inprocess") and (ps or hubs):
-        raise ValueError(
-            f"launcher {config.launcher} starts its own ps and hubs: drop --ps, --hub and "
-            "--cluster-spec (or use launcher local)"
-        )
     try:
         return run_train(config, ps=ps, hubs=hubs)
     except TrainingError as exc:

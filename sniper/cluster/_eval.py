@@ -73,7 +73,7 @@ def run_eval(checkpoint: str, data: str, config: TrainConfig) -> int:
         )
         command = serve_config_command(server, configs / "ps.toml")
         ports = [stack.enter_context(server_process(command)).port for _ in range(job.num_ps)]
-        security = config.security()
+        security = Security.of(config)
         result = anyio.run(_score, job, ports, reader, predict, security, backend="asyncio")
     print(f"\nscored {data} with the model of {job.directory} (step {job.step})")
     print_table(

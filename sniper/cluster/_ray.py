@@ -30,7 +30,7 @@ from sniper.cluster._abc import Attempt, Launch, Launcher
 from sniper.cluster._serve import ServeConfig, hub_cluster
 from sniper.cluster._servers import hub_configs, server_config, train_over_grpc
 from sniper.roles import HubRole, PsRole
-from sniper.rpc import Placement
+from sniper.rpc import Placement, Security
 from sniper.scheduler import open_scheduler
 from sniper.transport import GrpcTransport, split_address
 
@@ -66,7 +66,7 @@ class RoleActor:
 
         config = ServeConfig(**values)
         host = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
-        transport = GrpcTransport(config, security=config.security())
+        transport = GrpcTransport(config, security=Security.of(config))
         if config.role == "ps":
             scheduler = await self._stack.enter_async_context(
                 open_scheduler(config.scheduler, workers=config.worker_threads())

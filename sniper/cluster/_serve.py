@@ -33,7 +33,7 @@ from sniper._config import check_positive, load_config
 from sniper.data import DataSource
 from sniper.monitoring import HubCollector, MetricsServer, PsCollector, serve_metrics
 from sniper.roles import HubConfig, PsRole, PsSettings
-from sniper.rpc import Server, is_loopback
+from sniper.rpc import Security, Server, is_loopback
 from sniper.runtime import log_to_stderr
 from sniper.scheduler import open_scheduler
 from sniper.transport import (
@@ -104,7 +104,7 @@ def load_serve_config(path: Path | None, overrides: dict[str, Any]) -> ServeConf
 def _grpc_server(services: list[Any], config: ServeConfig) -> Server:
     """A grpclib server with the size limit, HTTP/2 windows, frames, TLS and token of
     ``config``; a bind beyond loopback with neither TLS nor a token is logged as a risk."""
-    security = config.security()
+    security = Security.of(config)
     if security.ca and not security.cert:
         raise ValueError(
             "tls_ca without tls_cert and tls_key: a server needs its own certificate to speak "
@@ -226,7 +226,7 @@ def hub_cluster(config: ServeConfig) -> PsCluster:
     from sniper.roles import PsCluster
     from sniper.rpc import PsClient
 
-    security = config.security()
+    security = Security.of(config)
     clients = [
         PsClient(host, port, http2_window_mb=config.http2_window_mb, security=security)
         for host, port in parse_addresses(config.ps, "ps")

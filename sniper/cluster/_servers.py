@@ -19,7 +19,7 @@ from sniper.cluster._plan import TrainPlan
 from sniper.cluster._serve import ServeConfig
 from sniper.data import DataSource
 from sniper.roles import HubSettings, PsCluster, PsSettings, TrainReport
-from sniper.rpc import HubApi, HubClient, Placement, PsClient
+from sniper.rpc import HubApi, HubClient, Placement, PsClient, Security
 
 __all__ = ["hub_configs", "server_config", "train_over_grpc"]
 
@@ -68,7 +68,7 @@ async def train_over_grpc(
     resume: JobCheckpoint | None,
 ) -> TrainReport:
     """The job over gRPC, against ps (and hubs) at these addresses."""
-    security = config.security()
+    security = Security.of(config)
     cluster = PsCluster(
         [
             PsClient(host, port, security=security, wire_dtype=config.wire_dtype)

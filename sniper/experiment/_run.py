@@ -49,9 +49,9 @@ def run_experiment(experiment: Experiment, *, quick: bool = False, out: Path | N
     """Validate every point, run each ``repeat`` times, write the results; the exit status:
     0 when every run succeeded, 1 when some failed (``ValueError`` for a bad file: nothing ran).
     """
-    from sniper._bench._report import parallel_capacity
     from sniper.experiment._plot import write_plots
     from sniper.experiment._results import write_csv, write_summary
+    from sniper.runtime import parallel_capacity
 
     points = validate_points(experiment, quick)
     directory = (out or experiment.path.parent / "results" / experiment.name).resolve()

@@ -27,6 +27,8 @@ from grpclib.const import Status
 from grpclib.events import RecvRequest, SendRequest, listen
 from grpclib.exceptions import GRPCError
 
+from sniper._config import RunSettings
+
 __all__ = ["Security", "is_loopback", "load_token"]
 
 _OPEN = "/grpc.health.v1.Health/"
@@ -62,6 +64,13 @@ class Security:
     against it, and a server then requires client certificates signed by it."""
     token: str = ""
     """The bearer token every call carries and every server checks."""
+
+    @classmethod
+    def of(cls, settings: RunSettings) -> Security:
+        """The TLS and token settings of a config, the token read from its file (errors name
+        the key)."""
+        token = load_token(settings.auth_token_file) if settings.auth_token_file else ""
+        return cls(settings.tls_cert, settings.tls_key, settings.tls_ca, token)
 
     def __post_init__(self) -> None:
         if bool(self.cert) != bool(self.key):

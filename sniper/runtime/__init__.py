@@ -5,6 +5,7 @@ in its own process calls them once, early. What ``/proc`` says about processes (
 children, command lines, listening sockets) is read here too, for whatever watches a job.
 """
 
+from sniper.runtime._capacity import parallel_capacity as parallel_capacity
 from sniper.runtime._gc import collect_less as collect_less
 from sniper.runtime._logging import log_to_stderr as log_to_stderr
 from sniper.runtime._malloc import reuse_freed_memory as reuse_freed_memory
@@ -26,6 +27,7 @@ __all__ = [
     "listening_pid",
     "log_to_stderr",
     "machine_cpu_seconds",
+    "parallel_capacity",
     "reuse_freed_memory",
     "thread_cpu_seconds",
     "thread_names",
