@@ -13,7 +13,6 @@ from sniper.models._abc import ModelInputs as ModelInputs
 from sniper.models._abc import TrainStep as TrainStep
 from sniper.models._mlp import Mlp as Mlp
 from sniper.models._mlp import MlpModel as MlpModel
-from sniper.models._mlp import sigmoid as sigmoid
 from sniper.models._registry import ENTRY_POINT_GROUP as ENTRY_POINT_GROUP
 from sniper.models._registry import MODEL_NAMES as MODEL_NAMES
 from sniper.models._registry import model_names as model_names
@@ -29,5 +28,4 @@ __all__ = [
     "TrainStep",
     "model_names",
     "open_model",
-    "sigmoid",
 ]
