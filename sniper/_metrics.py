@@ -1,8 +1,10 @@
 """Latency histograms with geometric buckets, cheap enough to record once per task or per RPC.
 
-Every value is a duration in **seconds** (a ``float``, as ``time.perf_counter()`` differences
-are); the snapshot fields carry a ``_seconds`` suffix so a reader cannot mistake them for
-microseconds, the unit the original system printed.
+Every value is recorded as a duration in **seconds** (a ``float``, as ``time.perf_counter()``
+differences are). What a histogram reports is one :class:`LatencySummary`, in **microseconds**
+(the unit the original system printed, and the one every report of sniper uses): the same type
+for a trainer's ops, a ps's calls and stages (its Stats answer) and a scheduler's queue waits,
+with a ``_us`` suffix on every field so a reader cannot mistake the unit.
 
 Buckets grow geometrically by ``ratio`` (1.5 by default, as in the original system): bucket 0
 holds ``[0, lowest]`` and bucket ``i >= 1`` holds ``(lowest * ratio**(i-1), lowest * ratio**i]``;
@@ -19,24 +21,26 @@ import threading
 from dataclasses import dataclass
 from math import ceil, log
 
-__all__ = ["Histogram", "HistogramSnapshot"]
+__all__ = ["Histogram", "LatencySummary"]
 
 
 @dataclass(frozen=True, slots=True)
-class HistogramSnapshot:
-    """A consistent, immutable summary of a :class:`Histogram` at one moment."""
+class LatencySummary:
+    """A latency distribution read at one moment, in microseconds (:meth:`Histogram.summary`).
+
+    Its fields are the keys of every op in ``sniper train``'s JSON report (``ops``, ``ps_ops``)
+    and of the ``LatencySummary`` message of a ps's Stats answer.
+    """
 
     count: int
     """Number of recorded values."""
-    sum_seconds: float
-    """Sum of the recorded values; ``sum_seconds / count`` is the mean."""
-    p50_seconds: float
+    p50_us: float
     """Median, within one bucket ratio above the true value (0.0 when empty)."""
-    p95_seconds: float
+    p95_us: float
     """95th percentile, within one bucket ratio above the true value (0.0 when empty)."""
-    p99_seconds: float
+    p99_us: float
     """99th percentile, within one bucket ratio above the true value (0.0 when empty)."""
-    max_seconds: float
+    max_us: float
     """Largest recorded value, exact (0.0 when empty)."""
 
 
@@ -134,6 +138,12 @@ class Histogram:
         """Largest recorded value in seconds, 0.0 when empty."""
         return self._max
 
+    @property
+    def sum_seconds(self) -> float:
+        """Sum of the recorded values in seconds; ``sum_seconds / count`` is the mean."""
+        with self._lock:
+            return self._sum
+
     def cumulative(self, every: int = 1) -> tuple[list[tuple[float, int]], float]:
         """``([(upper bound, values at or below it), ...], sum)``, every ``every``-th bucket
         bound and +Inf last, read at one moment: a Prometheus histogram's buckets, exact
@@ -158,16 +168,15 @@ class Histogram:
         with self._lock:
             return self._percentile_locked(q)
 
-    def snapshot(self) -> HistogramSnapshot:
-        """Return count, sum, p50, p95, p99 and max, all read at the same moment."""
+    def summary(self) -> LatencySummary:
+        """Count, p50, p95, p99 and max in microseconds, all read at the same moment."""
         with self._lock:
-            return HistogramSnapshot(
+            return LatencySummary(
                 count=self._count,
-                sum_seconds=self._sum,
-                p50_seconds=self._percentile_locked(50),
-                p95_seconds=self._percentile_locked(95),
-                p99_seconds=self._percentile_locked(99),
-                max_seconds=self._max,
+                p50_us=self._percentile_locked(50) * 1e6,
+                p95_us=self._percentile_locked(95) * 1e6,
+                p99_us=self._percentile_locked(99) * 1e6,
+                max_us=self._max * 1e6,
             )
 
     def _percentile_locked(self, q: float) -> float:
@@ -187,8 +196,8 @@ class Histogram:
         return self._lowest * self._ratio**index
 
     def __repr__(self) -> str:
-        s = self.snapshot()
+        s = self.summary()
         return (
-            f"<Histogram count={s.count} p50={s.p50_seconds:.6g}s p99={s.p99_seconds:.6g}s "
-            f"max={s.max_seconds:.6g}s>"
+            f"<Histogram count={s.count} p50={s.p50_us:.6g}us p99={s.p99_us:.6g}us "
+            f"max={s.max_us:.6g}us>"
         )

@@ -117,3 +117,28 @@ def test_each_package_imports_only_the_layers_below_it() -> None:
 def test_every_package_has_its_layer() -> None:
     packages = {path.name for path in ROOT.iterdir() if (path / "__init__.py").exists()}
     assert packages <= set(LAYERS)
+
+
+WIRE = ("sniper.rpc.v1", "sniper.rpc._generated")
+"""The generated protobuf code: the wire's, not the API's."""
+SPEAKS_THE_WIRE = ("sniper.rpc", "sniper.transport", "sniper._bench._canned_peer")
+"""The packages that convert between sniper's values and the messages (the clients, the
+gRPC service), and the benchmark peer that answers with canned message bytes."""
+
+
+def _within(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(f"{p}.") for p in packages)
+
+
+def test_only_the_wire_s_own_code_imports_the_generated_messages() -> None:
+    """``PsApi`` and ``HubApi`` speak sniper's own types (``VariableConfig``, ``PsStats``...):
+    a role, the job or a tool that imported a generated message would tie itself to protobuf
+    again."""
+    found = []
+    for module, path in _modules():
+        if _within(module, SPEAKS_THE_WIRE):
+            continue
+        for line, name in _imported(module, path):
+            if _within(name, WIRE):
+                found.append(f"{path.relative_to(ROOT.parent)}:{line}: {name}")
+    assert sorted(set(found)) == []

@@ -43,7 +43,7 @@ from sniper.cluster import ps_command, server_process
 from sniper.data import Workload, signs_of_ranks
 from sniper.placement import auto_shards
 from sniper.roles import PsRoleConfig, estimate_bytes
-from sniper.rpc import PsClient, variable_request
+from sniper.rpc import PsClient, VariableConfig
 from sniper.store import Adagrad
 
 __all__ = ["Footprint", "rss_bytes", "run", "target_bytes_per_row"]
@@ -151,13 +151,11 @@ async def _fill_ps(port: int, pid: int, workload: Workload, rows: int, shards: i
     rng = np.random.default_rng(0)
     optimizer = {"lr": LR}
     try:
-        await client.create_variable(
-            variable_request(WARMUP, dim, 1024, optimizer_params=optimizer)
-        )
+        await client.create_variable(VariableConfig(WARMUP, dim, 1024, optimizer_params=optimizer))
         await _step(client, 0, WARMUP, _batch(0, 512, 64, field), rng)
         before = rss_bytes(pid)
         await client.create_variable(
-            variable_request(MEASURED, dim, rows, optimizer_params=optimizer, shards=shards)
+            VariableConfig(MEASURED, dim, rows, optimizer_params=optimizer, shards=shards)
         )
         started = time.perf_counter()
         held, batch_id, sent = 0, 0, 0

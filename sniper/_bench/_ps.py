@@ -33,7 +33,7 @@ from sniper.cluster import print_placement, ps_command, server_process, workload
 from sniper.data import Workload
 from sniper.placement import capacity_for, shards_for
 from sniper.roles import PsCluster, PsEngine
-from sniper.rpc import PsClient, variable_request
+from sniper.rpc import PsClient, VariableConfig
 from sniper.scheduler import open_scheduler
 from sniper.store import Adagrad
 
@@ -128,7 +128,7 @@ def _print_report(
     histograms: dict[str, Histogram],
     stats: Sequence[Any],
 ) -> None:
-    wall = sum(histograms[op].snapshot().sum_seconds for op in OPS)
+    wall = sum(histograms[op].sum_seconds for op in OPS)
     examples = config.steps * workload.batch_size
     signs = config.steps * workload.signs_per_batch
     print(
@@ -137,13 +137,10 @@ def _print_report(
     )
     rows = []
     for op in OPS:
-        snap = histograms[op].snapshot()
+        s = histograms[op].summary()
         rows.append(
-            [op, str(snap.count)]
-            + [
-                f"{v * 1e3:.1f}"
-                for v in (snap.p50_seconds, snap.p95_seconds, snap.p99_seconds, snap.max_seconds)
-            ]
+            [op, str(s.count)]
+            + [f"{v / 1e3:.1f}" for v in (s.p50_us, s.p95_us, s.p99_us, s.max_us)]
         )
     print_table(["op", "count", "p50 ms", "p95 ms", "p99 ms", "max ms"], rows)
     hits = sum(s.hits for s in stats)
@@ -194,7 +191,7 @@ async def _grpc_main(
     try:
         for spec in workload.variables:
             await cluster.owner(spec.name).create_variable(
-                variable_request(
+                VariableConfig(
                     spec.name,
                     workload.embedding_dim,
                     capacity_for(spec),
@@ -209,7 +206,7 @@ async def _grpc_main(
         per_ps = [await client.stats() for client in cluster.members]
         _print_report(workload, config, histograms, [v for s in per_ps for v in s.variables])
         for index, stats in enumerate(per_ps):
-            kernel = next((s for s in stats.latencies if s.name == "EmbeddingLookup.kernel"), None)
+            kernel = stats.latencies.get("EmbeddingLookup.kernel")
             print(
                 f"ps {index}: {len(stats.variables)} variables, "
                 f"{sum(v.rows for v in stats.variables):,} rows, lookup kernel p50 "

@@ -35,7 +35,7 @@ from sniper._bench._local import make_batches
 from sniper._bench._report import Comparison, print_comparisons
 from sniper.cluster import ps_command, server_process
 from sniper.data import Workload
-from sniper.rpc import RPC_DIR, PsClient, variable_request
+from sniper.rpc import RPC_DIR, PsClient, VariableConfig
 
 _MB = 2**20
 
@@ -106,7 +106,7 @@ async def _sniper_seconds(
     async with PsClient("127.0.0.1", port, http2_window_mb=window_mb) as client:
         for spec in workload.variables:
             await client.create_variable(
-                variable_request(
+                VariableConfig(
                     spec.name,
                     workload.embedding_dim,
                     capacity=min(spec.vocabulary, 1 << 21),

@@ -33,7 +33,6 @@ from sniper.roles import (
     Checkpointer,
     CorruptCheckpointError,
     DataEvaluator,
-    OpStats,
     PsCluster,
     Trainer,
     TrainerConfig,
@@ -41,8 +40,7 @@ from sniper.roles import (
     describe_error,
     gather,
 )
-from sniper.rpc import HubApi, Placement, variable_request
-from sniper.rpc.v1 import CreateVariableRequest
+from sniper.rpc import HubApi, Placement, VariableConfig
 
 __all__ = [
     "HubConnector",
@@ -65,12 +63,10 @@ Watch = Callable[[Trainer], AbstractContextManager[Any]]
 """Watches a trainer while it trains (``sniper train``'s progress display and metrics)."""
 
 
-def variable_requests(
-    tables: Mapping[str, TableSpec], seed: int
-) -> dict[str, CreateVariableRequest]:
-    """The CreateVariable request of every variable."""
+def variable_configs(tables: Mapping[str, TableSpec], seed: int) -> dict[str, VariableConfig]:
+    """The configuration every variable is created with."""
     return {
-        name: variable_request(
+        name: VariableConfig(
             name,
             table.dim,
             table.capacity,
@@ -105,8 +101,8 @@ async def drop_misplaced(cluster: PsCluster, names: Sequence[str]) -> None:
 
 async def create_variables(cluster: PsCluster, tables: Mapping[str, TableSpec], seed: int) -> None:
     """Create every variable on the ps that owns it (again is fine: same configuration)."""
-    for name, request in variable_requests(tables, seed).items():
-        await cluster.owner(name).create_variable(request)
+    for name, config in variable_configs(tables, seed).items():
+        await cluster.owner(name).create_variable(config)
 
 
 async def _add_ps_figures(cluster: PsCluster, report: TrainReport) -> None:
@@ -117,10 +113,7 @@ async def _add_ps_figures(cluster: PsCluster, report: TrainReport) -> None:
     except RPC_ERRORS as exc:
         log.warning("could not read the ps' own timings for the report: %s", describe_error(exc))
         return
-    report.ps_ops = [
-        {s.name: OpStats(s.count, s.p50_us, s.p95_us, s.p99_us, s.max_us) for s in a.latencies}
-        for a in answers
-    ]
+    report.ps_ops = [dict(a.latencies) for a in answers]
     report.ps_cpu_seconds = [a.cpu_seconds for a in answers]
 
 
@@ -147,7 +140,7 @@ async def train(
         balancer = AutoShard(
             cluster,
             [hub for _, hub in hubs],
-            variable_requests(tables, config.seed),
+            variable_configs(tables, config.seed),
             ratio=config.auto_shard_ratio,
             window=config.auto_shard_window,
             max_moves=config.auto_shard_max_moves,

@@ -18,8 +18,7 @@ from sniper.cluster._plan import plan_training
 from sniper.data import Workload
 from sniper.placement import Placement, hashed_owner, placement_load
 from sniper.roles import RPC_ERRORS, describe_error, gather
-from sniper.rpc import PsClient
-from sniper.rpc.v1 import StatsResponse
+from sniper.rpc import PsClient, PsStats
 
 
 def workload_placement(
@@ -64,7 +63,7 @@ def print_placement(
     print(f"busiest ps carries {busiest / (total / num_ps):.2f}x an even share")
 
 
-async def _live_stats(addresses: list[tuple[str, int]]) -> list[StatsResponse]:
+async def _live_stats(addresses: list[tuple[str, int]]) -> list[PsStats]:
     clients = [PsClient(host, port, timeout=10.0, retries=1) for host, port in addresses]
     try:
         return await gather([client.stats for client in clients])

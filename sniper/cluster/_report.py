@@ -11,9 +11,10 @@ import dataclasses
 import json
 from pathlib import Path
 
+from sniper._metrics import LatencySummary
 from sniper._table import print_table
 from sniper.cluster._config import TrainConfig
-from sniper.roles import OpStats, TrainReport
+from sniper.roles import TrainReport
 
 __all__ = ["path_rows", "print_report", "write_report"]
 
@@ -106,7 +107,7 @@ def path_rows(report: TrainReport) -> list[list[str]]:
     return rows
 
 
-def _figures(s: OpStats) -> list[str]:
+def _figures(s: LatencySummary) -> list[str]:
     return [str(s.count), f"{s.p50_us / 1e3:.2f}", f"{s.p99_us / 1e3:.2f}"]
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from sniper.hashing import ps_for_variable
 from sniper.roles import CorruptCheckpointError, load_checkpoint, write_checkpoint
-from sniper.rpc.v1 import CreateVariableRequest
+from sniper.rpc import VariableConfig
 from sniper.store import TableExport
 
 __all__ = ["reshard"]
@@ -25,7 +25,7 @@ def reshard(sources: Sequence[Path], targets: Sequence[Path]) -> list[int]:
     written to each target. A variable found in two sources is refused (DATA_LOSS)."""
     if not sources or not targets:
         raise ValueError("resharding needs at least one source and one target checkpoint")
-    groups: list[list[tuple[CreateVariableRequest, TableExport]]] = [[] for _ in targets]
+    groups: list[list[tuple[VariableConfig, TableExport]]] = [[] for _ in targets]
     seen: dict[str, Path] = {}
     for source in sources:
         for config, data in load_checkpoint(source):

@@ -66,7 +66,7 @@ async def _lookups(config: HashMismatchConfig, names: list[str]) -> dict[str, An
     from grpclib.exceptions import GRPCError
 
     from sniper.roles import PsEngine, PsRole
-    from sniper.rpc import PsClient, variable_request
+    from sniper.rpc import PsClient, VariableConfig
     from sniper.scheduler import open_scheduler
     from sniper.transport import GrpcTransport
 
@@ -85,7 +85,7 @@ async def _lookups(config: HashMismatchConfig, names: list[str]) -> dict[str, An
             stack.callback(clients[-1].close)
         for name in names:
             owner = clients[_owner(name, config)]
-            await owner.create_variable(variable_request(name, config.dim, 1024))
+            await owner.create_variable(VariableConfig(name, config.dim, 1024))
             signs = np.arange(1, batch + 1, dtype=np.uint64)
             await owner.feed_sample(batch_id, {name: (signs, offsets)})
         for name in names:

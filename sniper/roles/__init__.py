@@ -50,7 +50,6 @@ from sniper.roles._ps import PsRoleConfig as PsRoleConfig
 from sniper.roles._ps import PsSettings as PsSettings
 from sniper.roles._step import Predictor as Predictor
 from sniper.roles._train_report import LiveProgress as LiveProgress
-from sniper.roles._train_report import OpStats as OpStats
 from sniper.roles._train_report import TrainReport as TrainReport
 from sniper.roles._trainer import Checkpointer as Checkpointer
 from sniper.roles._trainer import Trainer as Trainer
@@ -81,7 +80,6 @@ __all__ = [
     "LiveProgress",
     "MemoryBudgetError",
     "Move",
-    "OpStats",
     "PendingLookup",
     "Predictor",
     "PsCluster",

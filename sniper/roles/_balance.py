@@ -38,8 +38,7 @@ from collections.abc import Mapping, Sequence
 from sniper.placement import Move, plan_moves, ps_loads
 from sniper.roles._cluster import PsCluster, gather
 from sniper.roles._errors import RPC_ERRORS, describe_error
-from sniper.rpc import HubApi
-from sniper.rpc.v1 import CreateVariableRequest
+from sniper.rpc import HubApi, VariableConfig
 from sniper.store import make_optimizer
 
 __all__ = ["MAX_MOVE_BYTES", "AutoShard"]
@@ -58,7 +57,7 @@ class AutoShard:
         self,
         cluster: PsCluster,
         hubs: Sequence[HubApi],
-        configs: Mapping[str, CreateVariableRequest],
+        configs: Mapping[str, VariableConfig],
         *,
         ratio: float = 1.5,
         window: int = 20,
@@ -170,9 +169,7 @@ class AutoShard:
         return True
 
 
-def _row_bytes(config: CreateVariableRequest) -> int:
+def _row_bytes(config: VariableConfig) -> int:
     """Bytes one row of a variable takes in a move: its sign, weights, state and step."""
-    optimizer = config.optimizer.name if config.optimizer is not None else ""
-    params = dict(config.optimizer.params) if config.optimizer is not None else {}
-    slots = make_optimizer(optimizer, params).slots
+    slots = make_optimizer(config.optimizer, config.optimizer_params).slots
     return 8 + 4 + 4 * config.dim * (1 + slots)

@@ -2,8 +2,9 @@
 
 Layout of a checkpoint directory ``DIR``:
 
-- ``manifest.json``: the format, and per variable its CreateVariable configuration, its file
-  and that file's SHA-256;
+- ``manifest.json``: the format, and per variable its configuration (the JSON form of its
+  CreateVariable message, :meth:`~sniper.rpc.VariableConfig.to_dict`), its file and that
+  file's SHA-256;
 - one ``var-<sha256 of the name, 16 hex>.npz`` per variable: signs, weights, optimizer state,
   steps, and the variable's name again.
 
@@ -40,7 +41,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from sniper.rpc.v1 import CreateVariableRequest
+from sniper.rpc import VariableConfig
 from sniper.store import EmbeddingTable, TableExport
 
 __all__ = [
@@ -88,15 +89,13 @@ def variable_file(name: str) -> str:
     return f"var-{hashlib.sha256(name.encode()).hexdigest()[:16]}.npz"
 
 
-def save_checkpoint(
-    directory: Path, variables: list[tuple[CreateVariableRequest, EmbeddingTable]]
-) -> int:
+def save_checkpoint(directory: Path, variables: list[tuple[VariableConfig, EmbeddingTable]]) -> int:
     """Write every variable as a checkpoint at ``directory`` (see the module doc); the rows."""
     return write_checkpoint(directory, [(config, table.export) for config, table in variables])
 
 
 def write_checkpoint(
-    directory: Path, variables: Iterable[tuple[CreateVariableRequest, Callable[[], TableExport]]]
+    directory: Path, variables: Iterable[tuple[VariableConfig, Callable[[], TableExport]]]
 ) -> int:
     """Write a checkpoint of exported rows; each export is made when its file is written, so
     only one variable's rows are in memory at a time. Returns the rows written."""
@@ -192,7 +191,7 @@ def manifest_digest(directory: Path) -> str:
     return hashlib.sha256((directory / MANIFEST).read_bytes()).hexdigest()
 
 
-def load_checkpoint(directory: Path) -> list[tuple[CreateVariableRequest, TableExport]]:
+def load_checkpoint(directory: Path) -> list[tuple[VariableConfig, TableExport]]:
     """Read and verify a checkpoint (see the module doc); nothing is returned half-checked."""
     path = directory / MANIFEST
     if not path.is_file():
@@ -217,9 +216,7 @@ def load_checkpoint(directory: Path) -> list[tuple[CreateVariableRequest, TableE
     return loaded
 
 
-def _load_entry(
-    directory: Path, index: int, entry: object
-) -> tuple[CreateVariableRequest, TableExport]:
+def _load_entry(directory: Path, index: int, entry: object) -> tuple[VariableConfig, TableExport]:
     where = f"checkpoint {directory}: variables[{index}]"
     if not (
         isinstance(entry, dict)
@@ -232,7 +229,7 @@ def _load_entry(
     file = directory / variable_file(name)
     where = f"checkpoint {directory}: {file.name} (variable {name!r})"
     try:
-        config = CreateVariableRequest().from_dict(entry["config"])
+        config = VariableConfig.from_dict(entry["config"])
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise CorruptCheckpointError(f"{where}: its config is malformed ({exc})") from None
     if config.name != name:

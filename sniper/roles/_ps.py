@@ -44,9 +44,18 @@ from sniper.roles._checkpoint import (
 )
 from sniper.roles._engine import EngineConfig, PsEngine
 from sniper.roles._errors import Unavailable, UnknownVariableError, VariableExistsError
-from sniper.roles._variables import same_config, table_from_request
-from sniper.rpc import Checkpointed, LookupTarget, MovedVariable, Pooled, Signs
-from sniper.rpc.v1 import CreateVariableRequest, LatencySummary, StatsResponse, VariableStats
+from sniper.roles._variables import table_from_config
+from sniper.rpc import (
+    Checkpointed,
+    LatencySummary,
+    LookupTarget,
+    MovedVariable,
+    Pooled,
+    PsStats,
+    Signs,
+    VariableConfig,
+    VariableStats,
+)
 from sniper.scheduler import Scheduler, scheduler_names
 from sniper.store import (
     FLOAT32_MAX,
@@ -100,9 +109,9 @@ class PsRoleConfig(Validated):
             raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
         check_positive(self, "max_table_gb")
 
-    def table(self, request: CreateVariableRequest, budget_bytes: int) -> EmbeddingTable:
-        """The table of a CreateVariable request, with this ps's lock and pooling."""
-        return table_from_request(request, budget_bytes, lock=self.lock, pooling=self.pooling)
+    def table(self, config: VariableConfig, budget_bytes: int) -> EmbeddingTable:
+        """The table of a variable's configuration, with this ps's lock and pooling."""
+        return table_from_config(config, budget_bytes, lock=self.lock, pooling=self.pooling)
 
     @property
     def max_table_bytes(self) -> int:
@@ -164,7 +173,7 @@ class PsRole:
         self.config = config or PsRoleConfig()
         self.histograms: dict[str, Histogram] = {}
         self.nonfinite_gradients = 0
-        self._configs: dict[str, CreateVariableRequest] = {}
+        self._configs: dict[str, VariableConfig] = {}
         self._in_flight_calls = 0
         self._draining = False
         self._idle: anyio.Event | None = None  # made by drain(): it needs a running loop
@@ -226,23 +235,21 @@ class PsRole:
             self._layout = anyio.Lock()
         return self._layout
 
-    async def create_variable(self, request: CreateVariableRequest) -> bool:
+    async def create_variable(self, config: VariableConfig) -> bool:
         with self.call("CreateVariable"):
             async with self._layout_lock():
-                return self._create_variable(request)
+                return self._create_variable(config)
 
-    def _create_variable(self, request: CreateVariableRequest) -> bool:
-        existing = self._configs.get(request.name)
+    def _create_variable(self, config: VariableConfig) -> bool:
+        existing = self._configs.get(config.name)
         if existing is not None:
-            if same_config(existing, request):
+            if existing == config:
                 return False
-            raise VariableExistsError(
-                f"variable {request.name!r} exists with another configuration"
-            )
+            raise VariableExistsError(f"variable {config.name!r} exists with another configuration")
         budget = self.config.max_table_bytes - self._tables_bytes()
-        table = self.config.table(request, budget)
-        self.engine.create_variable(request.name, table)
-        self._configs[request.name] = request
+        table = self.config.table(config, budget)
+        self.engine.create_variable(config.name, table)
+        self._configs[config.name] = config
         return True
 
     # -- the training step ----------------------------------------------------------------------
@@ -318,7 +325,7 @@ class PsRole:
             )
             await self.engine.import_async(name, data)
 
-    def _variables(self) -> list[tuple[CreateVariableRequest, EmbeddingTable]]:
+    def _variables(self) -> list[tuple[VariableConfig, EmbeddingTable]]:
         return [(self._configs[name], self.engine.table(name)) for name in self.engine.variables]
 
     def _checkpoint_path(self, directory: str) -> Path:
@@ -362,7 +369,7 @@ class PsRole:
         return Checkpointed(tuple(c.name for c, _ in loaded), rows, digest)
 
     def _fresh_tables(
-        self, loaded: list[tuple[CreateVariableRequest, TableExport]], source: str = "checkpoint"
+        self, loaded: list[tuple[VariableConfig, TableExport]], source: str = "checkpoint"
     ) -> list[EmbeddingTable]:
         """An empty table for each variable loaded from ``source`` (a checkpoint, or a move),
         within the memory budget (a table that will be replaced counts as free)."""
@@ -371,7 +378,7 @@ class PsRole:
             existing = self._configs.get(config.name)
             if existing is None:
                 continue
-            if not same_config(existing, config):
+            if existing != config:
                 raise ValueError(
                     f"variable {config.name!r} exists here with another "
                     f"configuration than in the {source}"
@@ -425,45 +432,32 @@ class PsRole:
                 self._configs.pop(name, None)
                 return self.engine.drop_variable(name)
 
-    async def stats(self) -> StatsResponse:
+    async def stats(self) -> PsStats:
         with self.call("Stats"):
             kernel = self.engine.kernel_seconds
-            return StatsResponse(
+            return PsStats(
                 latencies=self.latency_summaries(),
-                variables=[
+                variables=tuple(
                     _variable_stats(name, self.engine.table(name), kernel.get(name, 0.0))
                     for name in self.engine.variables
-                ],
+                ),
                 scheduler=self.engine.scheduler.statistics().backend,
                 pending_batches=self.engine.pending_batches(),
                 nonfinite_gradients=self.nonfinite_gradients,
                 cpu_seconds=time.process_time(),
             )
 
-    def latency_summaries(self) -> list[LatencySummary]:
-        """p50/p95/p99/max in microseconds of every call and stage, sorted by name."""
-        summaries = []
-        for name in sorted(self.histograms):
-            snap = self.histograms[name].snapshot()
-            summaries.append(
-                LatencySummary(
-                    name=name,
-                    count=snap.count,
-                    p50_us=snap.p50_seconds * 1e6,
-                    p95_us=snap.p95_seconds * 1e6,
-                    p99_us=snap.p99_seconds * 1e6,
-                    max_us=snap.max_seconds * 1e6,
-                )
-            )
-        return summaries
+    def latency_summaries(self) -> dict[str, LatencySummary]:
+        """Count and p50/p95/p99/max in microseconds of every call and stage, sorted by name."""
+        return {name: self.histograms[name].summary() for name in sorted(self.histograms)}
 
     def log_statistics(self) -> None:
         """One line per call and stage, in the seed system's format."""
-        for s in self.latency_summaries():
+        for name, s in self.latency_summaries().items():
             log.info(
                 "Ps%s statistics in microseconds, count: %d, p50: %.0f, p95: %.0f, "
                 "p99: %.0f, max: %.0f",
-                s.name,
+                name,
                 s.count,
                 s.p50_us,
                 s.p95_us,

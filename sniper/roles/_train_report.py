@@ -6,20 +6,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from sniper._metrics import LatencySummary
 from sniper.roles._evaluate import EvalResult
 
-__all__ = ["LiveProgress", "OpStats", "TrainReport"]
-
-
-@dataclass(frozen=True)
-class OpStats:
-    """Latency of one trainer-side op, in microseconds (the seeds' unit)."""
-
-    count: int
-    p50_us: float
-    p95_us: float
-    p99_us: float
-    max_us: float
+__all__ = ["LiveProgress", "TrainReport"]
 
 
 @dataclass
@@ -57,9 +47,10 @@ class TrainReport:
     """Training steps done after the last checkpoint before each restart, trained again."""
     losses: list[float] = field(default_factory=list)
     """Mean training logloss of each 10-batch window, in order (to see it decrease)."""
-    ops: dict[str, OpStats] = field(default_factory=dict)
-    """The trainer's view of each op: ReadSample, EmbeddingLookup, PushGrad, Dense."""
-    ps_ops: list[dict[str, OpStats]] = field(default_factory=list)
+    ops: dict[str, LatencySummary] = field(default_factory=dict)
+    """The trainer's view of each op: ReadSample, EmbeddingLookup, PushGrad, Dense (in
+    microseconds, the seeds' unit: ``count``, ``p50_us``... in the JSON)."""
+    ps_ops: list[dict[str, LatencySummary]] = field(default_factory=list)
     """Each ps's own timings of its calls (``EmbeddingLookup``) and their stages
     (``EmbeddingLookup.decode``, ``.dispatch``, ``.wait``, ``.kernel``, ``.encode``...), read
     at the end of training: with :attr:`ops`, where a step's time goes across the layers."""

@@ -38,7 +38,7 @@ import numpy as np
 from numpy.typing import NDArray
 from threadpoolctl import threadpool_limits
 
-from sniper._metrics import Histogram
+from sniper._metrics import Histogram, LatencySummary
 from sniper.data import StreamingAuc, log_loss
 from sniper.models import DenseModel, ModelInputs, open_model
 from sniper.roles._balance import AutoShard
@@ -49,7 +49,7 @@ from sniper.roles._evaluate import DataEvaluator
 from sniper.roles._pauses import Pauses
 from sniper.roles._pipeline import Pipeline, Ready
 from sniper.roles._step import DenseStep, Predictor
-from sniper.roles._train_report import LiveProgress, OpStats, TrainReport
+from sniper.roles._train_report import LiveProgress, TrainReport
 from sniper.roles._trainer_config import TrainerConfig
 from sniper.rpc import HubApi, Pooled
 
@@ -331,18 +331,9 @@ class Trainer:
             report.eval_logloss = log_loss(labels, np.concatenate([p for _, p in late]))
         report.ops = self.op_statistics()
 
-    def op_statistics(self) -> dict[str, OpStats]:
-        stats = {}
-        for op, histogram in self.histograms.items():
-            s = histogram.snapshot()
-            stats[op] = OpStats(
-                s.count,
-                s.p50_seconds * 1e6,
-                s.p95_seconds * 1e6,
-                s.p99_seconds * 1e6,
-                s.max_seconds * 1e6,
-            )
-        return stats
+    def op_statistics(self) -> dict[str, LatencySummary]:
+        """The latency of each op the trainer timed, in microseconds."""
+        return {op: histogram.summary() for op, histogram in self.histograms.items()}
 
     def log_op_statistics(self) -> None:
         """One line per op, as the seed system's trainer printed them."""

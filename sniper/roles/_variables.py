@@ -1,8 +1,9 @@
-"""From a CreateVariable request to an ``EmbeddingTable``, with errors that name the field."""
+"""From a variable's configuration to an ``EmbeddingTable``, with errors that name the field
+as CreateVariable's message does (``optimizer.name``...), whatever transport carried it."""
 
 from __future__ import annotations
 
-from sniper.rpc.v1 import CreateVariableRequest
+from sniper.rpc import VariableConfig
 from sniper.store import (
     DEFAULT_INITIALIZER,
     Admission,
@@ -18,8 +19,7 @@ __all__ = [
     "MAX_DIM",
     "MemoryBudgetError",
     "estimate_bytes",
-    "same_config",
-    "table_from_request",
+    "table_from_config",
 ]
 
 MAX_DIM = 4096
@@ -36,86 +36,76 @@ def estimate_bytes(dim: int, capacity: int, optimizer: Optimizer) -> int:
     return capacity * per_row
 
 
-def _optimizer(request: CreateVariableRequest) -> Optimizer:
-    config = request.optimizer
-    name = config.name if config is not None else ""
-    params = dict(config.params) if config is not None else {}
+def _optimizer(config: VariableConfig) -> Optimizer:
     return make_optimizer(
-        name, params, name_field="optimizer.name", params_field="optimizer.params"
+        config.optimizer,
+        config.optimizer_params,
+        name_field="optimizer.name",
+        params_field="optimizer.params",
     )
 
 
-def _initializer(request: CreateVariableRequest) -> Initializer:
-    config = request.initializer
-    if config is None:
+def _initializer(config: VariableConfig) -> Initializer:
+    if config.initializer is None:
         return DEFAULT_INITIALIZER
-    return Initializer.from_args(config.kind, config.a, config.b)
+    return Initializer.from_args(*config.initializer)
 
 
 MAX_SKETCH_WIDTH = 1 << 26
 MAX_SKETCH_DEPTH = 16
 
 
-def _admission(request: CreateVariableRequest) -> Admission | None:
-    config = request.admission
-    if config is None or config.min_count <= 1:
+def _admission(config: VariableConfig) -> Admission | None:
+    if config.admission_min_count <= 1:
         return None
-    width, depth = config.sketch_width or 1 << 20, config.sketch_depth or 4
+    width, depth = config.admission_sketch_width or 1 << 20, config.admission_sketch_depth or 4
     if width > MAX_SKETCH_WIDTH:
         raise ValueError(f"admission.sketch_width must be at most {MAX_SKETCH_WIDTH}, got {width}")
     if depth > MAX_SKETCH_DEPTH:
         raise ValueError(f"admission.sketch_depth must be at most {MAX_SKETCH_DEPTH}, got {depth}")
-    return Admission(config.min_count, width=width, depth=depth)
+    return Admission(config.admission_min_count, width=width, depth=depth)
 
 
-def table_from_request(
-    request: CreateVariableRequest,
+def table_from_config(
+    config: VariableConfig,
     budget_bytes: int,
     *,
     lock: LockMode = "shard",
     pooling: Pooling = "fused",
 ) -> EmbeddingTable:
-    """Build the table a CreateVariable request describes; ``ValueError`` names a bad field.
+    """Build the table ``config`` describes; ``ValueError`` names a bad field.
 
     ``budget_bytes`` is what this table may preallocate (the ps's memory limit minus what its
     other tables hold); past it, :class:`MemoryBudgetError` says how much was asked. ``lock``
     and ``pooling`` are the ps's, not the variable's (see :class:`~sniper.roles.PsRoleConfig`).
     """
-    if not request.name:
+    if not config.name:
         raise ValueError("name must not be empty")
-    if not 1 <= request.dim <= MAX_DIM:
-        raise ValueError(f"dim must be in [1, {MAX_DIM}], got {request.dim}")
-    if request.capacity < 1:
-        raise ValueError(f"capacity must be at least 1, got {request.capacity}")
-    optimizer = _optimizer(request)
-    admission = _admission(request)
-    shards = request.shards or 1
-    needed = estimate_bytes(request.dim, request.capacity, optimizer)
+    if not 1 <= config.dim <= MAX_DIM:
+        raise ValueError(f"dim must be in [1, {MAX_DIM}], got {config.dim}")
+    if config.capacity < 1:
+        raise ValueError(f"capacity must be at least 1, got {config.capacity}")
+    optimizer = _optimizer(config)
+    admission = _admission(config)
+    shards = config.shards or 1
+    needed = estimate_bytes(config.dim, config.capacity, optimizer)
     if admission is not None:
         needed += 4 * shards * admission.width * admission.depth
     if needed > budget_bytes:
         raise MemoryBudgetError(
-            f"variable {request.name!r} needs about {needed / 2**30:.2f} GiB (capacity "
-            f"{request.capacity:,} x dim {request.dim}), but this ps has "
+            f"variable {config.name!r} needs about {needed / 2**30:.2f} GiB (capacity "
+            f"{config.capacity:,} x dim {config.dim}), but this ps has "
             f"{budget_bytes / 2**30:.2f} GiB left for tables (--max-table-gb)"
         )
     return EmbeddingTable(
-        request.dim,
-        capacity=request.capacity,
+        config.dim,
+        capacity=config.capacity,
         optimizer=optimizer,
-        initializer=_initializer(request),
+        initializer=_initializer(config),
         num_shards=shards,
-        eviction=request.eviction or "lru",
+        eviction=config.eviction or "lru",
         admission=admission,
-        seed=request.seed,
+        seed=config.seed,
         lock=lock,
         pooling=pooling,
     )
-
-
-def same_config(a: CreateVariableRequest, b: CreateVariableRequest) -> bool:
-    """Whether two CreateVariable requests describe the same variable.
-
-    Compares decoded values, not bytes: protobuf may order a map's entries either way.
-    """
-    return a.to_dict() == b.to_dict()

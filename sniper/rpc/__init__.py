@@ -2,14 +2,19 @@
 
 ``sniper.rpc.v1`` holds the generated message and stub classes. :class:`PsApi` and
 :class:`HubApi` are the calls as Python, implemented by the roles, the gRPC clients
-(:class:`PsClient`, :class:`HubClient`) and the in-process transport alike; :class:`Pooled`,
-:class:`Sample` and :class:`Checkpointed` are their answers. :class:`Placement` is
+(:class:`PsClient`, :class:`HubClient`) and the in-process transport alike. They speak
+sniper's own values, never generated messages: :class:`VariableConfig` is what CreateVariable
+takes, :class:`PsStats` (its :class:`VariableStats` and :class:`LatencySummary`) what Stats
+answers, and :class:`Pooled`, :class:`Sample` and :class:`Checkpointed` are the other answers;
+``config_*_message`` and ``stats_*_message`` are their wire forms, for a gRPC server of the
+ps. Only ``sniper.rpc`` and the gRPC transport use the messages. :class:`Placement` is
 ``sniper.placement``'s, re-exported here where the calls take it; :func:`placement_to_message`
 and :func:`placement_from_message` are its wire form. ``Server`` and ``Channel`` are
 grpclib's, with sniper's codec and the HTTP/2 frame and window sizes that 5 MB tensor messages
 need.
 """
 
+from sniper._metrics import LatencySummary as LatencySummary
 from sniper.placement import Placement as Placement
 from sniper.rpc._api import Checkpointed as Checkpointed
 from sniper.rpc._api import HubApi as HubApi
@@ -19,7 +24,6 @@ from sniper.rpc._api import Pooled as Pooled
 from sniper.rpc._api import PsApi as PsApi
 from sniper.rpc._api import Sample as Sample
 from sniper.rpc._api import Signs as Signs
-from sniper.rpc._api import variable_request as variable_request
 from sniper.rpc._client import HubClient as HubClient
 from sniper.rpc._client import PsClient as PsClient
 from sniper.rpc._codec import SniperCodec as SniperCodec
@@ -39,6 +43,10 @@ from sniper.rpc._placement import placement_to_message as placement_to_message
 from sniper.rpc._security import Security as Security
 from sniper.rpc._security import is_loopback as is_loopback
 from sniper.rpc._security import load_token as load_token
+from sniper.rpc._stats import PsStats as PsStats
+from sniper.rpc._stats import VariableStats as VariableStats
+from sniper.rpc._stats import stats_from_message as stats_from_message
+from sniper.rpc._stats import stats_to_message as stats_to_message
 from sniper.rpc._tensor import TensorError as TensorError
 from sniper.rpc._tensor import check_wire_dtype as check_wire_dtype
 from sniper.rpc._tensor import decode as decode
@@ -46,6 +54,9 @@ from sniper.rpc._tensor import decode as decode_tensor
 from sniper.rpc._tensor import decode_floats as decode_floats
 from sniper.rpc._tensor import encode as encode
 from sniper.rpc._tensor import encode as encode_tensor
+from sniper.rpc._variable import VariableConfig as VariableConfig
+from sniper.rpc._variable import config_from_message as config_from_message
+from sniper.rpc._variable import config_to_message as config_to_message
 from sniper.rpc._wire import EncodedLookupResponse as EncodedLookupResponse
 from sniper.rpc._wire import FeedSampleView as FeedSampleView
 from sniper.rpc._wire import PushGradView as PushGradView
@@ -65,12 +76,14 @@ __all__ = [
     "HealthCheckResponseServingStatus",
     "HubApi",
     "HubClient",
+    "LatencySummary",
     "LookupTarget",
     "MovedVariable",
     "Placement",
     "Pooled",
     "PsApi",
     "PsClient",
+    "PsStats",
     "PushGradView",
     "Sample",
     "Security",
@@ -78,9 +91,13 @@ __all__ = [
     "Signs",
     "SniperCodec",
     "TensorError",
+    "VariableConfig",
     "VariableGradientView",
     "VariableSignsView",
+    "VariableStats",
     "check_wire_dtype",
+    "config_from_message",
+    "config_to_message",
     "decode",
     "decode_floats",
     "decode_tensor",
@@ -93,5 +110,6 @@ __all__ = [
     "moved_to_message",
     "placement_from_message",
     "placement_to_message",
-    "variable_request",
+    "stats_from_message",
+    "stats_to_message",
 ]

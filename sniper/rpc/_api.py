@@ -7,6 +7,10 @@ implements them directly, the gRPC clients (:class:`~sniper.rpc.PsClient`,
 :class:`~sniper.roles.PsCluster` are written against these protocols only, which is what lets
 one training job run across processes over gRPC or inside one process on trio.
 
+The calls take and answer sniper's own values (:class:`~sniper.rpc.VariableConfig`,
+:class:`~sniper.rpc.PsStats`, :class:`Pooled`...), never generated messages: the gRPC client
+and service convert them at the wire, so a role and its callers know nothing of protobuf.
+
 Failures keep gRPC's vocabulary on every transport: a call that fails raises
 ``grpclib.exceptions.GRPCError`` with the status and message a gRPC client would see, so code
 that handles ``NOT_FOUND`` or ``UNAVAILABLE`` works unchanged on either.
@@ -23,13 +27,8 @@ from numpy.typing import NDArray
 
 from sniper._arrays import is_float32_matrix
 from sniper.placement import Placement
-from sniper.rpc._generated.sniper.v1 import (
-    AdmissionConfig,
-    CreateVariableRequest,
-    InitializerConfig,
-    OptimizerConfig,
-    StatsResponse,
-)
+from sniper.rpc._stats import PsStats
+from sniper.rpc._variable import VariableConfig
 
 __all__ = [
     "Checkpointed",
@@ -40,7 +39,6 @@ __all__ = [
     "PsApi",
     "Sample",
     "Signs",
-    "variable_request",
 ]
 
 Signs = tuple[NDArray[np.uint64], NDArray[np.int64]]
@@ -143,7 +141,7 @@ class MovedVariable:
     its batches fed to the old ps and not yet pushed travel too, so no gradient is lost.
     """
 
-    config: CreateVariableRequest
+    config: VariableConfig
     signs: NDArray[np.uint64]
     """``[rows]`` the signs that have a row."""
     weights: NDArray[np.float32]
@@ -156,37 +154,10 @@ class MovedVariable:
     """``(batch id, signs, offsets)`` of each batch fed and not yet pushed."""
 
 
-def variable_request(
-    name: str,
-    dim: int,
-    capacity: int,
-    *,
-    optimizer: str = "adagrad",
-    optimizer_params: Mapping[str, float] | None = None,
-    initializer: tuple[str, float, float] | None = None,
-    shards: int = 1,
-    admission_min_count: int = 0,
-    eviction: str = "lru",
-    seed: int = 0,
-) -> CreateVariableRequest:
-    """The CreateVariable message of a variable (validated by the ps that receives it)."""
-    return CreateVariableRequest(
-        name=name,
-        dim=dim,
-        capacity=capacity,
-        optimizer=OptimizerConfig(name=optimizer, params=dict(optimizer_params or {})),
-        initializer=InitializerConfig(*initializer) if initializer else InitializerConfig(),
-        shards=shards,
-        admission=AdmissionConfig(min_count=admission_min_count),
-        eviction=eviction,
-        seed=seed,
-    )
-
-
 class PsApi(Protocol):
     """The calls of ``sniper.v1.Ps``, as a ps answers them."""
 
-    async def create_variable(self, request: CreateVariableRequest) -> bool:
+    async def create_variable(self, config: VariableConfig) -> bool:
         """Create a variable; False if it already existed with this configuration."""
         ...
 
@@ -227,7 +198,7 @@ class PsApi(Protocol):
         """Load a checkpoint written by :meth:`save`."""
         ...
 
-    async def stats(self) -> StatsResponse:
+    async def stats(self) -> PsStats:
         """Latencies, tables and scheduler counters of this ps."""
         ...
 

@@ -26,7 +26,6 @@ from sniper.placement import Placement
 from sniper.rpc._api import Checkpointed, LookupTarget, MovedVariable, Pooled, Sample, Signs
 from sniper.rpc._generated.sniper.v1 import (
     AckSampleRequest,
-    CreateVariableRequest,
     DropVariableRequest,
     EmbeddingLookupRequest,
     ExportVariableRequest,
@@ -40,12 +39,12 @@ from sniper.rpc._generated.sniper.v1 import (
     RestoreRequest,
     SaveRequest,
     StatsRequest,
-    StatsResponse,
 )
 from sniper.rpc._http2 import Channel
 from sniper.rpc._moves import moved_from_message, moved_to_message
 from sniper.rpc._placement import placement_to_message
 from sniper.rpc._security import Security
+from sniper.rpc._stats import PsStats, stats_from_message
 from sniper.rpc._tensor import (
     FLOAT_DTYPES,
     check_wire_dtype,
@@ -55,6 +54,7 @@ from sniper.rpc._tensor import (
     narrow,
     wire_array,
 )
+from sniper.rpc._variable import VariableConfig, config_to_message
 from sniper.rpc._wire import (
     Encoded,
     LookupArrays,
@@ -142,9 +142,9 @@ class PsClient:
             delay *= 2
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def create_variable(self, request: CreateVariableRequest) -> bool:
-        """Create a variable (see :func:`~sniper.rpc.variable_request`); False if it already
-        existed with this configuration."""
+    async def create_variable(self, config: VariableConfig) -> bool:
+        """Create a variable; False if it already existed with this configuration."""
+        request = config_to_message(config)
         response = await self._retry(lambda: self.stub.create_variable(request))
         return response.created
 
@@ -211,8 +211,8 @@ class PsClient:
         response = await self._retry(lambda: self.stub.restore(request))
         return Checkpointed(tuple(response.variables), response.rows, response.manifest_sha256)
 
-    async def stats(self) -> StatsResponse:
-        return await self._retry(lambda: self.stub.stats(StatsRequest()))
+    async def stats(self) -> PsStats:
+        return stats_from_message(await self._retry(lambda: self.stub.stats(StatsRequest())))
 
     async def export_variable(self, name: str) -> MovedVariable:
         request = ExportVariableRequest(name=name)

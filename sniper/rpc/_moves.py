@@ -9,6 +9,7 @@ from __future__ import annotations
 from sniper.rpc._api import MovedVariable
 from sniper.rpc._generated.sniper.v1 import PendingBatch, VariableData
 from sniper.rpc._tensor import decode, encode
+from sniper.rpc._variable import config_from_message, config_to_message
 
 __all__ = ["moved_from_message", "moved_to_message"]
 
@@ -16,7 +17,7 @@ __all__ = ["moved_from_message", "moved_to_message"]
 def moved_to_message(moved: MovedVariable) -> VariableData:
     """The message that carries ``moved`` from one ps to another (Push)."""
     return VariableData(
-        config=moved.config,
+        config=config_to_message(moved.config),
         signs=encode(moved.signs),
         weights=encode(moved.weights),
         state=encode(moved.state),
@@ -33,7 +34,7 @@ def moved_from_message(message: VariableData) -> MovedVariable:
     if message.config is None or not message.config.name:
         raise ValueError("config must name the variable")
     return MovedVariable(
-        config=message.config,
+        config=config_from_message(message.config),
         signs=decode(message.signs, "signs", "uint64", 1),
         weights=decode(message.weights, "weights", "float32", 2),
         state=decode(message.state, "state", "float32", 3),

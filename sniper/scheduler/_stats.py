@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from time import perf_counter
 
-from sniper._metrics import Histogram, HistogramSnapshot
+from sniper._metrics import Histogram, LatencySummary
 
 __all__ = ["Counters", "SchedulerStatistics"]
 
@@ -43,10 +43,10 @@ class SchedulerStatistics:
     """Per worker, the seconds spent running tasks; see :meth:`utilization`."""
     elapsed_seconds: float
     """Seconds since the scheduler was opened; the denominator of utilization."""
-    queue_wait: HistogramSnapshot
-    """Per task, seconds from submit to start."""
-    run_time: HistogramSnapshot
-    """Per call, seconds a task function (or one merged call) ran."""
+    queue_wait: LatencySummary
+    """Per task, the time from submit to start."""
+    run_time: LatencySummary
+    """Per call, the time a task function (or one merged call) ran."""
     closed: bool
     """True once closing started: ``submit`` raises ``SchedulerClosed``."""
 
@@ -111,7 +111,7 @@ class Counters:
             running=self.running,
             busy_seconds=tuple(self.busy),
             elapsed_seconds=perf_counter() - self.opened_at,
-            queue_wait=self.queue_wait.snapshot(),
-            run_time=self.run_time.snapshot(),
+            queue_wait=self.queue_wait.summary(),
+            run_time=self.run_time.summary(),
             closed=closed,
         )

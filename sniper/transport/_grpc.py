@@ -41,6 +41,7 @@ from sniper.rpc import (
     VariableGradientView,
     VariableSignsView,
     check_wire_dtype,
+    config_from_message,
     decode,
     decode_floats,
     encode,
@@ -48,6 +49,7 @@ from sniper.rpc import (
     moved_from_message,
     moved_to_message,
     placement_from_message,
+    stats_to_message,
 )
 from sniper.rpc.v1 import (
     AckSampleRequest,
@@ -168,7 +170,8 @@ class PsService(PsBase):
 
     @_rpc("CreateVariable")
     async def create_variable(self, request: CreateVariableRequest) -> CreateVariableResponse:
-        return CreateVariableResponse(created=await self.role.create_variable(request))
+        created = await self.role.create_variable(config_from_message(request))
+        return CreateVariableResponse(created=created)
 
     @_rpc("FeedSample")
     async def feed_sample(self, request: FeedSampleRequest | FeedSampleView) -> FeedSampleResponse:
@@ -248,7 +251,7 @@ class PsService(PsBase):
 
     @_rpc("Stats")
     async def stats(self, request: StatsRequest) -> StatsResponse:
-        return await self.role.stats()
+        return stats_to_message(await self.role.stats())
 
     @_rpc("ExportVariable")
     async def export_variable(self, request: ExportVariableRequest) -> VariableData:

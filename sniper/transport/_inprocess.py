@@ -35,8 +35,16 @@ from numpy.typing import NDArray
 from sniper._tasks import background
 from sniper.placement import Placement
 from sniper.roles import HubRole, PsRole
-from sniper.rpc import Checkpointed, LookupTarget, MovedVariable, Pooled, Sample, Signs
-from sniper.rpc.v1 import CreateVariableRequest, StatsResponse
+from sniper.rpc import (
+    Checkpointed,
+    LookupTarget,
+    MovedVariable,
+    Pooled,
+    PsStats,
+    Sample,
+    Signs,
+    VariableConfig,
+)
 from sniper.transport._abc import Transport
 from sniper.transport._errors import grpc_error
 
@@ -157,8 +165,8 @@ class InProcessPsClient:
         self._endpoint = endpoint
         self.address = endpoint.address
 
-    async def create_variable(self, request: CreateVariableRequest) -> bool:
-        created: bool = await self._endpoint.call("create_variable", request)
+    async def create_variable(self, config: VariableConfig) -> bool:
+        created: bool = await self._endpoint.call("create_variable", config)
         return created
 
     async def feed_sample(self, batch_id: int, variables: Mapping[str, Signs]) -> None:
@@ -196,8 +204,8 @@ class InProcessPsClient:
         done: Checkpointed = await self._endpoint.call("restore", directory)
         return done
 
-    async def stats(self) -> StatsResponse:
-        stats: StatsResponse = await self._endpoint.call("stats")
+    async def stats(self) -> PsStats:
+        stats: PsStats = await self._endpoint.call("stats")
         return stats
 
     async def export_variable(self, name: str) -> MovedVariable:

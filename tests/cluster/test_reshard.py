@@ -14,7 +14,7 @@ from sniper.cluster import reshard
 from sniper.hashing import ps_for_variable
 from sniper.roles import PsEngine, PsRole, PsRoleConfig
 from sniper.roles._checkpoint import CorruptCheckpointError
-from sniper.rpc import variable_request
+from sniper.rpc import VariableConfig
 from sniper.scheduler import open_scheduler
 
 pytestmark = pytest.mark.anyio
@@ -40,9 +40,7 @@ async def trained_job(root: Path, num_ps: int) -> dict[str, dict[int, tuple[obje
             role = PsRole(PsEngine(scheduler), PsRoleConfig(checkpoint_root=str(root)))
             mine = [n for n in NAMES if ps_for_variable(n, num_ps) == index]
             for name in mine:
-                await role.create_variable(
-                    variable_request(name, 4, 512, optimizer="adam", shards=3)
-                )
+                await role.create_variable(VariableConfig(name, 4, 512, optimizer="adam", shards=3))
             rng = np.random.default_rng(index)
             for batch in range(3):
                 signs = rng.integers(1, 300, size=60).astype(np.uint64)

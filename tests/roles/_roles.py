@@ -10,7 +10,7 @@ from threadpoolctl import threadpool_info
 
 from sniper.data import SyntheticCtr
 from sniper.roles import HubRole, PsRole
-from sniper.rpc import Sample, variable_request
+from sniper.rpc import Sample, VariableConfig
 
 
 class JitteryHub(HubRole):
@@ -27,7 +27,7 @@ class JitteryHub(HubRole):
 async def created(role: PsRole, reader: SyntheticCtr) -> PsRole:
     """``role`` with a small table for every variable of ``reader``."""
     for name in reader.variables:
-        await role.create_variable(variable_request(name, 4, 10_000))
+        await role.create_variable(VariableConfig(name, 4, 10_000))
     return role
 
 

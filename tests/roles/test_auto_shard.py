@@ -31,9 +31,9 @@ from sniper.roles import (
 )
 from sniper.rpc import (
     MovedVariable,
+    VariableConfig,
     placement_from_message,
     placement_to_message,
-    variable_request,
 )
 from sniper.scheduler import open_scheduler
 from sniper.testing import local_cluster
@@ -118,7 +118,7 @@ async def _drive(moves: dict[int, list[tuple[str, int | None]]]) -> tuple[Lookup
     reader = SyntheticCtr(load_workload("seed_ctr"), num_batches=BATCHES, scale=0.002, seed=3)
     names = list(reader.variables)
     configs = {
-        name: variable_request(name, 4, 50_000, optimizer="adam" if i % 2 else "adagrad", shards=2)
+        name: VariableConfig(name, 4, 50_000, optimizer="adam" if i % 2 else "adagrad", shards=2)
         for i, name in enumerate(names)
     }
     async with AsyncExitStack() as stack:
@@ -240,8 +240,8 @@ async def test_a_stale_copy_on_a_ps_the_placement_does_not_name_is_dropped() -> 
             ps.append(PsRole(PsEngine(scheduler)))
         home = ps_for_variable(HEAVY, 2)
         for role in ps:
-            await role.create_variable(variable_request(HEAVY, 4, 100))
-        await ps[home].create_variable(variable_request("other", 4, 100))
+            await role.create_variable(VariableConfig(HEAVY, 4, 100))
+        await ps[home].create_variable(VariableConfig("other", 4, 100))
         await drop_misplaced(PsCluster(ps), [HEAVY])
         assert [HEAVY in role.engine.variables for role in ps] == [i == home for i in range(2)]
         assert "other" in ps[home].engine.variables  # not this job's: left alone

@@ -18,15 +18,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sniper.roles import PsEngine, PsRole, PsRoleConfig
+from sniper.roles import PsEngine, PsRole, PsRoleConfig, write_checkpoint
 from sniper.roles._checkpoint import (
     CheckpointPathError,
     CorruptCheckpointError,
     load_checkpoint,
     variable_file,
 )
-from sniper.rpc import variable_request
+from sniper.rpc import VariableConfig
 from sniper.scheduler import open_scheduler
+from sniper.store import TableExport
 
 pytestmark = pytest.mark.anyio
 
@@ -40,7 +41,7 @@ async def ps(root: Path) -> AsyncIterator[PsRole]:
     async with open_scheduler("thread_pool", workers=2) as scheduler:
         role = PsRole(PsEngine(scheduler), PsRoleConfig(checkpoint_root=str(root)))
         for name in NAMES:
-            await role.create_variable(variable_request(name, 4, 64, optimizer="adam"))
+            await role.create_variable(VariableConfig(name, 4, 64, optimizer="adam"))
         yield role
 
 
@@ -87,6 +88,66 @@ async def test_files_are_found_by_name_whatever_the_manifest_order(tmp_path: Pat
     assert sorted(f.name for f in (tmp_path / "ck").iterdir()) == sorted(
         ["manifest.json", *(variable_file(n) for n in NAMES)]
     )
+
+
+@pytest.mark.parametrize(
+    ("config", "recorded"),
+    [
+        (
+            VariableConfig("ctx", 4, 64),
+            {
+                "name": "ctx",
+                "dim": 4,
+                "capacity": "64",
+                "optimizer": {"name": "adagrad"},
+                "shards": 1,
+                "eviction": "lru",
+                "admission": {},
+            },
+        ),
+        (
+            VariableConfig(
+                "user/id",
+                4,
+                64,
+                optimizer="adam",
+                optimizer_params={"lr": 0.1},
+                initializer=("uniform", -0.5, 0.5),
+                shards=2,
+                admission_min_count=2,
+                seed=7,
+            ),
+            {
+                "name": "user/id",
+                "dim": 4,
+                "capacity": "64",
+                "optimizer": {"name": "adam", "params": {"lr": 0.1}},
+                "initializer": {"kind": "uniform", "a": -0.5, "b": 0.5},
+                "shards": 2,
+                "eviction": "lru",
+                "admission": {"minCount": 2},
+                "seed": "7",
+            },
+        ),
+    ],
+)
+def test_the_manifest_records_a_config_as_create_variable_s_json(
+    tmp_path: Path, config: VariableConfig, recorded: dict[str, object]
+) -> None:
+    """The manifest keeps the form checkpoints have always had (the CreateVariable message's
+    JSON, camelCase keys): older checkpoints restore, and newer ones read the same."""
+    empty = TableExport(
+        signs=np.zeros(0, np.uint64),
+        weights=np.zeros((0, 4), np.float32),
+        state=np.zeros((0, 2, 4), np.float32),
+        steps=np.zeros(0, np.int32),
+    )
+    write_checkpoint(tmp_path / "ck", [(config, lambda: empty)])
+    manifest = json.loads((tmp_path / "ck" / "manifest.json").read_text())
+    assert manifest["variables"][0]["config"] == recorded
+    [(loaded, _)] = load_checkpoint(tmp_path / "ck")
+    assert loaded == config
+    assert VariableConfig.from_dict(recorded) == config
 
 
 def _rewrite(directory: Path, variable: str, **arrays: np.ndarray) -> None:
@@ -189,7 +250,7 @@ async def test_a_symlink_planted_at_the_target_is_replaced_not_followed(tmp_path
 SAVER = """
 import sys, anyio, numpy as np
 from sniper.roles import PsEngine, PsRole, PsRoleConfig
-from sniper.rpc import variable_request
+from sniper.rpc import VariableConfig
 from sniper.scheduler import open_scheduler
 
 NAMES = [f"v{i}" for i in range(6)]
@@ -199,7 +260,7 @@ async def main() -> None:
     async with open_scheduler("inline", workers=1) as scheduler:
         role = PsRole(PsEngine(scheduler), PsRoleConfig(checkpoint_root=sys.argv[1]))
         for name in NAMES:
-            await role.create_variable(variable_request(name, 8, 4096, optimizer="sgd"))
+            await role.create_variable(VariableConfig(name, 8, 4096, optimizer="sgd"))
         generation = 0
         while True:
             generation += 1

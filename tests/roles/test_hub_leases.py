@@ -12,7 +12,7 @@ import grpc
 
 from sniper.data import SyntheticCtr, load_workload
 from sniper.roles import BatchId
-from sniper.rpc import PsClient, variable_request
+from sniper.rpc import PsClient, VariableConfig
 from tests.rpc import _grpcio
 from tests.rpc._grpcio import GrpcModules, start_server, stop_server
 
@@ -27,7 +27,7 @@ def create_variables(port: int) -> None:
     async def create() -> None:
         async with PsClient("127.0.0.1", port) as client:
             for name in SyntheticCtr(load_workload("seed_ctr"), num_batches=1).variables:
-                await client.create_variable(variable_request(name, 4, 10_000))
+                await client.create_variable(VariableConfig(name, 4, 10_000))
 
     anyio.run(create)
 

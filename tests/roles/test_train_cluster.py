@@ -223,13 +223,13 @@ def test_a_hub_with_a_full_queue_stops_on_sigterm() -> None:
             [
                 sys.executable,
                 "-c",
-                "import asyncio\nfrom sniper.rpc import PsClient, variable_request\n"
+                "import asyncio\nfrom sniper.rpc import PsClient, VariableConfig\n"
                 "from sniper.data import load_workload\n"
                 "async def main():\n"
                 f"    async with PsClient('127.0.0.1', {ps.port}) as c:\n"
                 "        for v in load_workload('seed_ctr').variables:\n"
-                "            request = variable_request(v.name, 16, 100000, optimizer='sgd')\n"
-                "            await c.create_variable(request)\n"
+                "            config = VariableConfig(v.name, 16, 100000, optimizer='sgd')\n"
+                "            await c.create_variable(config)\n"
                 "asyncio.run(main())\n",
             ],
             capture_output=True,

@@ -71,11 +71,9 @@ async def test_a_bad_import_is_refused_and_changes_nothing() -> None:
         with pytest.raises(GRPCError) as info:
             await target.import_variable(bad_batch)
         assert info.value.status == Status.INVALID_ARGUMENT
-        other = moved.config.to_dict() | {"dim": 8}
+        other = dataclasses.replace(moved.config, dim=8)
         with pytest.raises(GRPCError) as info:
-            await target.import_variable(
-                dataclasses.replace(moved, config=type(moved.config)().from_dict(other))
-            )
+            await target.import_variable(dataclasses.replace(moved, config=other))
         assert "another configuration than in the move" in str(info.value.message)
 
         after = await target.export_variable("emb")

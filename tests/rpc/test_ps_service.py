@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 from sniper.roles import PsRoleConfig
 from sniper.roles._checkpoint import manifest_digest
 from sniper.roles._ps import _nonfinite
-from sniper.rpc import Checkpointed, LookupTarget, PsClient, variable_request
+from sniper.rpc import Checkpointed, LookupTarget, PsClient, VariableConfig
 from sniper.rpc._generated.grpc.health.v1 import (
     HealthCheckRequest,
     HealthCheckResponseServingStatus,
@@ -41,7 +41,7 @@ def reference() -> EmbeddingTable:
 async def create(client: PsClient, name: str = "emb", *, created: bool = True) -> None:
     """Create the tests' standard variable; ``created=False`` expects it to exist already."""
     result = await client.create_variable(
-        variable_request(
+        VariableConfig(
             name,
             4,
             100,
@@ -75,7 +75,7 @@ async def test_training_step_matches_the_store() -> None:
         table.push_grad(SIGNS, OFFSETS, GRADS)
         np.testing.assert_allclose(await client.pull("emb", SIGNS), table.get(SIGNS), rtol=1e-6)
         stats = await client.stats()
-        names = {latency.name for latency in stats.latencies}
+        names = set(stats.latencies)
         assert {
             "EmbeddingLookup",
             "EmbeddingLookup.dispatch",
@@ -305,7 +305,7 @@ async def test_bad_variable_configs(
     args: dict[str, object] = {"name": "v", "dim": 4, "capacity": 10} | kwargs
     async with running_ps() as (service, client):
         with pytest.raises(GRPCError) as info:
-            await client.create_variable(variable_request(**args))  # type: ignore[arg-type]
+            await client.create_variable(VariableConfig(**args))  # type: ignore[arg-type]
         assert info.value.status == status
         if message is not None:
             assert info.value.message == message
@@ -319,7 +319,7 @@ async def test_create_is_idempotent_and_conflicts_are_refused() -> None:
         await expect(
             Status.ALREADY_EXISTS,
             "variable 'emb' exists with another configuration",
-            client.create_variable(variable_request("emb", 8, 100)),
+            client.create_variable(VariableConfig("emb", 8, 100)),
         )
 
 
@@ -412,7 +412,7 @@ async def test_a_bug_is_internal_with_an_id_and_a_logged_traceback(
 
 async def test_a_pull_bigger_than_the_message_limit_is_refused_before_gathering() -> None:
     async with running_ps(max_message_bytes=2**20) as (_role, client):
-        await client.create_variable(variable_request("wide", 4096, 1000))
+        await client.create_variable(VariableConfig("wide", 4096, 1000))
         signs = np.arange(100, dtype=np.uint64)  # 100 rows of 16 KB: 1.6 MB
         await expect(
             Status.RESOURCE_EXHAUSTED,

@@ -20,7 +20,7 @@ from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
 from sniper.roles import PsEngine, PsRole
-from sniper.rpc import PsApi, variable_request
+from sniper.rpc import PsApi, VariableConfig
 from sniper.scheduler import open_scheduler
 from sniper.transport import (
     TRANSPORT_NAMES,
@@ -64,12 +64,12 @@ async def expect(status: Status, message: str, call: object) -> None:
 
 async def test_a_training_step_and_the_caller_mistakes_of_the_grpc_contract() -> None:
     async with served() as (_, role, client):
-        assert await client.create_variable(variable_request("emb", 4, 100))
-        assert not await client.create_variable(variable_request("emb", 4, 100))
+        assert await client.create_variable(VariableConfig("emb", 4, 100))
+        assert not await client.create_variable(VariableConfig("emb", 4, 100))
         await expect(
             Status.ALREADY_EXISTS,
             "variable 'emb' exists with another configuration",
-            client.create_variable(variable_request("emb", 8, 100)),
+            client.create_variable(VariableConfig("emb", 8, 100)),
         )
         await client.feed_sample(7, {"emb": (SIGNS, OFFSETS)})
         pooled = await client.embedding_lookup(7, ["emb"])
@@ -295,4 +295,4 @@ async def test_a_plugin_transport_serves_a_ps(caplog: pytest.LogCaptureFixture) 
         transport.serve(PsRole(PsEngine(scheduler)), "") as address,
     ):
         client = transport.ps_client(address)
-        assert await client.create_variable(variable_request("emb", 4, 100))
+        assert await client.create_variable(VariableConfig("emb", 4, 100))
