@@ -14,6 +14,7 @@ from sniper.cli import main
 from sniper.cli._bench import WIRE_DTYPES
 from sniper.cluster import load_train_config
 from sniper.data import SyntheticCtr, load_workload
+from sniper.roles import TrainReport
 from sniper.rpc._tensor import FLOAT_DTYPES
 
 
@@ -58,9 +59,10 @@ def test_a_warm_up_job_runs_before_the_measured_ones(
     jobs are stood in for: their reports are what the table needs)."""
     jobs: list[tuple[int, float, str]] = []
 
-    def job(workload: Any, data: SyntheticCtr, seed: int, launcher: str, *_: Any) -> dict[str, Any]:
+    def job(workload: Any, data: SyntheticCtr, seed: int, launcher: str, *_: Any) -> Any:
         jobs.append((data.num_batches, data.scale, launcher))
-        return {"examples_per_second": 1.0, "steps": 1, "ops": {}, "eval_auc": 0.5}
+        report = TrainReport(steps=1, examples_per_second=1.0, eval_auc=0.5)
+        return _e2e._Run(report, wall_seconds=1.0)
 
     monkeypatch.setattr(_e2e, "_sniper", job)
     monkeypatch.setattr(_e2e, "_torch", lambda *_: (1.0, 1))
@@ -75,5 +77,6 @@ def test_a_warm_up_job_runs_before_the_measured_ones(
 
 def test_the_warm_up_job_trains(capsys: pytest.CaptureFixture[str]) -> None:
     """The real thing: ``sniper train`` on the warm-up's batches, in one process."""
-    report = _e2e._warm_up(load_workload("seed_ctr"), 0.002, 0, "inprocess", "float32")
-    assert report["steps"] > 0 and "warm-up" in capsys.readouterr().out
+    run = _e2e._warm_up(load_workload("seed_ctr"), 0.002, 0, "inprocess", "float32")
+    assert run.report.steps > 0 and run.wall_seconds > run.report.seconds
+    assert "warm-up" in capsys.readouterr().out

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from sniper._bench._stacks import Stack, cpu_by_category
+from sniper.roles import TrainReport
 
 __all__ = ["SMALL_SHARE", "RoleBudget", "Table", "budget_of", "budget_tables", "ops_table"]
 
@@ -94,10 +94,10 @@ def _figures(b: RoleBudget) -> list[str]:
     return [f"{b.wall_ms:.1f}", f"{b.cpu_ms:.1f}", f"{b.cpu_ms / b.wall_ms:.0%}", f"{b.samples:,}"]
 
 
-def ops_table(report: Mapping[str, Any]) -> Table:
+def ops_table(report: TrainReport) -> Table:
     """The trainer's own per-op latencies (``sniper train``'s report): what it waited on,
     which py-spy cannot see (an awaiting coroutine has no stack)."""
     return ["trainer op", "count", "p50 ms", "p99 ms"], [
-        [op, str(s["count"]), f"{s['p50_us'] / 1e3:.1f}", f"{s['p99_us'] / 1e3:.1f}"]
-        for op, s in report["ops"].items()
+        [op, str(s.count), f"{s.p50_us / 1e3:.1f}", f"{s.p99_us / 1e3:.1f}"]
+        for op, s in report.ops.items()
     ]

@@ -22,12 +22,12 @@ reads its input, so the hub decodes files during the run while the peer's input 
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +38,9 @@ from sniper._bench._report import verdict
 from sniper._bench._torch_peer import import_torch
 from sniper._bench._torchrec_peer import MAX_ROWS, run_torchrec, table_rows, torchrec_python
 from sniper._table import print_table
+from sniper.cluster import read_report
 from sniper.data import SyntheticCtr, Workload, write_parquet
-from sniper.roles import TrainerConfig
+from sniper.roles import TrainerConfig, TrainReport
 
 LAUNCHERS = {"local": "2 ps processes on loopback gRPC", "inprocess": "1 ps in one process"}
 PEERS = {"torch": "torch, one process", "torchrec": "TorchRec fused, one process"}
@@ -89,8 +90,8 @@ def _sniper(
     seed: int,
     launcher: str = "local",
     wire_dtype: str = "float32",
-) -> dict[str, Any]:
-    """``sniper train``'s report, with ``wall_seconds``: the whole command, start-up in."""
+) -> _Run:
+    """``sniper train``'s report, with the whole command's seconds, start-up in."""
     with tempfile.TemporaryDirectory() as tmp:
         settings = job_settings(launcher, wire_dtype)
         config, output = write_job(Path(tmp), workload, data, seed, launcher, settings)
@@ -100,18 +101,23 @@ def _sniper(
         )
         if last is not None:
             raise RuntimeError(f"sniper train failed: {last}")
-        report: dict[str, Any] = json.loads(output.read_text())
-        report["wall_seconds"] = time.perf_counter() - started
-        return report
+        return _Run(read_report(output).report, time.perf_counter() - started)
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One measured ``sniper train``."""
+
+    report: TrainReport
+    wall_seconds: float
+    """The whole command's seconds, its start-up and stop included."""
 
 
 WARM_UP_BATCHES = 12
 """Batches of the unmeasured job the bench runs first (other data, the same shape)."""
 
 
-def _warm_up(
-    workload: Workload, scale: float, seed: int, launcher: str, wire_dtype: str
-) -> dict[str, Any]:
+def _warm_up(workload: Workload, scale: float, seed: int, launcher: str, wire_dtype: str) -> _Run:
     """Run the job once, unmeasured, on a few batches of the same shape.
 
     Why: the store's kernels compile on their first call and are kept in numba's on-disk
@@ -254,14 +260,14 @@ def run_launchers(
     local = _sniper(workload, data, seed, "local", wire_dtype)
     ray = _sniper(workload, data, seed, "ray", wire_dtype)
     rows = []
-    for name, report in (("Ray actors (a new local Ray)", ray), ("local processes", local)):
-        start_up = report["wall_seconds"] - report["seconds"]
+    for name, run in (("Ray actors (a new local Ray)", ray), ("local processes", local)):
+        rate = run.report.examples_per_second
         rows.append(
             [
                 name,
-                f"{start_up:.1f}",
-                f"{report['examples_per_second']:,.0f}",
-                f"{report['examples_per_second'] / local['examples_per_second']:.2f}x",
+                f"{run.wall_seconds - run.report.seconds:.1f}",
+                f"{rate:,.0f}",
+                f"{rate / local.report.examples_per_second:.2f}x",
             ]
         )
     print()
@@ -299,7 +305,7 @@ def run(
         print(f"note: --wire-dtype {wire_dtype} does nothing here: the one-process job has no wire")
     _warm_up(workload, scale, seed, launchers[-1], wire_dtype)  # "local" where it is measured
     data = SyntheticCtr(workload, num_batches=batches, scale=scale, seed=seed)
-    reports = {name: _sniper(workload, data, seed, name, wire_dtype) for name in launchers}
+    reports = {name: _sniper(workload, data, seed, name, wire_dtype).report for name in launchers}
     if peer == "torchrec":
         torch_rate, torch_batches = run_torchrec(
             workload, data, threads, hidden=HIDDEN, eval_every=EVAL_EVERY
@@ -308,12 +314,12 @@ def run(
         torch_rate, torch_batches = _torch(workload, data, threads)
     rows = []
     for name, report in reports.items():
-        rate = report["examples_per_second"]
+        rate = report.examples_per_second
         rows.append(
             [
                 f"sniper, {LAUNCHERS[name]}{_wire_note(name, wire_dtype)}",
                 f"{rate:,.0f}",
-                str(report["steps"]),
+                str(report.steps),
                 f"{rate / torch_rate:.2f}x",
                 _verdict(rate / torch_rate, target(peer, name, workload, scale)),
             ]
@@ -336,15 +342,13 @@ def run(
         [
             [
                 op,
-                str(s["count"]),
-                f"{s['p50_us'] / 1e3:.1f}",
-                f"{s['p95_us'] / 1e3:.1f}",
-                f"{s['p99_us'] / 1e3:.1f}",
+                str(s.count),
+                f"{s.p50_us / 1e3:.1f}",
+                f"{s.p95_us / 1e3:.1f}",
+                f"{s.p99_us / 1e3:.1f}",
             ]
-            for op, s in report["ops"].items()
+            for op, s in report.ops.items()
         ],
     )
     oracle = data.oracle_auc(min(batches, 100))
-    print(
-        f"\nsniper held-out AUC {report['eval_auc']:.4f}, {LAUNCHERS[shown]} (oracle {oracle:.4f})"
-    )
+    print(f"\nsniper held-out AUC {report.eval_auc:.4f}, {LAUNCHERS[shown]} (oracle {oracle:.4f})")

@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -51,7 +51,9 @@ from sniper._bench._e2e import EVAL_EVERY, write_job
 from sniper._bench._flamegraph import write_flamegraph
 from sniper._bench._stacks import read_collapsed
 from sniper._table import markdown_table, print_table
+from sniper.cluster import read_report
 from sniper.data import SyntheticCtr, Workload
+from sniper.roles import TrainReport
 from sniper.runtime import (
     children,
     cpu_seconds,
@@ -329,14 +331,14 @@ def _spy_on_every_role(py_spy: str, sampling: Sampling) -> Attach:
 
 def _run_job(
     config: Path, output: Path, warmup: int, attach: Attach
-) -> tuple[_Window, dict[str, Any]]:
+) -> tuple[_Window, TrainReport]:
     """Run the job, measuring from ``warmup`` batches to its end; the window and its report."""
     with ExitStack() as stack:
         job = _Job(config)
         stack.callback(job.stop)
         window = _watch(job, warmup, attach, stack)
         job.finish()
-    return window, json.loads(output.read_text())
+    return window, read_report(output).report
 
 
 def run(
@@ -372,14 +374,14 @@ def run(
     )
     print(title, flush=True)
     data = SyntheticCtr(workload, num_batches=batches, scale=scale, seed=seed)
-    plain: tuple[_Window, dict[str, Any]] | None = None
+    plain: tuple[_Window, TrainReport] | None = None
     with tempfile.TemporaryDirectory() as tmp:
         settings = {"stats_interval": NEVER, "metrics_port": 0}
         config, output = write_job(Path(tmp), workload, data, seed, launcher, settings)
         if unprofiled:
             plain = _run_job(config, output, warmup, lambda job, ports, stack: [])
         window, report = _run_job(config, output, warmup, _spy_on_every_role(py_spy, sampling))
-    trained = report["steps"] - window.first_step
+    trained = report.steps - window.first_step
     budgets = [spy.budget(window.seconds, trained) for spy in window.spies]
     heading = _heading(workload, window, report, budgets, plain)
     tables = [*budget_tables(budgets), ops_table(report)]
@@ -387,24 +389,24 @@ def run(
     _write(sampling.out, f"{title}\n\n{heading}", tables, budgets, window, report)
 
 
-def _examples_per_second(workload: Workload, window: _Window, report: dict[str, Any]) -> float:
-    return float(report["steps"] - window.first_step) * workload.batch_size / window.seconds
+def _examples_per_second(workload: Workload, window: _Window, report: TrainReport) -> float:
+    return float(report.steps - window.first_step) * workload.batch_size / window.seconds
 
 
 def _heading(
     workload: Workload,
     window: _Window,
-    report: dict[str, Any],
+    report: TrainReport,
     budgets: list[RoleBudget],
-    plain: tuple[_Window, dict[str, Any]] | None,
+    plain: tuple[_Window, TrainReport] | None,
 ) -> str:
     """What was measured, how fast it ran, and how busy the machine was meanwhile."""
     cores = os.cpu_count() or 1
-    job = sum(b.cpu_ms for b in budgets) / 1e3 * (report["steps"] - window.first_step)
+    job = sum(b.cpu_ms for b in budgets) / 1e3 * (report.steps - window.first_step)
     spies = sum(spy.own_cpu for spy in window.spies)
     rate = _examples_per_second(workload, window, report)
     lines = [
-        f"batches {window.first_step + 1} to {report['steps']} (of {report['steps']} trained) "
+        f"batches {window.first_step + 1} to {report.steps} (of {report.steps} trained) "
         f"in a {window.seconds:.1f} s window: {rate:,.0f} examples/s under py-spy",
         f"the machine's {cores} cores were {window.machine_busy:.0%} busy: this job "
         f"{job / window.seconds / cores:.0%}, py-spy {spies / window.seconds / cores:.0%}, "
@@ -435,7 +437,7 @@ def _write(
     tables: list[Table],
     budgets: list[RoleBudget],
     window: _Window,
-    report: dict[str, Any],
+    report: TrainReport,
 ) -> None:
     """budget.md (the tables), budget.json (the figures and the trainer's report) and an
     icicle graph per role beside its raw stacks."""
@@ -452,7 +454,7 @@ def _write(
             spy.role: {f"{t} {spy.names.get(t, '')}": s for t, s in spy.thread_cpu().items()}
             for spy in window.spies
         },
-        "trainer_report": report,
+        "trainer_report": report.to_dict(),
     }
     (out / "budget.json").write_text(json.dumps(figures, indent=1, default=str))
     for spy in window.spies:

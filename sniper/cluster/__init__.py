@@ -38,6 +38,8 @@ from sniper.cluster._process import sniper_command as sniper_command
 from sniper.cluster._registry import LAUNCHER_NAMES as LAUNCHER_NAMES
 from sniper.cluster._registry import launcher_names as launcher_names
 from sniper.cluster._registry import open_launcher as open_launcher
+from sniper.cluster._report import ReportFile as ReportFile
+from sniper.cluster._report import read_report as read_report
 from sniper.cluster._reshard import reshard as reshard
 from sniper.cluster._serve import ServeConfig as ServeConfig
 from sniper.cluster._serve import load_serve_config as load_serve_config
@@ -60,6 +62,7 @@ __all__ = [
     "Launch",
     "Launcher",
     "ModelSpec",
+    "ReportFile",
     "ServeConfig",
     "TableSpec",
     "TrainConfig",
@@ -78,6 +81,7 @@ __all__ = [
     "print_placement",
     "probe_data",
     "ps_command",
+    "read_report",
     "reshard",
     "run_eval",
     "run_serve",

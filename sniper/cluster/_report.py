@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sniper._metrics import LatencySummary
 from sniper._table import print_table
 from sniper.cluster._config import TrainConfig
 from sniper.roles import TrainReport
 
-__all__ = ["path_rows", "print_report", "write_report"]
+__all__ = ["ReportFile", "path_rows", "print_report", "read_report", "write_report"]
 
 
 def print_report(report: TrainReport, oracle_auc: float | None, eval_data: str = "") -> None:
@@ -111,8 +113,31 @@ def _figures(s: LatencySummary) -> list[str]:
     return [str(s.count), f"{s.p50_us / 1e3:.2f}", f"{s.p99_us / 1e3:.2f}"]
 
 
+@dataclass(frozen=True)
+class ReportFile:
+    """What ``sniper train`` writes to ``output``: the report, the data's oracle AUC and the
+    job's config. Every reader of the file reads it through :func:`read_report`, so its form
+    is written down once, here and in :class:`~sniper.roles.TrainReport`."""
+
+    report: TrainReport
+    oracle_auc: float | None
+    """The AUC of the model that generated synthetic data (None for other data)."""
+    config: dict[str, Any]
+    """The job's config, as its keys and values."""
+
+
 def write_report(report: TrainReport, oracle_auc: float | None, config: TrainConfig) -> None:
     """Write the report, the oracle's AUC and the job's config as JSON to ``config.output``."""
     result = report.to_dict() | {"oracle_auc": oracle_auc, "config": dataclasses.asdict(config)}
     Path(config.output).write_text(json.dumps(result, indent=1, default=str))
     print(f"\nreport written to {config.output}")
+
+
+def read_report(path: Path) -> ReportFile:
+    """The report file at ``path``; ``OSError`` or ``ValueError`` (naming it) when it cannot
+    be read."""
+    try:
+        data = json.loads(path.read_text())
+        return ReportFile(TrainReport.from_dict(data), data.get("oracle_auc"), data["config"])
+    except (KeyError, TypeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path} is not a sniper train report: {exc}") from None

@@ -11,7 +11,6 @@ written beside the results, because a 2x speedup means nothing on a VM that give
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -22,6 +21,7 @@ from typing import Any
 
 import tomli_w
 
+from sniper.cluster import ReportFile, read_report
 from sniper.experiment._proc import CpuSampler
 from sniper.experiment._spec import Experiment, Point, check_point_config, validate_points
 
@@ -128,7 +128,7 @@ def _run_train(point: Point, stem: Path, timeout: float) -> tuple[dict[str, Any]
         why = f"timed out after {timeout:.0f} s" if status is None else _last_error(log)
         return metrics, why
     try:
-        metrics = report_metrics(json.loads(report.read_text())) | metrics
+        metrics = report_metrics(read_report(report)) | metrics
     except (OSError, ValueError) as exc:
         return metrics, f"no report at {report}: {exc}"
     return metrics, ""
@@ -176,36 +176,33 @@ _REPORT_KEYS = (
     "eval_logloss",
     "eval_auc_whole_run",
     "eval_data_auc",
-    "oracle_auc",
 )
 _QUANTILES = ("p50", "p95", "p99")
 
 
-def report_metrics(report: dict[str, Any]) -> dict[str, Any]:
-    """The columns of a ``sniper train`` JSON report: throughput and AUC, the trainer's
+def report_metrics(file: ReportFile) -> dict[str, Any]:
+    """The columns of a ``sniper train`` report: throughput and AUC, the trainer's
     ``OP_p50_ms``, each ps stage's ``ps_STAGE_p50_ms`` (the slowest ps: a step waits for it),
     and, when the report has them, the ps' own CPU time and the placement moves."""
-    metrics: dict[str, Any] = {key: report.get(key) for key in _REPORT_KEYS}
+    report = file.report
+    metrics: dict[str, Any] = {key: getattr(report, key) for key in _REPORT_KEYS}
+    metrics["oracle_auc"] = file.oracle_auc
     # "seconds" is the run's wall time in results.csv; the report's is the training's own.
     metrics["train_seconds"] = metrics.pop("seconds")
-    for op, stats in (report.get("ops") or {}).items():
+    for op, stats in report.ops.items():
         for q in _QUANTILES:
-            metrics[f"{op}_{q}_ms"] = stats[f"{q}_us"] / 1e3
-    ps_ops: list[dict[str, Any]] = report.get("ps_ops") or []
-    stages = dict.fromkeys(stage for ps in ps_ops for stage in ps)
+            metrics[f"{op}_{q}_ms"] = getattr(stats, f"{q}_us") / 1e3
+    stages = dict.fromkeys(stage for ps in report.ps_ops for stage in ps)
     for stage in stages:
         for q in _QUANTILES:
-            values = [ps[stage][f"{q}_us"] / 1e3 for ps in ps_ops if stage in ps]
+            values = [getattr(ps[stage], f"{q}_us") / 1e3 for ps in report.ps_ops if stage in ps]
             metrics[f"ps_{stage}_{q}_ms"] = max(values)
-    cpu = report.get("ps_cpu_seconds")
-    if cpu:
+    if cpu := report.ps_cpu_seconds:
         metrics["ps_cpu_seconds_reported"] = sum(cpu)
         low = min(cpu)
         metrics["ps_cpu_ratio_reported"] = max(cpu) / low if len(cpu) > 1 and low > 0 else None
-    if (moves := report.get("moves")) is not None:
-        metrics["moves"] = len(moves)
-    if "placement_version" in report:
-        metrics["placement_version"] = report["placement_version"]
+    metrics["moves"] = len(report.moves)
+    metrics["placement_version"] = report.placement_version
     return metrics
 
 

@@ -3,7 +3,8 @@ live view its progress line and metrics read while it runs."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from sniper._metrics import LatencySummary
@@ -64,7 +65,21 @@ class TrainReport:
     """The placement's version at the end (0: every variable on its hashed ps)."""
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready values: what ``sniper train`` writes."""
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TrainReport:
+        """The report :meth:`to_dict` wrote, back as itself; keys it does not know (what a
+        report file adds around it) are left out, and keys it lacks keep their defaults."""
+        values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        if "ops" in values:
+            values["ops"] = _summaries(values["ops"])
+        if "ps_ops" in values:
+            values["ps_ops"] = [_summaries(ps) for ps in values["ps_ops"]]
+        if "eval_data_history" in values:
+            values["eval_data_history"] = [EvalResult(**r) for r in values["eval_data_history"]]
+        return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -83,3 +98,7 @@ class LiveProgress:
     """AUC of every held-out batch scored so far (0.0 before the first)."""
     max_steps: int
     """The run's step limit (0: until the data ends)."""
+
+
+def _summaries(ops: Mapping[str, Mapping[str, Any]]) -> dict[str, LatencySummary]:
+    return {op: LatencySummary(**summary) for op, summary in ops.items()}

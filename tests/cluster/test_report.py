@@ -1,0 +1,38 @@
+"""The report file has one form: what ``sniper train`` writes, every reader reads back as the
+same typed report (the benches, the experiment runner)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sniper._metrics import LatencySummary
+from sniper.cluster import TrainConfig, read_report
+from sniper.cluster._report import write_report
+from sniper.roles import EvalResult, TrainReport
+
+
+def test_a_written_report_reads_back_as_itself(tmp_path: Path) -> None:
+    report = TrainReport(
+        steps=12,
+        examples=3072,
+        eval_auc=0.71,
+        ops={"PushGrad": LatencySummary(12, 900.0, 1500.0, 1700.0, 2000.0)},
+        ps_ops=[{"EmbeddingLookup.kernel": LatencySummary(40, 80.0, 120.0, 150.0, 170.0)}],
+        eval_data_history=[EvalResult(step=12, auc=0.7, logloss=0.5, examples=512, seconds=0.1)],
+        moves=[{"step": 5, "variable": "a", "from": 0, "to": 1, "cost": 0.1, "seconds": 0.2}],
+    )
+    config = TrainConfig(output=str(tmp_path / "report.json"))
+    write_report(report, 0.75, config)
+    read = read_report(tmp_path / "report.json")
+    assert read.report == report and read.oracle_auc == 0.75
+    assert read.config["output"] == config.output
+
+
+def test_a_file_that_is_no_report_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps({"steps": 3}))
+    with pytest.raises(ValueError, match=r"report.json is not a sniper train report: 'config'"):
+        read_report(path)
