@@ -16,15 +16,17 @@ Layout under the checkpoint directory ``DIR`` (each ps's ``checkpoint_root``):
 The trainer calls :func:`save_job` with its pipeline drained (no batch is between ReadSample and
 PushGrad), so the tables hold exactly the pushes of ``N`` steps and each hub's position is the
 last batch trained. A step directory without ``job.json`` is never loaded; ``latest`` only ever
-names a complete one; the oldest complete steps beyond ``keep`` are removed.
+names a complete one; the oldest complete steps beyond ``keep`` are removed, and so is every
+step after the one saved (a damaged step a resume skipped, or a run's that an older step was
+resumed from: no longer this job's).
 
 **Verified before anything loads it.** :func:`load_job` checks ``job.json`` against its own
 checksum, then every file it lists, then each ps's files against that ps's manifest (where the
 part is on this machine; a part on a ps's own disk is checked by its ps when it restores), all
 before any process starts. Damage is one line naming the file
-(:class:`~sniper.roles.CorruptCheckpointError`). Given ``DIR``, it falls back to the newest
-step that verifies, with a warning naming each step skipped and why; given ``DIR/step-N``, it
-loads that step or fails.
+(:class:`~sniper.roles.CorruptCheckpointError`). Given ``DIR``, it takes the newest step up
+to the one ``latest`` names that verifies, with a warning naming each step skipped and why;
+given ``DIR/step-N``, it loads that step or fails.
 """
 
 from __future__ import annotations

@@ -171,8 +171,8 @@ class Trainer:
             exc.steps = report.steps
             raise
         # Training throughput leaves out the time spent scoring the evaluation data.
-        scored = sum(r.seconds for r in report.eval_data_history) - scored_before
-        seconds = time.perf_counter() - started - scored
+        scoring = sum(r.seconds for r in report.eval_data_history) - scored_before
+        seconds = time.perf_counter() - started - scoring
         last = report.eval_data_history[-1].step if report.eval_data_history else None
         scored = self.evaluator is not None and last != report.steps
         if scored:
