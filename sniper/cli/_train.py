@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
 
     from sniper._config import load_config
     from sniper.cluster import TrainConfig, run_train
-    from sniper.roles import TrainingError
+    from sniper.roles import CorruptCheckpointError, TrainingError
 
     flags = config_overrides(TrainConfig, args)
     if args.quiet:
@@ -112,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(TrainConfig, Path(args.config) if args.config else None, flags)
     try:
         return run_train(config, ps=ps, hubs=hubs)
-    except TrainingError as exc:
+    # A damaged checkpoint is the data's failure, not a usage error (status 2).
+    except (TrainingError, CorruptCheckpointError) as exc:
         print(f"sniper: error: {exc}", file=sys.stderr)
         return EXIT_FAILED

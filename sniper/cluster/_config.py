@@ -16,11 +16,39 @@ from typing import Any, Literal
 from sniper._config import check_at_least, fields_of, load_config
 from sniper.cluster._checkpoint import JobCheckpoint
 from sniper.cluster._registry import launcher_names
-from sniper.cluster._spec import ModelSpec
+from sniper.cluster._spec import ModelSpec, TableSpec
 from sniper.data import DataSource, check_data_value
 from sniper.roles import HubSettings, PsSettings, TrainerConfig
 
-__all__ = ["TrainConfig", "check_resources", "load_train_config"]
+__all__ = [
+    "RESUME_CHANGEABLE",
+    "RESUME_FIXED",
+    "TrainConfig",
+    "check_resources",
+    "load_train_config",
+]
+
+RESUME_FIXED = ("batch_size", "num_hubs", "seed", "hidden", "variables")
+"""Keys a job checkpoint fixes for good: the hubs' batches and their positions in them, the
+tables the ps hold (every variable's dim, optimizer and its params, initializer, sizes, and
+the seed of their initial rows) and the dense model's layers. A resume that changes one is
+refused; ``allow_change`` cannot name them."""
+
+RESUME_CHANGEABLE = (
+    "lr",
+    "eval_every",
+    "max_staleness",
+    "data",
+    "workload",
+    "scale",
+    "num_batches",
+    "epochs",
+)
+"""Keys a job checkpoint records that a resume may change if ``allow_change`` names them: the
+training goes on from the checkpoint, differently (another learning rate for the dense
+model, other batches held out, the data moved or extended). Other keys (``max_steps``,
+``checkpoint_every``, ``eval_every_steps``, ``prefetch``...) say how this run proceeds, not what
+the checkpoint holds: a resume changes them freely."""
 
 
 @dataclass(frozen=True)
@@ -54,8 +82,14 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
     """When a ps or hub this command started dies, restart every process and resume from the
     latest checkpoint, at most this many times (needs ``checkpoint_dir``)."""
     resume: str = ""
-    """Continue from this job checkpoint: a ``checkpoint_dir`` (its latest step) or one of its
-    ``step-N`` directories; checkpoints then go on in that directory."""
+    """Continue from this job checkpoint: a ``checkpoint_dir`` (its newest step that verifies:
+    a damaged one is skipped with a warning) or one of its ``step-N`` directories (that step
+    or an error); checkpoints then go on in that directory."""
+    allow_change: tuple[str, ...] = ()
+    """Keys a resume may change from the checkpoint's config (``lr``, ``eval_every``,
+    ``max_staleness``, and the data's keys ``data``, ``epochs``, ``num_batches``...); a change
+    of any other key the checkpoint records (``batch_size``, ``variables``, ``hidden``,
+    ``seed``, ``num_hubs``) is refused before any process starts."""
     placement: Literal["balanced", "hash"] = "balanced"
     """Which ps holds each variable when a job starts afresh: ``balanced`` spreads the
     variables' signs per batch (then their rows) evenly over the ps
@@ -119,6 +153,16 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
                 f"got {self.ray_strategy!r}"
             )
         check_resources(self.resources)
+        for key in self.allow_change:
+            # A [variables] key (dim, optimizer...) is named too: it is what a user asks for.
+            if key in RESUME_FIXED or key in (f.name for f in dataclasses.fields(TableSpec)):
+                raise ValueError(
+                    f"allow_change: {key} cannot change on resume (the checkpoint's tables, "
+                    f"batches or model depend on it); keys a resume may change: "
+                    f"{', '.join(RESUME_CHANGEABLE)}"
+                )
+            if key not in (f.name for f in dataclasses.fields(self)):
+                raise ValueError(f"allow_change: {key!r} is not a config key")
         self.model_spec()  # every [variables] key, named when wrong
         if not Path(self.output).resolve().parent.is_dir():
             raise ValueError(f"output {self.output!r}: its directory does not exist")

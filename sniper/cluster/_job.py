@@ -25,6 +25,7 @@ from sniper.cluster._config import TrainConfig
 from sniper.cluster._plan import TrainPlan
 from sniper.cluster._progress import show_progress, trainer_metrics
 from sniper.cluster._reshard import reshard
+from sniper.cluster._resume import job_config
 from sniper.cluster._spec import TableSpec
 from sniper.data import Reader
 from sniper.roles import (
@@ -194,10 +195,11 @@ async def run_job(
         # answers NOT_FOUND and is retried, by this placement once the hub has it.
         await gather([functools.partial(h.set_placement, cluster.placement) for _, h in hubs])
     job = config.job_directory()
+    recorded = job_config(config, plan)
 
     async def checkpoint(trainer: Trainer, report: TrainReport) -> None:
         assert job is not None
-        await save_job(job, cluster, trainer, report, keep=config.keep_checkpoints)
+        await save_job(job, cluster, trainer, report, keep=config.keep_checkpoints, config=recorded)
 
     @contextlib.contextmanager
     def watch(trainer: Trainer) -> Iterator[None]:

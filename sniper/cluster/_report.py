@@ -66,6 +66,8 @@ def print_report(report: TrainReport, oracle_auc: float | None, eval_data: str =
     if oracle_auc is not None and oracle_auc > 0.5 and report.eval_batches:
         lift = (report.eval_auc - 0.5) / (oracle_auc - 0.5)
         print(f"held-out AUC (second half) reaches {lift:.0%} of the oracle's lift over 0.5")
+    if not report.ops:
+        return  # nothing was trained in this run (a resume of a finished one)
     print()
     print_table(
         ["op", "count", "p50 ms", "p95 ms", "p99 ms", "max ms"],

@@ -27,8 +27,10 @@ from sniper.cluster._config import TrainConfig
 from sniper.cluster._plan import oracle_auc, plan_training
 from sniper.cluster._registry import open_launcher
 from sniper.cluster._report import print_report, write_report
+from sniper.cluster._resume import check_resume, nothing_left
 from sniper.cluster._supervise import supervise
 from sniper.data import load_workload
+from sniper.roles import checkpoint_report
 from sniper.runtime import log_to_stderr
 
 __all__ = ["run_train"]
@@ -46,12 +48,17 @@ def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = Non
     plan = plan_training(config, workload)  # before any process: a bad config starts nothing
     resume = load_job(Path(config.resume).resolve()) if config.resume else None
     config = config.with_num_ps(resume)
-    if resume is not None and resume.num_hubs != config.num_hubs:
-        raise ValueError(
-            f"resume: the checkpoint was taken with {resume.num_hubs} hub(s) and this run has "
-            f"num_hubs = {config.num_hubs}; hubs split the data, so keep their number"
+    if resume is not None:
+        check_resume(resume, config, plan)  # before any process: a changed config starts none
+    if resume is not None and nothing_left(resume, config, plan):
+        print(
+            f"nothing left to train: the checkpoint of step {resume.step} ({resume.directory}) "
+            "ended the job; its report follows",
+            flush=True,
         )
-    report = supervise(launcher, Launch(config, plan, resume, ps, hubs))
+        report = checkpoint_report(resume.trainer)
+    else:
+        report = supervise(launcher, Launch(config, plan, resume, ps, hubs))
     # With hubs started elsewhere their data settings are theirs, so there is no oracle to quote.
     oracle = oracle_auc(config, workload) if not hubs else None
     print_report(report, oracle, config.eval_data)

@@ -10,6 +10,7 @@ streaming AUC's groups are fixed bins, so pairs that share a bin are all counted
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -87,12 +88,45 @@ class StreamingAuc:
 
     def update(self, labels: ArrayLike, probs: ArrayLike) -> None:
         """Add examples: ``labels`` 0/1, ``probs`` predicted probabilities in ``[0, 1]``."""
-        y = _labels(labels)
-        p = _probabilities(probs, len(y))
-        bin_of = np.minimum((p * self.bins).astype(np.int64), self.bins - 1)
-        positive = y == 1
+        bin_of, positive = self.binned(labels, probs)
         self._positives += np.bincount(bin_of[positive], minlength=self.bins)
         self._negatives += np.bincount(bin_of[~positive], minlength=self.bins)
+
+    def binned(
+        self, labels: ArrayLike, probs: ArrayLike
+    ) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
+        """Each example's bin and whether it is a positive: what :meth:`update` counts, for a
+        caller that keeps the counts of parts of a stream apart (and adds them up with
+        :meth:`from_state`)."""
+        y = _labels(labels)
+        p = _probabilities(probs, len(y))
+        return np.minimum((p * self.bins).astype(np.int64), self.bins - 1), y == 1
+
+    def state(self) -> dict[str, NDArray[np.int64]]:
+        """Everything seen, as arrays (a checkpoint's): the positives and negatives per bin."""
+        return {"positives": self._positives.copy(), "negatives": self._negatives.copy()}
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, ArrayLike]) -> StreamingAuc:
+        """The AUC that had seen what :meth:`state` describes (as many bins as it has)."""
+        positives = np.asarray(state["positives"])
+        negatives = np.asarray(state["negatives"])
+        if (
+            positives.ndim != 1
+            or positives.shape != negatives.shape
+            or not all(np.issubdtype(a.dtype, np.integer) for a in (positives, negatives))
+            or (positives < 0).any()
+            or (negatives < 0).any()
+        ):
+            raise ValueError(
+                "a StreamingAuc state needs positives and negatives: two 1-D arrays of counts "
+                f"of one length, got {positives.dtype} {positives.shape} and "
+                f"{negatives.dtype} {negatives.shape}"
+            )
+        auc = cls(len(positives))
+        auc._positives += positives
+        auc._negatives += negatives
+        return auc
 
     def merge(self, other: StreamingAuc) -> None:
         """Add everything ``other`` has seen (it must have the same number of bins)."""

@@ -23,6 +23,7 @@ from sniper.roles._batch_id import BatchId as BatchId
 from sniper.roles._checkpoint import MANIFEST as MANIFEST
 from sniper.roles._checkpoint import CheckpointPathError as CheckpointPathError
 from sniper.roles._checkpoint import CorruptCheckpointError as CorruptCheckpointError
+from sniper.roles._checkpoint import check_checkpoint_files as check_checkpoint_files
 from sniper.roles._checkpoint import load_checkpoint as load_checkpoint
 from sniper.roles._checkpoint import replace_file as replace_file
 from sniper.roles._checkpoint import write_checkpoint as write_checkpoint
@@ -53,6 +54,7 @@ from sniper.roles._train_report import LiveProgress as LiveProgress
 from sniper.roles._train_report import TrainReport as TrainReport
 from sniper.roles._trainer import Checkpointer as Checkpointer
 from sniper.roles._trainer import Trainer as Trainer
+from sniper.roles._trainer import checkpoint_report as checkpoint_report
 from sniper.roles._trainer_config import TrainerConfig as TrainerConfig
 from sniper.roles._variables import MAX_DIM as MAX_DIM
 from sniper.roles._variables import MemoryBudgetError as MemoryBudgetError
@@ -95,6 +97,8 @@ __all__ = [
     "UnknownBatchError",
     "UnknownVariableError",
     "VariableExistsError",
+    "check_checkpoint_files",
+    "checkpoint_report",
     "describe_error",
     "estimate_bytes",
     "gather",

@@ -48,6 +48,7 @@ __all__ = [
     "MANIFEST",
     "CheckpointPathError",
     "CorruptCheckpointError",
+    "check_checkpoint_files",
     "confined",
     "load_checkpoint",
     "manifest_digest",
@@ -193,9 +194,47 @@ def manifest_digest(directory: Path) -> str:
 
 def load_checkpoint(directory: Path) -> list[tuple[VariableConfig, TableExport]]:
     """Read and verify a checkpoint (see the module doc); nothing is returned half-checked."""
-    path = directory / MANIFEST
-    if not path.is_file():
+    if not (directory / MANIFEST).is_file():
         raise FileNotFoundError(f"{directory} has no {MANIFEST}: not a sniper checkpoint")
+    loaded = [_load_entry(directory, i, entry) for i, entry in enumerate(_entries(directory))]
+    names = [config.name for config, _ in loaded]
+    if len(set(names)) != len(names):
+        raise CorruptCheckpointError(f"checkpoint {directory} lists a variable more than once")
+    return loaded
+
+
+def check_checkpoint_files(directory: Path) -> None:
+    """Check a checkpoint's files against its manifest without loading them: the manifest is
+    there and readable, and every variable's file is there and matches its SHA-256.
+
+    What a job's launcher checks of each ps's part before any process starts, so that a
+    damaged part is found (and another step chosen) before a ps is asked to restore it; the
+    ps still checks everything again, arrays included, when it restores."""
+    if not (directory / MANIFEST).is_file():
+        raise CorruptCheckpointError(f"checkpoint {directory}: {MANIFEST} is missing")
+    for index, entry in enumerate(_entries(directory)):
+        if not (
+            isinstance(entry, dict)
+            and isinstance(entry.get("name"), str)
+            and isinstance(entry.get("sha256"), str)
+        ):
+            raise CorruptCheckpointError(
+                f"checkpoint {directory}: variables[{index}] needs a name and a sha256"
+            )
+        file = directory / variable_file(entry["name"])
+        where = f"checkpoint {directory}: {file.name} (variable {entry['name']!r})"
+        try:
+            with file.open("rb") as handle:
+                digest = hashlib.file_digest(handle, "sha256").hexdigest()
+        except FileNotFoundError:
+            raise CorruptCheckpointError(f"{where}: the file is missing") from None
+        if digest != entry["sha256"]:
+            raise CorruptCheckpointError(f"{where}: the file does not match its checksum")
+
+
+def _entries(directory: Path) -> list[object]:
+    """The manifest's list of variables, checked to be one."""
+    path = directory / MANIFEST
     try:
         manifest = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -209,11 +248,7 @@ def load_checkpoint(directory: Path) -> list[tuple[VariableConfig, TableExport]]
     entries = manifest.get("variables")
     if not isinstance(entries, list):
         raise CorruptCheckpointError(f"checkpoint {directory}: {MANIFEST} lists no variables")
-    loaded = [_load_entry(directory, i, entry) for i, entry in enumerate(entries)]
-    names = [config.name for config, _ in loaded]
-    if len(set(names)) != len(names):
-        raise CorruptCheckpointError(f"checkpoint {directory} lists a variable more than once")
-    return loaded
+    return entries
 
 
 def _load_entry(directory: Path, index: int, entry: object) -> tuple[VariableConfig, TableExport]:

@@ -82,10 +82,11 @@ class Pauses:
             await self.checkpoint(report, waited)
         self.pipeline.open()
 
-    async def finish(self, report: TrainReport) -> None:
+    async def finish(self, report: TrainReport, again: bool = False) -> None:
         """The end of training is a clean cut too: checkpoint it if checkpointing and not
-        checkpointed already."""
-        if self.checkpoint_every and report.steps > self.checkpointed_step:
+        checkpointed already at this step, or ``again``: the end changed what a checkpoint
+        holds (the data ended, or the evaluation data was scored)."""
+        if self.checkpoint_every and (report.steps > self.checkpointed_step or again):
             await self.checkpoint(report, 0.0)
 
     async def checkpoint(self, report: TrainReport, waited: float) -> None:

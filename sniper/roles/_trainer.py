@@ -27,6 +27,7 @@ retries.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -39,13 +40,14 @@ from numpy.typing import NDArray
 from threadpoolctl import threadpool_limits
 
 from sniper._metrics import Histogram, LatencySummary
-from sniper.data import StreamingAuc, log_loss
+from sniper.data import StreamingAuc
 from sniper.models import DenseModel, ModelInputs, open_model
 from sniper.roles._balance import AutoShard
 from sniper.roles._batch_id import BatchId
 from sniper.roles._cluster import PsCluster
 from sniper.roles._errors import RPC_ERRORS, TrainingError, describe_error
-from sniper.roles._evaluate import DataEvaluator
+from sniper.roles._evaluate import DataEvaluator, EvalResult
+from sniper.roles._held_out import HeldOutScores
 from sniper.roles._pauses import Pauses
 from sniper.roles._pipeline import Pipeline, Ready
 from sniper.roles._step import DenseStep, Predictor
@@ -53,7 +55,7 @@ from sniper.roles._train_report import LiveProgress, TrainReport
 from sniper.roles._trainer_config import TrainerConfig
 from sniper.rpc import HubApi, Pooled
 
-__all__ = ["Checkpointer", "Trainer"]
+__all__ = ["Checkpointer", "Trainer", "checkpoint_report"]
 
 log = logging.getLogger("sniper.trainer")
 OPS = ("ReadSample", "EmbeddingLookup", "PushGrad", "Dense")
@@ -122,9 +124,11 @@ class Trainer:
         self.pauses = Pauses(self.pipeline, cluster, save, config.checkpoint_every, balancer)
         self.positions: dict[int, BatchId] = {}
         """The last batch trained or scored of each hub (by hub number)."""
-        self._held_out: list[tuple[NDArray[np.float32], NDArray[np.float32]]] = []
+        self.data_ended = False
+        """Every hub signalled the end of its data (not ``max_steps``): nothing is left."""
+        self._held_out = HeldOutScores()  # its whole-run AUC is read by live() from any thread
+        self._train_auc = StreamingAuc()
         self._report = TrainReport()
-        self._live_auc = StreamingAuc()  # held-out AUC so far, read by live() from any thread
         self._live_lock = threading.Lock()
         self._started: float | None = None
         self._resumed_examples = 0
@@ -159,23 +163,28 @@ class Trainer:
     async def _run(self) -> TrainReport:
         report = self._report
         resumed_examples = self._resumed_examples = report.examples
-        train_auc = StreamingAuc()
         started = self._started = time.perf_counter()
+        scored_before = sum(r.seconds for r in report.eval_data_history)
         try:
-            await self.pipeline.run(lambda: self._consume(report, train_auc, started))
+            await self.pipeline.run(lambda: self._consume(report, started))
         except TrainingError as exc:
             exc.steps = report.steps
             raise
         # Training throughput leaves out the time spent scoring the evaluation data.
-        seconds = time.perf_counter() - started - sum(r.seconds for r in report.eval_data_history)
-        await self.pauses.finish(report)
+        scoring = sum(r.seconds for r in report.eval_data_history) - scored_before
+        seconds = time.perf_counter() - started - scoring
         last = report.eval_data_history[-1].step if report.eval_data_history else None
-        if last != report.steps:
+        scored = self.evaluator is not None and last != report.steps
+        if scored:
             await self._score_eval_data(report)
-        self._finish(report, seconds, train_auc, report.examples - resumed_examples)
+        # Scored first, and saved again if a checkpoint at this step came before the end, so
+        # that the last checkpoint holds the whole report and says whether the data ended (a
+        # resume of a finished run answers with it).
+        await self.pauses.finish(report, again=scored or self.data_ended)
+        self._finish(report, seconds, report.examples - resumed_examples)
         return report
 
-    async def _consume(self, report: TrainReport, train_auc: StreamingAuc, started: float) -> None:
+    async def _consume(self, report: TrainReport, started: float) -> None:
         """The training loop: train on (or score) each prefetched batch, in ticket order;
         pause when a pause has drained the pipeline."""
         pipeline = self.pipeline
@@ -187,6 +196,7 @@ class Trainer:
             try:
                 item = await pipeline.next()
             except anyio.EndOfStream:
+                self.data_ended = True
                 return
             ticket = pipeline.next_ticket - 1
             if item is None:
@@ -200,7 +210,7 @@ class Trainer:
                 pipeline.settle(ticket)
                 await self._evaluate(item, report)
             else:
-                await self._train_on(item, ticket, report, train_auc, window)
+                await self._train_on(item, ticket, report, window)
                 scoring = self.config.eval_every_steps
                 if scoring and report.steps % scoring == 0:
                     await self._score_eval_data(report)
@@ -217,7 +227,6 @@ class Trainer:
         ready: Ready,
         ticket: int,
         report: TrainReport,
-        train_auc: StreamingAuc,
         window: list[float],
     ) -> None:
         """Train on one batch; its ticket settles as soon as its push is on the ps."""
@@ -225,7 +234,7 @@ class Trainer:
             ready.batch_id,
             ready.inputs,
             ready.labels,
-            train_auc,
+            self._train_auc,
             lambda: self.pipeline.settle(ticket),
         )
         self.pipeline.inputs.give(ready.inputs)
@@ -240,9 +249,8 @@ class Trainer:
     async def _evaluate(self, ready: Ready, report: TrainReport) -> None:
         probs = await self._step.score(ready.inputs)
         self.pipeline.inputs.give(ready.inputs)
-        self._held_out.append((ready.labels, probs))
         with self._live_lock:
-            self._live_auc.update(ready.labels, probs)
+            self._held_out.add(ready.labels, probs)
         report.eval_batches += 1
 
     def live(self) -> LiveProgress:
@@ -255,7 +263,8 @@ class Trainer:
         else:
             loss = report.train_logloss / report.steps if report.steps else 0.0
         with self._live_lock:
-            auc = self._live_auc.value() if self._live_auc.positives else 0.0
+            whole = self._held_out.whole
+            auc = whole.value() if whole.positives and whole.negatives else 0.0
         return LiveProgress(
             steps=report.steps,
             examples=report.examples,
@@ -290,45 +299,39 @@ class Trainer:
         )
 
     def state(self, report: TrainReport) -> dict[str, Any]:
-        """What a resumed trainer needs: the model and the report's counters."""
+        """What a resumed trainer needs: the model (``"model"``: arrays), the streaming
+        figures of the report (``"metrics"``: arrays) and its counters (the rest: JSON)."""
+        metrics: dict[str, NDArray[np.generic]] = {
+            f"train_auc.{k}": v for k, v in self._train_auc.state().items()
+        }
+        metrics |= {f"held_out.{k}": v for k, v in self._held_out.state().items()}
         return {
             "model": self.model.state(),
+            "metrics": metrics,
             "steps": report.steps,
             "examples": report.examples,
             "eval_batches": report.eval_batches,
             "train_logloss": report.train_logloss,
             "losses": list(report.losses),
+            "eval_data_history": [dataclasses.asdict(r) for r in report.eval_data_history],
             "tickets": self.pipeline.next_ticket,
+            "data_ended": self.data_ended,
         }
 
     def resume_from(self, state: dict[str, Any]) -> None:
-        """Continue from :meth:`state`: the model and the report's counters (call before
-        :meth:`run`)."""
-        report = self._report
+        """Continue from :meth:`state`: the model, the report's counters and its streaming
+        figures, so that the report covers the whole job (call before :meth:`run`)."""
         self.model.load_state(state["model"])
-        report.steps = int(state["steps"])
-        report.examples = int(state["examples"])
-        report.eval_batches = int(state["eval_batches"])
-        report.train_logloss = float(state["train_logloss"])
-        report.losses = [float(x) for x in state["losses"]]
-        report.resumed_from_step = report.steps
-        self.pauses.checkpointed_step = report.steps
-        # The checkpoint's tickets were all pushed (older checkpoints: from hub 0).
-        self.pipeline.start_at(int(state.get("tickets", 0)))
+        self._train_auc, self._held_out = _restore(self._report, state)
+        self.data_ended = bool(state["data_ended"])
+        self.pauses.checkpointed_step = self._report.steps
+        # The checkpoint's tickets were all pushed.
+        self.pipeline.start_at(int(state["tickets"]))
 
-    def _finish(
-        self, report: TrainReport, seconds: float, train_auc: StreamingAuc, examples: int
-    ) -> None:
+    def _finish(self, report: TrainReport, seconds: float, examples: int) -> None:
         report.seconds = seconds
         report.examples_per_second = examples / seconds if seconds else 0.0
-        report.train_auc = train_auc.value() if report.steps else 0.0
-        report.train_logloss /= max(1, report.steps)
-        if self._held_out:
-            late = self._held_out[len(self._held_out) // 2 :]
-            report.eval_auc = _auc_of(late)
-            report.eval_auc_whole_run = _auc_of(self._held_out)
-            labels = np.concatenate([labels for labels, _ in late])
-            report.eval_logloss = log_loss(labels, np.concatenate([p for _, p in late]))
+        _score(report, self._train_auc, self._held_out)
         report.ops = self.op_statistics()
 
     def op_statistics(self) -> dict[str, LatencySummary]:
@@ -349,8 +352,39 @@ class Trainer:
             )
 
 
-def _auc_of(batches: list[tuple[NDArray[np.float32], NDArray[np.float32]]]) -> float:
-    auc = StreamingAuc()
-    for labels, probs in batches:
-        auc.update(labels, probs)
-    return float(auc.value())
+def checkpoint_report(state: dict[str, Any]) -> TrainReport:
+    """The report of the run a trainer's :meth:`Trainer.state` was taken in, as it stood
+    then: of a finished run's last checkpoint, that run's report (no timings)."""
+    report = TrainReport()
+    _score(report, *_restore(report, state))
+    return report
+
+
+def _restore(report: TrainReport, state: dict[str, Any]) -> tuple[StreamingAuc, HeldOutScores]:
+    """Put :meth:`Trainer.state`'s counters in ``report``; its training and held-out AUCs."""
+    report.steps = int(state["steps"])
+    report.examples = int(state["examples"])
+    report.eval_batches = int(state["eval_batches"])
+    report.train_logloss = float(state["train_logloss"])
+    report.losses = [float(x) for x in state["losses"]]
+    report.resumed_from_step = report.steps
+    report.eval_data_history = [EvalResult(**r) for r in state["eval_data_history"]]
+    if report.eval_data_history:
+        last = report.eval_data_history[-1]
+        report.eval_data_auc, report.eval_data_logloss = last.auc, last.logloss
+        report.eval_data_examples = last.examples
+    metrics = state["metrics"]
+
+    def part(prefix: str) -> dict[str, NDArray[np.generic]]:
+        return {k.removeprefix(prefix): v for k, v in metrics.items() if k.startswith(prefix)}
+
+    return StreamingAuc.from_state(part("train_auc.")), HeldOutScores.from_state(part("held_out."))
+
+
+def _score(report: TrainReport, train_auc: StreamingAuc, held_out: HeldOutScores) -> None:
+    """The report's AUCs and mean loglosses, from the streams' figures."""
+    report.train_auc = train_auc.value() if report.steps else 0.0
+    report.train_logloss /= max(1, report.steps)
+    if held_out.batches:
+        report.eval_auc, report.eval_logloss = held_out.late()
+        report.eval_auc_whole_run = held_out.whole.value()

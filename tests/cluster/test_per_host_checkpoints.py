@@ -86,7 +86,7 @@ def test_parts_on_each_ps_disk_are_recorded_and_checked_on_resume(tmp_path: Path
     running = servers(tmp_path)
     try:
         refused = train(tmp_path, running, "--resume", "job")
-        assert refused.returncode == 2, refused.stderr[-3000:]
+        assert refused.returncode == 1, refused.stderr[-3000:]  # the data's failure, not usage
         assert refused.stderr.endswith(
             "ps 0 restored a part whose manifest is not the one it saved (another job's, or a "
             "stale copy, under its checkpoint_root); give each ps the checkpoint_root it saved "

@@ -141,3 +141,32 @@ def test_probability_one_lands_in_the_last_bin() -> None:
     auc.update([0, 1], [0.95, 1.0])
     assert auc.value() == 0.5  # both in bin 9: a tie
     assert auc.error_bound() == 0.5
+
+
+def test_streaming_auc_state_carries_everything_seen() -> None:
+    rng = np.random.default_rng(5)
+    labels, probs = rng.integers(0, 2, 500), rng.random(500)
+    auc = StreamingAuc(bins=200)
+    auc.update(labels[:300], probs[:300])
+    resumed = StreamingAuc.from_state(auc.state())
+    assert resumed.bins == 200
+    resumed.update(labels[300:], probs[300:])
+    whole = StreamingAuc(bins=200)
+    whole.update(labels, probs)
+    assert resumed.value() == whole.value()
+    assert auc.state()["positives"] is not auc.state()["positives"]  # a copy, not the live counts
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        {"positives": np.zeros(3, np.int64), "negatives": np.zeros(4, np.int64)},
+        {"positives": np.zeros(3), "negatives": np.zeros(3)},
+        {"positives": np.array([1, -1, 0]), "negatives": np.zeros(3, np.int64)},
+    ],
+)
+def test_a_streaming_auc_state_that_counts_nothing_sensible_is_refused(
+    state: dict[str, np.ndarray],
+) -> None:
+    with pytest.raises(ValueError, match="a StreamingAuc state needs positives and negatives"):
+        StreamingAuc.from_state(state)

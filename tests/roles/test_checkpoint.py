@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from sniper.roles import PsEngine, PsRole, PsRoleConfig, write_checkpoint
 from sniper.roles._checkpoint import (
     CheckpointPathError,
     CorruptCheckpointError,
+    check_checkpoint_files,
     load_checkpoint,
     variable_file,
 )
@@ -211,6 +213,45 @@ async def test_a_damaged_checkpoint_is_refused_and_changes_nothing(
         after = await rows(role)
         for variable in NAMES:
             np.testing.assert_array_equal(after[variable], before[variable])
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        ("flip", "var: the file does not match its checksum"),
+        ("truncate", "var: the file does not match its checksum"),
+        ("delete", "var: the file is missing"),
+        ("delete manifest", "manifest.json is missing"),
+        ("truncate manifest", "manifest.json is not JSON"),
+    ],
+)
+async def test_the_files_are_checked_without_loading_them(
+    tmp_path: Path, damage: str, message: str
+) -> None:
+    """What a job's launcher checks of each ps part before any ps restores it."""
+    async with ps(tmp_path) as role:
+        await step(role, 1)
+        await role.save("ck")
+    directory, name = tmp_path / "ck", "item id"
+    check_checkpoint_files(directory)
+    file, manifest = directory / variable_file(name), directory / "manifest.json"
+    if damage == "flip":
+        content = bytearray(file.read_bytes())
+        content[len(content) // 2] ^= 0x01
+        file.write_bytes(bytes(content))
+    elif damage == "truncate":
+        file.write_bytes(file.read_bytes()[:-1])
+    elif damage == "delete":
+        file.unlink()
+    elif damage == "delete manifest":
+        manifest.unlink()
+    else:
+        manifest.write_text(manifest.read_text()[:-2])
+    message = message.replace("var:", f"{file.name} (variable {name!r}):")
+    with pytest.raises(
+        CorruptCheckpointError, match=re.escape(f"checkpoint {directory}: {message}")
+    ):
+        check_checkpoint_files(directory)
 
 
 @pytest.mark.parametrize("where", ["../outside", "/tmp", "link/ck", ".", "sub/.."])

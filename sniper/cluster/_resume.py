@@ -1,0 +1,128 @@
+"""What a job checkpoint fixes, checked before a resume starts any process.
+
+Each checkpoint records the config it was trained with (:func:`job_config`): the keys of
+:data:`~sniper.cluster._config.RESUME_FIXED` (the batches, the hubs that split them, the tables
+with their optimizers and initializers, the dense model's layers), the data's variables and
+dense features (the feature spec), and the keys of
+:data:`~sniper.cluster._config.RESUME_CHANGEABLE`. A resume compares its own
+(:func:`check_resume`): a change of a fixed key is refused, since the checkpoint's tables,
+positions or model no longer fit it (before, another ``batch_size`` trained other batches
+silently, another ``dim`` failed in the ps with ALREADY_EXISTS); a change of a changeable key
+is refused unless ``allow_change`` names it. Keys the checkpoint does not record
+(``max_steps``, ``checkpoint_every``...) change freely.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from sniper.cluster._checkpoint import JobCheckpoint
+from sniper.cluster._config import RESUME_CHANGEABLE, TrainConfig
+from sniper.cluster._plan import TrainPlan
+
+__all__ = ["check_resume", "job_config", "nothing_left"]
+
+log = logging.getLogger("sniper.train")
+
+_DATA = ("data", "workload", "scale", "num_batches", "epochs")
+"""The keys that say which batches there are: with the same ones, a finished job has none left."""
+
+
+def job_config(config: TrainConfig, plan: TrainPlan) -> dict[str, Any]:
+    """What a checkpoint of this job records of its config (JSON values)."""
+    recorded = {
+        "batch_size": config.batch_size,
+        "num_hubs": config.num_hubs,
+        "seed": config.seed,
+        "hidden": config.hidden,
+        "dense_features": plan.data.dense_features,
+        "variables": {name: dataclasses.asdict(table) for name, table in plan.tables.items()},
+    }
+    recorded |= {key: getattr(config, key) for key in RESUME_CHANGEABLE}
+    loaded: dict[str, Any] = json.loads(json.dumps(recorded))  # as job.json will hold it
+    return loaded
+
+
+def check_resume(resume: JobCheckpoint, config: TrainConfig, plan: TrainPlan) -> None:
+    """Refuse, in one line, a resume whose config changes what ``resume`` fixed (see the
+    module doc); log each change ``allow_change`` lets through."""
+    changes = _changes(resume.config, job_config(config, plan))
+    fixed = [text for key, text in changes if key not in RESUME_CHANGEABLE]
+    refused = [(k, text) for k, text in changes if k in RESUME_CHANGEABLE]
+    allowed = [text for key, text in refused if key in config.allow_change]
+    refused = [(k, text) for k, text in refused if k not in config.allow_change]
+    for text in allowed:
+        log.warning("resume: %s (allow_change)", text)
+    if not fixed and not refused:
+        return
+    reasons = []
+    if fixed:
+        reasons.append(f"{', '.join(fixed)} (the checkpoint fixed these: keep its values)")
+    if refused:
+        keys = ",".join(key for key, _ in refused)
+        texts = ", ".join(text for _, text in refused)
+        reasons.append(f"{texts} (to go on with the new values: --allow-change {keys})")
+    raise ValueError(
+        f"resume: this config changes what the checkpoint {resume.directory} was trained "
+        f"with: {'; '.join(reasons)}"
+    )
+
+
+def nothing_left(resume: JobCheckpoint, config: TrainConfig, plan: TrainPlan) -> bool:
+    """Whether resuming ``resume`` with ``config`` has nothing to train: its run read all of
+    the same data, or it is at ``max_steps`` already."""
+    if config.max_steps and resume.step >= config.max_steps:
+        return True
+    current = job_config(config, plan)
+    same_data = all(resume.config.get(key) == current[key] for key in _DATA)
+    return bool(resume.trainer.get("data_ended")) and same_data
+
+
+def _changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(key, ``key old -> new``) of each key that differs; the variables' keys together."""
+    changes = []
+    for key in new:
+        if key == "variables":
+            before = old.get(key, {})
+            changes += [("variables", text) for text in _variable_changes(before, new[key])]
+        elif old.get(key) != new[key]:
+            changes.append((key, f"{key} {_show(old.get(key))} -> {_show(new[key])}"))
+    return changes
+
+
+def _variable_changes(
+    old: Mapping[str, Mapping[str, Any]], new: Mapping[str, Mapping[str, Any]]
+) -> list[str]:
+    """``variables.NAME.KEY old -> new`` of every variable both have (``variables.*.KEY`` when
+    every one changed alike), and the variables only one of them has."""
+    texts = []
+    lost, gained = sorted(set(old) - set(new)), sorted(set(new) - set(old))
+    if lost or gained:
+        texts.append(f"the data's variables: lost {_names(lost)}, gained {_names(gained)}")
+    common = [name for name in new if name in old]
+    alike: dict[tuple[str, str, str], list[str]] = {}
+    for name in common:
+        for key in new[name]:
+            if old[name].get(key) != new[name][key]:
+                change = (key, _show(old[name].get(key)), _show(new[name][key]))
+                alike.setdefault(change, []).append(name)
+    for (key, before, after), names in alike.items():
+        which = names[0] if len(names) == 1 else "*" if len(names) == len(common) else None
+        which = which or f"{{{_names(names)}}}"
+        texts.append(f"variables.{which}.{key} {before} -> {after}")
+    return texts
+
+
+def _names(names: list[str]) -> str:
+    if not names:
+        return "none"
+    shown = ",".join(names[:3])
+    return shown if len(names) <= 3 else f"{shown} and {len(names) - 3} more"
+
+
+def _show(value: object) -> str:
+    return json.dumps(value, sort_keys=True) if not isinstance(value, str) else repr(value)
