@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sniper.cluster import load_train_config
 from sniper.models import ModelInputs, model_names, open_model
 from sniper.torch import TorchModel
 from sniper.torch.models import DLRM, DCNv2, DeepFM, MMoE, TorchMlp, WideDeep
@@ -64,3 +65,17 @@ def test_a_users_model_registered_by_an_entry_point_opens_by_name(
     model = open_model("theirs", INPUTS, {"hidden": 8}, optimizer="adagrad", lr=0.05)
     assert isinstance(model, UserModel)
     assert model.optimizer.param_groups[0]["lr"] == 0.05
+
+
+CONFIGS = sorted((Path(__file__).resolve().parents[2] / "experiments" / "configs").glob("*.toml"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_each_shipped_config_opens_its_model_on_criteos_columns(path: Path) -> None:
+    """The widths its [variables] give Criteo's C1..C26 fit its model (DLRM's and DeepFM's
+    one width included), with 13 dense features."""
+    config = load_train_config(path, {})
+    spec = config.model_spec()
+    dims = {f"C{i}": spec.overrides.get(f"C{i}", spec.default).dim for i in range(1, 27)}
+    model = config.model_config().open(ModelInputs(dims, 13), threads=1)
+    assert model.predict(np.zeros((2, model.inputs.width), np.float32)).shape == (2,)
