@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,ray,plot,profile]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,ray,plot,profile,torch]'
 	touch $(STAMP)
 
 demo: $(STAMP)

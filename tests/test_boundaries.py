@@ -78,6 +78,7 @@ LAYERS = (
     "placement",
     "rpc",
     "models",
+    "torch",
     "roles",
     "transport",
     "monitoring",

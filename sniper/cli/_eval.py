@@ -19,7 +19,9 @@ def add_parser(commands: Commands) -> None:
     parser.add_argument("--checkpoint", required=True, help="a --checkpoint-dir or step-N")
     parser.add_argument("--data", required=True, help="criteo:PATH or parquet:PATH")
     parser.add_argument(
-        "--config", default=None, help="the training TOML (for the model's hidden layers)"
+        "--config",
+        default=None,
+        help="the training TOML (its ps settings; its [model] for a checkpoint without one)",
     )
     parser.set_defaults(run=run)
 

@@ -18,6 +18,7 @@ from sniper.cluster._checkpoint import JobCheckpoint
 from sniper.cluster._registry import launcher_names
 from sniper.cluster._spec import ModelSpec, TableSpec
 from sniper.data import DataSource, check_data_value
+from sniper.models import ModelConfig
 from sniper.roles import HubSettings, PsSettings, TrainerConfig
 
 __all__ = [
@@ -118,6 +119,16 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
     ps, 0.25 for a hub), ``memory`` (bytes), ``num_gpus``, or a custom resource such as a node
     label (``ps_node = 1``)."""
 
+    # The dense model: the [model] table (sniper.models.ModelConfig), resolved with the
+    # top-level hidden and lr of the numpy MLP by model_config().
+    model: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """The dense model: ``[model]`` keys ``factory`` (default ``"mlp"``, the numpy MLP; a
+    registered name such as ``"dlrm"``, or ``"mypkg.models:build"``), ``params`` (the
+    factory's keywords), ``optimizer``, ``lr`` and ``device`` (:class:`~sniper.models.ModelConfig`).
+    The top-level ``hidden`` and ``lr`` keep working for the numpy MLP: ``hidden`` is its
+    ``params.hidden`` and ``lr`` is ``[model] lr`` for any model; given both ways with
+    different values, the config is refused."""
+
     def with_num_ps(self, resume: JobCheckpoint | None) -> TrainConfig:
         """This config with ``num_ps = 0`` replaced by the number it stands for (see
         :attr:`num_ps`), for its launcher ("auto" counts as ps of their own)."""
@@ -164,6 +175,7 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
             if key not in (f.name for f in dataclasses.fields(self)):
                 raise ValueError(f"allow_change: {key!r} is not a config key")
         self.model_spec()  # every [variables] key, named when wrong
+        self.model_config()  # every [model] key, named when wrong
         if not Path(self.output).resolve().parent.is_dir():
             raise ValueError(f"output {self.output!r}: its directory does not exist")
 
@@ -183,6 +195,37 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
     def model_spec(self, default_dim: int = 16) -> ModelSpec:
         """``[variables]`` parsed; ``default_dim`` is the width it does not set."""
         return ModelSpec.parse(self.variables, default_dim=default_dim)
+
+    def model_config(self) -> ModelConfig:
+        """``[model]`` with the numpy MLP's top-level ``hidden`` and ``lr`` folded in.
+
+        ``hidden`` is the MLP's: with ``factory = "mlp"`` it is ``params.hidden`` unless that
+        is given; with another model a ``hidden`` other than the default is refused (it would
+        not apply). ``lr`` other than the default is ``[model] lr`` for any model. Given both
+        ways, different values are refused, naming both."""
+        model = ModelConfig.from_table(self.model)
+        defaults = {f.name: f.default for f in dataclasses.fields(TrainerConfig)}
+        params = dict(model.params)
+        hidden = list(self.hidden)
+        if self.hidden != defaults["hidden"]:
+            if model.factory != "mlp":
+                raise ValueError(
+                    f"hidden = {hidden} is the numpy mlp's layers; with [model] factory = "
+                    f"{model.factory!r} give the layers in [model] params"
+                )
+            if "hidden" in params and list(params["hidden"]) != hidden:
+                raise ValueError(
+                    f"hidden = {hidden} and [model] params.hidden = {list(params['hidden'])} "
+                    "disagree; keep one"
+                )
+        if model.factory == "mlp":
+            params.setdefault("hidden", hidden)
+        lr = model.lr
+        if self.lr != defaults["lr"]:
+            if model.lr and model.lr != self.lr:
+                raise ValueError(f"lr = {self.lr} and [model] lr = {model.lr} disagree; keep one")
+            lr = self.lr
+        return dataclasses.replace(model, params=params, lr=lr)
 
 
 def load_train_config(path: Path | None, overrides: dict[str, Any]) -> TrainConfig:

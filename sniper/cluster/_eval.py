@@ -1,7 +1,9 @@
 """``sniper eval``: score a data file with a job checkpoint's model, without training.
 
 The ps are started and restored from the checkpoint (their variables and widths come from
-it), the dense model is loaded from its ``trainer.npz``, and every batch of the data is fed,
+it), the dense model is built as the checkpoint records (its ``[model]``, saved under
+``model_spec``; a checkpoint from before that record: the training config's) and loaded from
+its ``trainer.npz``, and every batch of the data is fed,
 looked up with release (no gradient) and scored: AUC, logloss and examples/s. The first step
 toward serving a trained model.
 """
@@ -24,7 +26,7 @@ from sniper.cluster._data import probe_data
 from sniper.cluster._process import serve_config_command, server_process
 from sniper.cluster._servers import server_config as _server_config
 from sniper.data import Reader, load_workload
-from sniper.models import ModelInputs, open_model
+from sniper.models import ModelConfig, ModelInputs
 from sniper.roles import MANIFEST, DataEvaluator, EvalResult, Predictor, PsCluster
 from sniper.rpc import PsClient, Security
 from sniper.runtime import log_to_stderr
@@ -44,9 +46,18 @@ def _widths(job: JobCheckpoint) -> dict[str, int]:
     return widths
 
 
+def _model_config(job: JobCheckpoint, config: TrainConfig) -> ModelConfig:
+    """The ``[model]`` the checkpoint records, else (an older checkpoint) ``config``'s."""
+    spec = job.trainer.get("model_spec")
+    if spec is None:
+        return config.model_config()
+    return ModelConfig.from_table(spec, f"job checkpoint {job.directory}: model_spec")
+
+
 def run_eval(checkpoint: str, data: str, config: TrainConfig) -> int:
     """Score ``data`` with the model of ``checkpoint`` (``config``: the training config, for
-    the model's layers and the ps settings); prints the figures, returns 0."""
+    the ps settings, and the model of a checkpoint that does not record its own); prints the
+    figures, returns 0."""
     log_to_stderr()
     job = load_job(Path(checkpoint).resolve())
     shape, reader = probe_data(
@@ -59,7 +70,7 @@ def run_eval(checkpoint: str, data: str, config: TrainConfig) -> int:
             f"data {data!r} has variables the checkpoint lacks: {', '.join(missing[:5])}"
         )
     inputs = ModelInputs({name: widths[name] for name in shape.variables}, shape.dense_features)
-    model = open_model("mlp", inputs, {"hidden": config.hidden, "lr": config.lr})
+    model = _model_config(job, config).open(inputs, seed=config.seed, threads=config.blas_threads)
     model.load_state(job.trainer["model"])
     predict = Predictor(model, list(shape.variables))
     with ExitStack() as stack:

@@ -28,6 +28,7 @@ from sniper.cluster._reshard import reshard
 from sniper.cluster._resume import job_config
 from sniper.cluster._spec import TableSpec
 from sniper.data import Reader
+from sniper.models import DenseModel, ModelConfig
 from sniper.roles import (
     RPC_ERRORS,
     AutoShard,
@@ -128,12 +129,15 @@ async def train(
     checkpointer: Checkpointer | None = None,
     resume: JobCheckpoint | None = None,
     watch: Watch | None = None,
+    model: DenseModel | None = None,
+    model_config: ModelConfig | None = None,
 ) -> TrainReport:
     """Train on ``hubs``' batches until their data ends (or ``max_steps``); the report.
 
     With ``checkpointer``, the job is checkpointed every ``config.checkpoint_every`` steps;
     with ``resume``, the trainer continues from that checkpoint's model and counters (the ps
-    and hubs must have been restored and positioned from it).
+    and hubs must have been restored and positioned from it). ``model`` (built by
+    ``model_config``) is the dense model to train; None: the numpy MLP of ``config``.
     """
     evaluator = DataEvaluator(eval_reader, cluster, list(tables)) if eval_reader else None
     balancer = None
@@ -155,6 +159,8 @@ async def train(
         evaluator,
         checkpointer,
         balancer,
+        model,
+        model_config,
     )
     if resume is not None:
         trainer.resume_from(resume.trainer)
@@ -219,6 +225,8 @@ async def run_job(
         checkpoint if job is not None else None,
         resume,
         watch,
+        plan.model(),
+        plan.model_config,
     )
 
 

@@ -2,7 +2,8 @@
 
 Each checkpoint records the config it was trained with (:func:`job_config`): the keys of
 :data:`~sniper.cluster._config.RESUME_FIXED` (the batches, the hubs that split them, the tables
-with their optimizers and initializers, the dense model's layers), the data's variables and
+with their optimizers and initializers, the dense model: its layers, factory, params and
+optimizer), the data's variables and
 dense features (the feature spec), and the keys of
 :data:`~sniper.cluster._config.RESUME_CHANGEABLE`. A resume compares its own
 (:func:`check_resume`): a change of a fixed key is refused, since the checkpoint's tables,
@@ -39,6 +40,11 @@ def job_config(config: TrainConfig, plan: TrainPlan) -> dict[str, Any]:
         "num_hubs": config.num_hubs,
         "seed": config.seed,
         "hidden": config.hidden,
+        "model": {
+            "factory": plan.model_config.factory,
+            "params": plan.model_config.params,
+            "optimizer": plan.model_config.optimizer,
+        },
         "dense_features": plan.data.dense_features,
         "variables": {name: dataclasses.asdict(table) for name, table in plan.tables.items()},
     }

@@ -6,24 +6,30 @@
 - :class:`MlpModel`: the default, ``"mlp"``: numpy and numba only, no torch.
 - :func:`open_model`: a model by registered name (``sniper.models`` entry points) or by
   import path (``"mypkg.models:build"``).
+- :class:`ModelConfig`: the ``[model]`` table of a training config (factory, params,
+  optimizer, lr, device), which opens its model.
 """
 
 from sniper.models._abc import DenseModel as DenseModel
 from sniper.models._abc import ModelInputs as ModelInputs
 from sniper.models._abc import TrainStep as TrainStep
+from sniper.models._config import ModelConfig as ModelConfig
 from sniper.models._mlp import Mlp as Mlp
 from sniper.models._mlp import MlpModel as MlpModel
 from sniper.models._registry import ENTRY_POINT_GROUP as ENTRY_POINT_GROUP
 from sniper.models._registry import MODEL_NAMES as MODEL_NAMES
+from sniper.models._registry import SETTINGS as SETTINGS
 from sniper.models._registry import model_names as model_names
 from sniper.models._registry import open_model as open_model
 
 __all__ = [
     "ENTRY_POINT_GROUP",
     "MODEL_NAMES",
+    "SETTINGS",
     "DenseModel",
     "Mlp",
     "MlpModel",
+    "ModelConfig",
     "ModelInputs",
     "TrainStep",
     "model_names",

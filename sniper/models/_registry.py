@@ -9,22 +9,37 @@ Another distribution registers models in the ``sniper.models`` entry-point group
     deepfm = "theirpkg.models:DeepFM"      # a DenseModel subclass
 
 and a model that is not packaged at all is named by its import path, ``"mypkg.models:build"``:
-any callable ``build(inputs, **params)`` that returns a :class:`~sniper.models.DenseModel`.
-Either way, ``params`` are the config's keyword arguments, and a factory that refuses them
-(an unknown keyword, a bad value) fails before any process starts, naming the model.
+any callable ``build(inputs, **params)`` that returns a :class:`~sniper.models.DenseModel`, or
+a ``torch.nn.Module`` (``forward(embeddings, dense)`` returning ``[batch, len(labels)]``
+logits), which :class:`sniper.torch.TorchModel` adapts (the optional extra ``sniper[torch]``,
+imported by name only then, as the zoo's entry points are). Either way, ``params`` are the
+config's keyword arguments, and a factory that refuses them (an unknown keyword, a bad value)
+fails before any process starts, naming the model.
+
+The dense training settings (:data:`SETTINGS`: the ``[model]`` table's ``optimizer``, ``lr``
+and ``device``, and the job's ``seed`` and ``threads``) are not params. A factory gets each
+one it declares by name (a ``DenseModel`` subclass does: the numpy MLP takes ``lr`` and
+``seed``, the zoo all five); the settings it does not declare apply to the ``nn.Module`` it
+returns, which sniper puts on that device with that optimizer. ``optimizer``, ``lr`` or
+``device`` given to a factory that neither declares it nor returns a module is an error: that
+model brings its own, and the config would silently not apply. ``seed`` and ``threads`` are
+offered, never required; with torch loaded, its generator is seeded before the factory runs,
+so a module's initial weights follow the job's seed.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import logging
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from sniper._plugins import Plugins
 from sniper.models._abc import DenseModel, ModelInputs
 
-__all__ = ["ENTRY_POINT_GROUP", "MODEL_NAMES", "model_names", "open_model"]
+__all__ = ["ENTRY_POINT_GROUP", "MODEL_NAMES", "SETTINGS", "model_names", "open_model"]
 
 ModelFactory = Callable[..., DenseModel]
 
@@ -33,6 +48,11 @@ MODEL_NAMES: Final = ("mlp",)
 
 ENTRY_POINT_GROUP: Final = "sniper.models"
 """The entry-point group in which other distributions register models."""
+
+SETTINGS: Final = ("optimizer", "lr", "device", "seed", "threads")
+"""The dense training settings :func:`open_model` hands a factory that declares them."""
+_REQUIRED: Final = ("optimizer", "lr", "device")
+"""The settings that must reach the model: a factory that cannot take one is refused."""
 
 
 def _builtin(name: str) -> ModelFactory:
@@ -56,23 +76,75 @@ def model_names() -> tuple[str, ...]:
     return PLUGINS.names()
 
 
-def open_model(factory: str, inputs: ModelInputs, params: Mapping[str, Any]) -> DenseModel:
-    """The model ``factory`` builds for ``inputs`` with ``params``.
+def open_model(
+    factory: str,
+    inputs: ModelInputs,
+    params: Mapping[str, Any],
+    *,
+    optimizer: str | None = None,
+    lr: float | None = None,
+    device: str | None = None,
+    seed: int | None = None,
+    threads: int | None = None,
+) -> DenseModel:
+    """The model ``factory`` builds for ``inputs`` with ``params`` and the dense training
+    settings (None: not given; see the module's docstring for where each one goes).
 
     ``factory`` is a registered name or ``"module:attribute"``. ``LookupError`` for a name or
-    path that does not open; ``ValueError`` for a factory that refuses ``params`` or returns
-    something that is not a :class:`DenseModel`.
+    path that does not open; ``ValueError`` for a factory that refuses ``params`` or a
+    setting, or returns something that is neither a :class:`DenseModel` nor a torch module.
     """
     build = _import_factory(factory) if ":" in factory else PLUGINS.load(factory)
+    given = {
+        key: value
+        for key, value in zip(SETTINGS, (optimizer, lr, device, seed, threads), strict=True)
+        if value is not None
+    }
+    declared = _declared(build)
+    twice = sorted(set(params) & set(given) & declared)
+    if twice:
+        raise ValueError(
+            f"model {factory!r}: {twice[0]} is given twice, in params and as the "
+            f"{twice[0]} setting; keep one"
+        )
+    passed = {key: value for key, value in given.items() if key in declared}
+    torch = sys.modules.get("torch")
+    if seed is not None and torch is not None:
+        torch.manual_seed(seed)
     try:
-        model = build(inputs, **params)
+        model = build(inputs, **params, **passed)
     except TypeError as exc:
         raise ValueError(f"model {factory!r} does not take these params: {exc}") from exc
-    if not isinstance(model, DenseModel):
-        raise ValueError(
-            f"model {factory!r} returned {type(model).__name__}, not a sniper.models.DenseModel"
-        )
-    return model
+    rest = {key: value for key, value in given.items() if key not in declared}
+    if isinstance(model, DenseModel):
+        refused = [key for key in _REQUIRED if key in rest]
+        if refused:
+            raise ValueError(
+                f"model {factory!r} takes no {refused[0]} (it builds a "
+                f"{type(model).__name__}, which brings its own); remove {refused[0]} from the "
+                "config"
+            )
+        return model
+    torch = sys.modules.get("torch")  # the factory may have imported it just now
+    if torch is not None and isinstance(model, torch.nn.Module):
+        adapter = importlib.import_module("sniper.torch")
+        wrapped: DenseModel = adapter.TorchModel.build(model, inputs, **rest)
+        return wrapped
+    raise ValueError(
+        f"model {factory!r} returned {type(model).__name__}, not a sniper.models.DenseModel "
+        "or a torch.nn.Module"
+    )
+
+
+def _declared(build: Callable[..., Any]) -> set[str]:
+    """The settings ``build`` takes by name (a ``**kwargs`` takes none: it may pass them on
+    to a module that does not want them)."""
+    try:
+        parameters = inspect.signature(build).parameters
+    except (TypeError, ValueError):
+        return set()
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return {name for name, p in parameters.items() if name in SETTINGS and p.kind in kinds}
 
 
 def _import_factory(path: str) -> ModelFactory:

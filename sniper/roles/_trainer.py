@@ -14,7 +14,9 @@ validation), pauses when a pause has drained the pipeline, and fills the report.
 
 The model. The trainer calls a :class:`~sniper.models.DenseModel` (given, or the numpy MLP
 built from ``hidden``, ``lr`` and ``seed``). Its input is each variable's pooled embedding, in
-the order of ``dims`` (each variable has its own width), then the dense features.
+the order of ``dims`` (each variable has its own width), then the dense features. What built
+it (``model_config``, a :class:`~sniper.models.ModelConfig`) goes in every checkpoint, under
+``model_spec``, so that ``sniper eval`` rebuilds the model a checkpoint holds.
 
 Evaluation data. With an :class:`~sniper.roles._evaluate.DataEvaluator` (``eval_data`` of
 ``sniper train``), the whole held-out input is scored every ``eval_every_steps`` training steps
@@ -41,7 +43,7 @@ from threadpoolctl import threadpool_limits
 
 from sniper._metrics import Histogram, LatencySummary
 from sniper.data import StreamingAuc
-from sniper.models import DenseModel, ModelInputs, open_model
+from sniper.models import DenseModel, ModelConfig, ModelInputs
 from sniper.roles._balance import AutoShard
 from sniper.roles._batch_id import BatchId
 from sniper.roles._cluster import PsCluster
@@ -69,7 +71,8 @@ class Trainer:
 
     ``dims`` gives every variable's embedding width, in the order of the model's input;
     ``model`` is the dense model to train (default: the numpy MLP of ``config``), built for
-    ``dims`` and ``dense_features``.
+    ``dims`` and ``dense_features`` by ``model_config`` (recorded in checkpoints; None: not
+    recorded, for a model built by other means).
     """
 
     def __init__(
@@ -83,13 +86,14 @@ class Trainer:
         checkpointer: Checkpointer | None = None,
         balancer: AutoShard | None = None,
         model: DenseModel | None = None,
+        model_config: ModelConfig | None = None,
     ) -> None:
         if not hubs:
             raise ValueError("the trainer needs at least one hub")
         inputs = ModelInputs(dims, dense_features)
         if model is None:
-            params = {"hidden": config.hidden, "lr": config.lr, "seed": config.seed}
-            model = open_model("mlp", inputs, params)
+            model_config = ModelConfig(params={"hidden": list(config.hidden)}, lr=config.lr)
+            model = model_config.open(inputs, seed=config.seed)
         elif (model.inputs.dims, model.inputs.dense_features) != (inputs.dims, dense_features):
             raise ValueError(
                 f"the model was built for {model.inputs.dims} and "
@@ -103,6 +107,7 @@ class Trainer:
         self.config = config
         self.evaluator = evaluator
         self.model = model
+        self.model_config = model_config
         model.warm_up()
         self.histograms = {op: Histogram() for op in OPS}
         self.pipeline = Pipeline(
@@ -308,6 +313,7 @@ class Trainer:
         return {
             "model": self.model.state(),
             "metrics": metrics,
+            "model_spec": None if self.model_config is None else self.model_config.to_dict(),
             "steps": report.steps,
             "examples": report.examples,
             "eval_batches": report.eval_batches,

@@ -16,9 +16,11 @@ class TrainerConfig(RunSettings):
     """What the trainer does; validated at construction (``seed`` seeds the dense model)."""
 
     hidden: tuple[int, ...] = (64,)
-    """Widths of the dense model's hidden layers."""
+    """Widths of the numpy MLP's hidden layers (the default model; ``[model] params.hidden``
+    says the same, and another model takes its layers from ``[model] params``)."""
     lr: float = 0.002
-    """Adam's learning rate for the dense model."""
+    """The dense model's learning rate: the numpy MLP's Adam's (the same as ``[model] lr``,
+    which a model of ``[model]`` takes)."""
     prefetch: int = 4
     """Batches read and looked up ahead of the one training."""
     max_staleness: int = 0

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from sniper.cluster import TableSpec, create_variables, serve_in_process, train
 from sniper.data import Reader
+from sniper.models import DenseModel
 from sniper.roles import (
     HubConfig,
     HubRole,
@@ -59,9 +60,13 @@ class LocalCluster:
     dense_features: int
 
     async def train(
-        self, config: TrainerConfig | None = None, eval_reader: Reader | None = None
+        self,
+        config: TrainerConfig | None = None,
+        eval_reader: Reader | None = None,
+        model: DenseModel | None = None,
     ) -> TrainReport:
-        """Create the variables, start the hubs' data, and train until it ends."""
+        """Create the variables, start the hubs' data, and train ``model`` (default: the
+        numpy MLP of ``config``) until it ends."""
         return await train(
             self.cluster,
             self.hub_clients,
@@ -69,6 +74,7 @@ class LocalCluster:
             self.dense_features,
             config or TrainerConfig(progress=False),
             eval_reader,
+            model=model,
         )
 
 

@@ -1,0 +1,203 @@
+"""Any ``torch.nn.Module`` as the trainer's dense model: :class:`TorchModel`.
+
+The module's contract (the README's "Your model"): ``forward(embeddings, dense)`` takes a
+dict of ``[batch, dim]`` float32 tensors, each variable's pooled embedding by name in the
+order of :attr:`~sniper.models.ModelInputs.dims`, and the ``[batch, dense_features]`` tensor,
+and returns ``[batch, len(labels)]`` logits. The loss is binary cross-entropy with logits,
+averaged over the batch and the labels (the numpy MLP's log loss for one label).
+
+Zero copies on the CPU. The trainer's lookups write one ``[batch, width]`` float32 matrix;
+``torch.from_numpy`` views it, and each variable's embedding is a column block of that view
+made a leaf that requires grad. After ``backward`` each leaf's ``.grad`` is
+``d(loss)/d(pooled)``, which the trainer pushes to the ps while :meth:`TrainStep.update`
+(``optimizer.step()``) runs. On a GPU the matrix goes to the device in one copy per batch and
+the gradients come back in one copy per variable.
+
+Threads. The model runs on the trainer's model thread; torch's intra-op pool is sized to the
+trainer's ``blas_threads`` (``threads``), the limit the numpy MLP's BLAS runs under, so that a
+2-core machine's ps and hubs are not crowded out by spinning torch workers.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+from torch.nn import functional
+
+from sniper.models import DenseModel, ModelInputs, TrainStep
+from sniper.torch._state import load_module, load_optimizer, module_arrays, optimizer_arrays
+
+__all__ = ["TorchModel", "open_optimizer", "resolve_device"]
+
+F32 = NDArray[np.float32]
+
+
+def resolve_device(device: str | None) -> torch.device:
+    """``cpu``, ``cuda``, ``cuda:N``, or ``auto``: a GPU when torch sees one, else the CPU."""
+    name = device or "cpu"
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(
+            f"device {name!r}: torch sees no GPU here (a CPU build, or none visible); use "
+            "device = 'cpu' or 'auto'"
+        )
+    return torch.device(name)
+
+
+def open_optimizer(
+    name: str | None, parameters: Iterator[torch.nn.Parameter], lr: float | None
+) -> torch.optim.Optimizer:
+    """The ``torch.optim`` class called ``name`` (case-insensitive; None: Adam) over
+    ``parameters``, with learning rate ``lr`` (None: the class's default)."""
+    classes: dict[str, Callable[..., torch.optim.Optimizer]] = {
+        key.lower(): value
+        for key, value in vars(torch.optim).items()
+        if isinstance(value, type)
+        and issubclass(value, torch.optim.Optimizer)
+        and value is not torch.optim.Optimizer
+    }
+    chosen = classes.get((name or "adam").lower())
+    if chosen is None:
+        raise LookupError(
+            f"no torch optimizer named {name!r}; valid names are: {', '.join(sorted(classes))}"
+        )
+    return chosen(parameters) if lr is None else chosen(parameters, lr=lr)
+
+
+class _TorchStep(TrainStep):
+    def __init__(
+        self, loss: float, predictions: F32, grads: dict[str, F32], optimizer: torch.optim.Optimizer
+    ) -> None:
+        self.loss = loss
+        self.predictions = predictions
+        self.input_grads = grads
+        self._optimizer = optimizer
+
+    def update(self) -> None:
+        self._optimizer.step()
+
+
+class TorchModel(DenseModel):
+    """``module`` trained by ``optimizer`` on ``device`` for ``inputs``: a
+    :class:`~sniper.models.DenseModel`.
+
+    ``optimizer`` must hold ``module``'s parameters (build it before or after moving the
+    module: :meth:`torch.nn.Module.to` keeps the parameters' identity). ``threads`` > 0 sizes
+    torch's intra-op pool on the threads that run the model (0: torch's default). The module's
+    output is checked once here, on a two-example batch of zeros, so a module that does not fit
+    the data (another number of labels, another input width) fails before training starts.
+    """
+
+    def __init__(
+        self,
+        module: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        inputs: ModelInputs,
+        device: str | torch.device = "cpu",
+        threads: int = 0,
+    ) -> None:
+        self.inputs = inputs
+        self.device = device if isinstance(device, torch.device) else resolve_device(device)
+        self.module = module.to(self.device)
+        self.optimizer = optimizer
+        self.threads = threads
+        self._threads_set: set[int] = set()
+        self._ranges = list(inputs.columns.items())
+        self._labels = len(inputs.labels)
+        with self._running(), torch.no_grad():
+            self.module.eval()
+            logits = self._forward(np.zeros((2, inputs.width), dtype=np.float32), grad=False)[0]
+        if tuple(logits.shape) != (2, self._labels):
+            raise ValueError(
+                f"the model {type(module).__name__} returns {tuple(logits.shape)} logits for "
+                f"a batch of 2; the data has {self._labels} label(s) "
+                f"({', '.join(inputs.labels)}), so it must return (2, {self._labels})"
+            )
+
+    @classmethod
+    def build(
+        cls,
+        module: torch.nn.Module,
+        inputs: ModelInputs,
+        *,
+        optimizer: str | None = None,
+        lr: float | None = None,
+        device: str | None = None,
+        seed: int | None = None,
+        threads: int | None = None,
+    ) -> TorchModel:
+        """``module`` on ``device`` with the ``torch.optim`` called ``optimizer`` (default
+        Adam, at its default learning rate unless ``lr``): how a factory's module is adapted
+        (``seed`` seeded torch before the factory ran; it is not used here)."""
+        del seed
+        place = resolve_device(device)
+        module = module.to(place)
+        return cls(
+            module, open_optimizer(optimizer, module.parameters(), lr), inputs, place, threads or 0
+        )
+
+    @contextmanager
+    def _running(self) -> Iterator[None]:
+        """Torch's intra-op threads set on this thread once (torch keeps the number per
+        thread that first runs an op in some builds)."""
+        me = threading.get_ident()
+        if self.threads and me not in self._threads_set:
+            torch.set_num_threads(self.threads)
+            self._threads_set.add(me)
+        yield
+
+    def _forward(self, inputs: F32, *, grad: bool) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Logits ``[batch, labels]`` and the embeddings' leaf tensors (views of ``inputs``
+        on the CPU: no copy)."""
+        matrix = torch.from_numpy(inputs)
+        if self.device.type != "cpu":
+            matrix = matrix.to(self.device, non_blocking=True)
+        embeddings = {}
+        for name, (start, stop) in self._ranges:
+            block = matrix[:, start:stop]
+            embeddings[name] = block.detach().requires_grad_(True) if grad else block
+        dense = matrix[:, self.inputs.embedding_width :]
+        logits = self.module(embeddings, dense)
+        return logits, embeddings
+
+    def train_step(self, inputs: F32, labels: F32) -> TrainStep:
+        with self._running():
+            self.module.train()
+            logits, embeddings = self._forward(inputs, grad=True)
+            targets = torch.from_numpy(np.ascontiguousarray(labels, dtype=np.float32))
+            targets = targets.to(self.device).reshape(logits.shape)
+            loss = functional.binary_cross_entropy_with_logits(logits, targets)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()  # type: ignore[no-untyped-call]
+            grads = {}
+            for name, leaf in embeddings.items():
+                grad = leaf.grad
+                assert grad is not None, "every embedding is an input of the loss"
+                grads[name] = np.ascontiguousarray(grad.detach().cpu().numpy(), dtype=np.float32)
+            predictions = self._probabilities(logits.detach())
+            return _TorchStep(float(loss.detach()), predictions, grads, self.optimizer)
+
+    def predict(self, inputs: F32) -> F32:
+        with self._running(), torch.no_grad():
+            self.module.eval()
+            logits, _ = self._forward(inputs, grad=False)
+            return self._probabilities(logits)
+
+    def _probabilities(self, logits: torch.Tensor) -> F32:
+        """Sigmoid of the logits on the host: ``[batch]`` for one label, else
+        ``[batch, labels]``."""
+        probs = torch.sigmoid(logits).cpu().numpy().astype(np.float32, copy=False)
+        return probs[:, 0] if self._labels == 1 else probs
+
+    def state(self) -> dict[str, NDArray[np.generic]]:
+        return {**module_arrays(self.module), **optimizer_arrays(self.optimizer)}
+
+    def load_state(self, arrays: Mapping[str, NDArray[np.generic]]) -> None:
+        load_module(self.module, arrays)
+        load_optimizer(self.optimizer, arrays)

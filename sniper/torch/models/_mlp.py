@@ -1,0 +1,53 @@
+"""``torch_mlp``: the numpy MLP (``"mlp"``, :class:`sniper.models.Mlp`) in torch.
+
+The same layers (``[embeddings ‖ dense] -> [Linear -> ReLU] * len(hidden) -> Linear``), the
+same initial weights for the same seed (He-normal from numpy's generator, zero biases), the same
+loss and the same Adam at the same default learning rate: the two take the same steps to float
+rounding, so this is the model to measure the torch path's cost against the numpy one.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from sniper.models import ModelInputs
+from sniper.torch.models._zoo import ZooModel, layers
+
+__all__ = ["MlpNet", "TorchMlp"]
+
+
+class MlpNet(nn.Module):
+    """``[embeddings ‖ dense] -> [Linear -> ReLU] * len(hidden) -> Linear -> one logit per
+    label``, initialized as :class:`sniper.models.Mlp` is for ``seed``."""
+
+    def __init__(self, inputs: ModelInputs, hidden: Sequence[int] = (64,), seed: int = 0) -> None:
+        super().__init__()
+        sizes = [inputs.width, *hidden, len(inputs.labels)]
+        self.layers = layers(sizes, last_relu=False)
+        rng = np.random.default_rng(seed)
+        linears = [m for m in self.layers if isinstance(m, nn.Linear)]
+        with torch.no_grad():
+            for linear, (a, b) in zip(linears, itertools.pairwise(sizes), strict=True):
+                weights = rng.normal(0, np.sqrt(2.0 / a), (a, b)).astype(np.float32)
+                linear.weight.copy_(torch.from_numpy(weights.T.copy()))
+                linear.bias.zero_()
+
+    def forward(self, embeddings: dict[str, torch.Tensor], dense: torch.Tensor) -> torch.Tensor:
+        return self.layers(torch.cat([*embeddings.values(), dense], dim=1))  # type: ignore[no-any-return]
+
+
+class TorchMlp(ZooModel):
+    """``torch_mlp``: params ``hidden`` (layer widths, default ``[64]``)."""
+
+    network = MlpNet
+    default_lr = 0.002  # the numpy MLP's
+
+    @classmethod
+    def build_network(cls, inputs: ModelInputs, seed: int, params: dict[str, Any]) -> nn.Module:
+        return MlpNet(inputs, **params, seed=seed)

@@ -1,0 +1,35 @@
+"""``wide_deep``: Wide & Deep (Cheng et al. 2016): a linear model and an MLP over the same
+``[embeddings ‖ dense]``, their logits summed. (The paper's wide part also takes crossed
+features; here crosses are whatever the data's variables are, hashed by the feature spec.)"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from sniper.models import ModelInputs
+from sniper.torch.models._zoo import ZooModel, layers
+
+__all__ = ["WideDeep", "WideDeepNet"]
+
+
+class WideDeepNet(nn.Module):
+    """``hidden``: widths of the deep part's hidden layers."""
+
+    def __init__(self, inputs: ModelInputs, hidden: Sequence[int] = (64, 32)) -> None:
+        super().__init__()
+        labels = len(inputs.labels)
+        self.wide = nn.Linear(inputs.width, labels)
+        self.deep = layers([inputs.width, *hidden, labels], last_relu=False)
+
+    def forward(self, embeddings: dict[str, torch.Tensor], dense: torch.Tensor) -> torch.Tensor:
+        x = torch.cat([*embeddings.values(), dense], dim=1)
+        return self.wide(x) + self.deep(x)  # type: ignore[no-any-return]
+
+
+class WideDeep(ZooModel):
+    """``wide_deep``: params ``hidden`` (the deep part's widths, default ``[64, 32]``)."""
+
+    network = WideDeepNet

@@ -1,0 +1,200 @@
+"""sniper.torch.TorchModel: any nn.Module as the trainer's dense model. Zero-copy inputs, the
+numpy MLP's loss and gradients, checkpoints that round-trip exactly, and clear refusals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from numpy.typing import NDArray
+
+from sniper.models import MlpModel, ModelInputs, open_model
+from sniper.torch import TorchModel, open_optimizer
+from sniper.torch.models import MMoE, TorchMlp
+from tests.torch._user_model import TwoTower
+
+INPUTS = ModelInputs({"a": 4, "b": 2}, dense_features=3)
+F32 = NDArray[np.float32]
+
+
+def batch(size: int = 16, seed: int = 0, inputs: ModelInputs = INPUTS) -> tuple[F32, F32]:
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(size, inputs.width)).astype(np.float32)
+    y = (x[:, 0] + x[:, -1] > 0).astype(np.float32)
+    return x, y
+
+
+class Spy(torch.nn.Module):
+    """Records where its inputs live."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(INPUTS.width, 1)
+        self.seen: list[tuple[str, int, bool]] = []
+
+    def forward(self, embeddings: dict[str, torch.Tensor], dense: torch.Tensor) -> torch.Tensor:
+        for name, tensor in [*embeddings.items(), ("dense", dense)]:
+            self.seen.append((name, tensor.data_ptr(), tensor.requires_grad))
+        return self.linear(torch.cat([*embeddings.values(), dense], dim=1))  # type: ignore[no-any-return]
+
+
+def test_the_module_sees_views_of_the_input_matrix_as_leaves_that_require_grad() -> None:
+    spy = Spy()
+    model = TorchModel(spy, torch.optim.SGD(spy.parameters(), lr=0.1), INPUTS)
+    x, y = batch()
+    spy.seen.clear()
+    step = model.train_step(x, y)
+    base, row = x.ctypes.data, x.strides[1]
+    assert spy.seen == [
+        ("a", base, True),
+        ("b", base + 4 * row, True),
+        ("dense", base + 6 * row, False),
+    ]
+    assert list(step.input_grads) == ["a", "b"]
+    for name, grad in step.input_grads.items():
+        assert grad.dtype == np.float32 and grad.flags.c_contiguous
+        assert grad.shape == (16, INPUTS.dims[name])
+
+
+def test_the_torch_mlp_takes_the_numpy_mlps_steps() -> None:
+    """Same seed, same initial weights, same loss, input gradients and Adam: equal to float
+    rounding over several steps."""
+    numpy_model = open_model("mlp", INPUTS, {"hidden": [8, 4]}, lr=0.01, seed=5)
+    torch_model = TorchMlp(INPUTS, hidden=[8, 4], lr=0.01, seed=5)
+    assert isinstance(numpy_model, MlpModel)
+    for seed in range(5):
+        x, y = batch(seed=seed)
+        a, b = numpy_model.train_step(x, y), torch_model.train_step(x, y)
+        assert abs(a.loss - b.loss) < 1e-5
+        np.testing.assert_allclose(a.predictions, b.predictions, atol=1e-5)
+        for name in INPUTS.dims:
+            np.testing.assert_allclose(a.input_grads[name], b.input_grads[name], atol=1e-5)
+        a.update()
+        b.update()
+    x, _ = batch(seed=9)
+    np.testing.assert_allclose(numpy_model.predict(x), torch_model.predict(x), atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("optimizer", "lr"), [("adam", 0.01), ("SGD", 0.1), ("adagrad", None), ("AdamW", 0.01)]
+)
+def test_a_checkpoint_of_module_and_optimizer_round_trips_exactly(
+    optimizer: str, lr: float | None
+) -> None:
+    def fresh() -> TorchModel:
+        torch.manual_seed(0)
+        module = TwoTower(INPUTS, 8)
+        return TorchModel(module, open_optimizer(optimizer, module.parameters(), lr), INPUTS)
+
+    model = fresh()
+    for seed in range(3):
+        model.train_step(*batch(seed=seed)).update()
+    saved = model.state()
+    assert all(isinstance(array, np.ndarray) for array in saved.values())
+    other = fresh()
+    other.load_state(saved)
+    again = other.state()
+    assert sorted(again) == sorted(saved)
+    for name, array in saved.items():
+        assert again[name].dtype == array.dtype and np.array_equal(again[name], array), name
+    assert (
+        other.optimizer.state_dict()["param_groups"] == model.optimizer.state_dict()["param_groups"]
+    )
+    # ... and training goes on identically from there.
+    x, y = batch(seed=7)
+    first, second = model.train_step(x, y), other.train_step(x, y)
+    assert first.loss == second.loss
+    first.update()
+    second.update()
+    np.testing.assert_array_equal(model.predict(x), other.predict(x))
+
+
+def test_a_checkpoint_of_another_model_is_refused_naming_the_array() -> None:
+    saved = TorchMlp(INPUTS, hidden=[8]).state()
+    with pytest.raises(ValueError, match=r"module.layers.0.weight does not fit this model"):
+        TorchMlp(INPUTS, hidden=[4]).load_state(saved)
+    with pytest.raises(
+        ValueError, match=r"lacks module.embedded.0.bias; was it saved by another model"
+    ):
+        open_model("tests.torch._user_model:build", INPUTS, {}).load_state(saved)
+
+
+def test_a_factory_returning_a_module_gets_the_configs_optimizer_lr_and_device() -> None:
+    model = open_model(
+        "tests.torch._user_model:build", INPUTS, {"hidden": 4}, optimizer="adagrad", lr=0.05
+    )
+    assert isinstance(model, TorchModel) and isinstance(model.module, TwoTower)
+    assert isinstance(model.optimizer, torch.optim.Adagrad)
+    assert model.optimizer.param_groups[0]["lr"] == 0.05
+    assert model.device == torch.device("cpu")
+    default = open_model("tests.torch._user_model:build", INPUTS, {}, device="auto")
+    assert isinstance(default, TorchModel) and isinstance(default.optimizer, torch.optim.Adam)
+
+
+def test_the_seed_gives_a_factorys_module_its_initial_weights() -> None:
+    def weights(seed: int) -> F32:
+        model = open_model("tests.torch._user_model:build", INPUTS, {}, seed=seed)
+        assert isinstance(model, TorchModel)
+        return model.state()["module.out.weight"]  # type: ignore[return-value]
+
+    assert np.array_equal(weights(1), weights(1)) and not np.array_equal(weights(1), weights(2))
+
+
+@pytest.mark.parametrize(
+    ("factory", "settings", "error", "message"),
+    [
+        (
+            "tests.torch._user_model:wrong_labels",
+            {},
+            ValueError,
+            r"the model TwoTower returns \(2, 2\) logits for a batch of 2; the data has 1 "
+            r"label\(s\) \(label\), so it must return \(2, 1\)",
+        ),
+        (
+            "tests.torch._user_model:build",
+            {"optimizer": "adamm"},
+            LookupError,
+            "no torch optimizer named 'adamm'; valid names are: adadelta, adafactor, adagrad",
+        ),
+        (
+            "tests.torch._user_model:build",
+            {"device": "cuda"},
+            ValueError,
+            "device 'cuda': torch sees no GPU here",
+        ),
+        (
+            "tests.torch._user_model:build",
+            {"params": {"depth": 2}},
+            ValueError,
+            "does not take these params",
+        ),
+    ],
+)
+def test_a_module_that_does_not_fit_is_refused_when_opened(
+    factory: str, settings: dict[str, object], error: type[Exception], message: str
+) -> None:
+    if settings.get("device") == "cuda" and torch.cuda.is_available():
+        pytest.skip("a GPU is visible here")
+    params = settings.pop("params", {})
+    with pytest.raises(error, match=message):
+        open_model(factory, INPUTS, params, **settings)  # type: ignore[arg-type]
+
+
+def test_threads_size_torchs_pool_on_the_thread_that_runs_the_model() -> None:
+    model = TorchMlp(INPUTS, hidden=[4], threads=2)  # the fixture set 1
+    model.train_step(*batch()).update()
+    assert torch.get_num_threads() == 2
+
+
+def test_a_multi_task_model_predicts_a_column_per_label_and_learns_both() -> None:
+    two = ModelInputs(INPUTS.dims, INPUTS.dense_features, labels=("click", "buy"))
+    model = MMoE(two, experts=2, expert_hidden=[8], tower_hidden=[4], lr=0.02)
+    x, _ = batch(256, seed=1, inputs=two)
+    labels = np.stack([x[:, 0] > 0, x[:, 1] + x[:, 7] > 0], axis=1).astype(np.float32)
+    losses = []
+    for _ in range(60):
+        step = model.train_step(x, labels)
+        losses.append(step.loss)
+        step.update()
+    assert step.predictions.shape == (256, 2)
+    assert losses[-1] < 0.6 * losses[0]
