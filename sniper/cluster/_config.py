@@ -29,11 +29,12 @@ __all__ = [
     "load_train_config",
 ]
 
-RESUME_FIXED = ("batch_size", "num_hubs", "seed", "hidden", "variables")
+RESUME_FIXED = ("batch_size", "num_hubs", "seed", "hidden", "model", "variables")
 """Keys a job checkpoint fixes for good: the hubs' batches and their positions in them, the
 tables the ps hold (every variable's dim, optimizer and its params, initializer, sizes, and
-the seed of their initial rows) and the dense model's layers. A resume that changes one is
-refused; ``allow_change`` cannot name them."""
+the seed of their initial rows) and the dense model (its factory, params such as the MLP's
+``hidden`` layers, and optimizer). A resume that changes one is refused; ``allow_change``
+cannot name them."""
 
 RESUME_CHANGEABLE = (
     "lr",
@@ -89,8 +90,8 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
     allow_change: tuple[str, ...] = ()
     """Keys a resume may change from the checkpoint's config (``lr``, ``eval_every``,
     ``max_staleness``, and the data's keys ``data``, ``epochs``, ``num_batches``...); a change
-    of any other key the checkpoint records (``batch_size``, ``variables``, ``hidden``,
-    ``seed``, ``num_hubs``) is refused before any process starts."""
+    of any other key the checkpoint records (``batch_size``, ``variables``, ``hidden`` and
+    the rest of ``[model]``, ``seed``, ``num_hubs``) is refused before any process starts."""
     placement: Literal["balanced", "hash"] = "balanced"
     """Which ps holds each variable when a job starts afresh: ``balanced`` spreads the
     variables' signs per batch (then their rows) evenly over the ps

@@ -39,12 +39,9 @@ def job_config(config: TrainConfig, plan: TrainPlan) -> dict[str, Any]:
         "batch_size": config.batch_size,
         "num_hubs": config.num_hubs,
         "seed": config.seed,
-        "hidden": config.hidden,
-        "model": {
-            "factory": plan.model_config.factory,
-            "params": plan.model_config.params,
-            "optimizer": plan.model_config.optimizer,
-        },
+        "model.factory": plan.model_config.factory,
+        "model.optimizer": plan.model_config.optimizer,
+        **{f"model.params.{key}": value for key, value in plan.model_config.params.items()},
         "dense_features": plan.data.dense_features,
         "variables": {name: dataclasses.asdict(table) for name, table in plan.tables.items()},
     }

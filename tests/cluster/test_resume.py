@@ -268,7 +268,7 @@ def test_resume_of_a_directory_falls_back_past_damaged_steps_with_a_warning(
             'dim = 8\ninitializer = "uniform"\n',
             "variables.*.initializer 'normal' -> 'uniform' (",
         ),
-        (("--hidden", "32"), "", "hidden [64] -> [32] (the checkpoint fixed these"),
+        (("--hidden", "32"), "", "model.params.hidden [64] -> [32] (the checkpoint fixed these"),
         (("--seed", "7"), "", "seed 0 -> 7 (the checkpoint fixed these"),
         (("--num-hubs", "2"), "", "num_hubs 1 -> 2 (the checkpoint fixed these"),
         (("--lr", "0.02"), "", "lr 0.01 -> 0.02 (to go on with the new values: --allow-change lr)"),
