@@ -163,15 +163,16 @@ class Trainer:
         started = self._started = time.perf_counter()
         try:
             await self.pipeline.run(lambda: self._consume(report, train_auc, started))
+            # Training throughput leaves out the time spent scoring the evaluation data.
+            seconds = time.perf_counter() - started
+            seconds -= sum(r.seconds for r in report.eval_data_history)
+            await self.pauses.finish(report)
+            last = report.eval_data_history[-1].step if report.eval_data_history else None
+            if last != report.steps:
+                await self._score_eval_data(report)
         except TrainingError as exc:
             exc.steps = report.steps
             raise
-        # Training throughput leaves out the time spent scoring the evaluation data.
-        seconds = time.perf_counter() - started - sum(r.seconds for r in report.eval_data_history)
-        await self.pauses.finish(report)
-        last = report.eval_data_history[-1].step if report.eval_data_history else None
-        if last != report.steps:
-            await self._score_eval_data(report)
         self._finish(report, seconds, train_auc, report.examples - resumed_examples)
         return report
 
