@@ -126,6 +126,9 @@ class RunningJob:
             self.process.wait()
         for pump in self._pumps:
             pump.join(timeout=10)
+        for stream in (self.process.stdout, self.process.stderr):
+            if stream is not None:
+                stream.close()
         return self.process.returncode
 
     def stop(self) -> None:
