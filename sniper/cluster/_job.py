@@ -167,7 +167,8 @@ async def train(
         trainer.resume_from(resume.trainer)
         trainer.positions.update(resume.positions)
     if balancer is not None:
-        await balancer.start()
+        with _failing_as("starting auto_shard"):
+            await balancer.start()
     with watch(trainer) if watch is not None else contextlib.nullcontext():
         report = await trainer.run()
     report.placement_version = cluster.placement.version

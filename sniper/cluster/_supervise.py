@@ -124,11 +124,9 @@ class _RoleDied(Exception):
     @property
     def cause(self) -> str:
         """The failure's first line."""
-        text = (
-            str(self.error)
-            if isinstance(self.error, TrainingError | RoleStartError)
-            else (describe_error(self.error))
-        )
+        error = self.error
+        named = isinstance(error, TrainingError | RoleStartError)
+        text = str(error) if named else describe_error(error)
         return (text.splitlines() or [type(self.error).__name__])[0]
 
 
@@ -170,7 +168,11 @@ def _run_training(
         if died is not None and (role := _exited_soon(died)) is not None:
             steps = exc.steps if isinstance(exc, TrainingError) else None
             raise _RoleDied(role, exc, steps) from exc
-        raise
+        if isinstance(exc, TrainingError):
+            raise
+        # A call that failed outside the job's own wording is still a failure (exit 1), not
+        # a traceback or a usage error.
+        raise TrainingError(describe_error(exc)) from exc
     except BaseExceptionGroup as group:
         # SIGTERM (SystemExit) or Ctrl-C landing in a task comes out of its task group
         # wrapped; the command must still exit as the signal asks.
