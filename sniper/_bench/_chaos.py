@@ -290,17 +290,11 @@ def run(
     scale: float = 0.005,
     batches: int = 60,
     checkpoint_every: int = 20,
-    directory: str | None = None,
 ) -> list[Trial]:
     """Run the trials and print each, then the held and broke counts with each failure."""
     rng = random.Random(seed)
-    with (
-        contextlib.nullcontext(directory)
-        if directory
-        else tempfile.TemporaryDirectory(prefix="sniper-chaos-") as where
-    ):
+    with tempfile.TemporaryDirectory(prefix="sniper-chaos-") as where:
         root = Path(where)
-        root.mkdir(parents=True, exist_ok=True)
         (root / "job.toml").write_text(
             JOB.format(scale=scale, batches=batches, every=checkpoint_every)
         )
