@@ -15,7 +15,7 @@ from sniper.cli._parsing import Command, add_workload, positive_int
 if TYPE_CHECKING:
     from sniper.cli._parsing import Commands
 
-__all__ = ["WIRE_DTYPES", "add_parser", "run_compile", "run_ps"]
+__all__ = ["WIRE_DTYPES", "add_parser", "run_chaos", "run_compile", "run_ps"]
 
 WIRE_DTYPES = ("float32", "bfloat16", "float16")
 """``sniper.rpc._tensor.FLOAT_DTYPES``, named here so that parsing a command line does not
@@ -186,6 +186,24 @@ def add_parser(commands: Commands) -> None:
         )
     )
 
+    chaos = benches.add_parser(
+        "chaos",
+        help="kill random roles of small local jobs at random moments: how many held",
+        description="Run small `sniper train --launcher local --checkpoint-dir` jobs and kill a "
+        "random ps or hub (kill -9) at one or two random moments of each. A trial held when "
+        "the job finished by itself (exit 0) with the steps and examples of an uninterrupted "
+        "run and no role left running. Prints each trial, then the held and broke counts "
+        "with each failure's first line; exits 1 if any broke.",
+    )
+    chaos.add_argument("--trials", type=positive_int, default=10, help="jobs to run (10)")
+    chaos.add_argument("--seed", type=int, default=0, help="draws the victims and moments (0)")
+    chaos.add_argument("--scale", type=float, default=0.005, help="synthetic data scale (0.005)")
+    chaos.add_argument("--batches", type=positive_int, default=60, help="batches per job (60)")
+    chaos.add_argument(
+        "--checkpoint-every", type=positive_int, default=20, help="steps between checkpoints (20)"
+    )
+    chaos.set_defaults(run=run_chaos)
+
     compile_cmd = benches.add_parser(
         "compile", help="import time and numba kernel compile time, cold and cached"
     )
@@ -225,6 +243,20 @@ def run_ps(args: argparse.Namespace) -> int:
     )
     run(load_workload(args.workload), config)
     return 0
+
+
+def run_chaos(args: argparse.Namespace) -> int:
+    """``sniper bench chaos``: 1 if any trial broke."""
+    import sys
+
+    from sniper._bench._chaos import run
+
+    try:
+        trials = run(args.trials, args.seed, args.scale, args.batches, args.checkpoint_every)
+    except RuntimeError as exc:  # the uninterrupted run failed: nothing to compare with
+        print(f"sniper: error: {exc}", file=sys.stderr)
+        return 1
+    return 0 if all(trial.failure is None for trial in trials) else 1
 
 
 def run_compile(args: argparse.Namespace) -> int:

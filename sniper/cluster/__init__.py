@@ -14,6 +14,7 @@ does). ``sniper serve`` (:func:`run_serve`, :class:`ServeConfig`) runs one ps or
 from sniper.cluster._abc import Attempt as Attempt
 from sniper.cluster._abc import Launch as Launch
 from sniper.cluster._abc import Launcher as Launcher
+from sniper.cluster._abc import RoleStartError as RoleStartError
 from sniper.cluster._checkpoint import load_job as load_job
 from sniper.cluster._config import TrainConfig as TrainConfig
 from sniper.cluster._config import load_train_config as load_train_config
@@ -63,6 +64,7 @@ __all__ = [
     "Launcher",
     "ModelSpec",
     "ReportFile",
+    "RoleStartError",
     "ServeConfig",
     "TableSpec",
     "TrainConfig",

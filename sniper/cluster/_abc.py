@@ -29,7 +29,17 @@ if TYPE_CHECKING:
     from sniper.cluster._plan import TrainPlan
     from sniper.roles import TrainReport
 
-__all__ = ["Attempt", "Launch", "Launcher"]
+__all__ = ["Attempt", "Launch", "Launcher", "RoleStartError"]
+
+
+class RoleStartError(RuntimeError):
+    """A role a launcher started exited before it served (killed while it started, or it
+    failed): the supervisor counts it as that role's death, a restart like any other."""
+
+    def __init__(self, role: str, message: str) -> None:
+        super().__init__(message)
+        self.role = role
+        """The role, as :attr:`Attempt.died` names it (``"ps 1"``, ``"hub 0"``)."""
 
 
 @dataclass(frozen=True)
@@ -56,11 +66,12 @@ class Attempt:
     """Runs the job (``sniper.cluster._job.run_job``) on the started roles: its report, or
     :class:`~sniper.roles.TrainingError`. Called once, on an asyncio event loop that the
     supervisor runs (grpclib speaks asyncio only)."""
-    died: Callable[[], bool] | None
-    """Whether a role this attempt started outside the job has exited; called after a
-    :class:`~sniper.roles.TrainingError` (repeatedly, for a grace period), and a ``True``
-    makes the failure a restart from the latest checkpoint. ``None``: nothing runs apart
-    from the job, so a failure is never a restart."""
+    died: Callable[[], str | None] | None
+    """The name of a role this attempt started outside the job that has exited (``"ps 1"``,
+    ``"hub 0"``), or ``None`` while every one runs. Called after the job failed (repeatedly,
+    for a grace period), whatever it was doing: a name makes the failure a restart from the
+    latest checkpoint. ``None`` instead of a function: nothing runs apart from the job, so a
+    failure is never a restart."""
 
 
 class Launcher(ABC):
@@ -83,5 +94,8 @@ class Launcher(ABC):
           ``launch.resume``; nothing started by an earlier call is still running.
         - ``launch.ps`` and ``launch.hubs``, when given, name servers that run elsewhere: a
           launcher that can only start its own raises ``ValueError`` saying so.
+        - A role that exits before it serves (killed while it starts, or failing) raises
+          :class:`RoleStartError` naming it, from ``start`` or from the job (roles the job
+          starts, such as hubs): that is a role's death, restarted like any other.
         - Progress lines (what started where) go to standard output, flushed.
         """

@@ -38,6 +38,7 @@ from sniper.roles import (
     PsCluster,
     Trainer,
     TrainerConfig,
+    TrainingError,
     TrainReport,
     describe_error,
     gather,
@@ -166,7 +167,8 @@ async def train(
         trainer.resume_from(resume.trainer)
         trainer.positions.update(resume.positions)
     if balancer is not None:
-        await balancer.start()
+        with _failing_as("starting auto_shard"):
+            await balancer.start()
     with watch(trainer) if watch is not None else contextlib.nullcontext():
         report = await trainer.run()
     report.placement_version = cluster.placement.version
@@ -187,19 +189,25 @@ async def run_job(
     resume: JobCheckpoint | None,
 ) -> TrainReport:
     """The job on ps already running, whatever carries the calls: restore them (resuming),
-    create the variables, start the hubs, then train with checkpoints and progress."""
-    if resume is not None:
-        await restore_ps(cluster, resume, config.job_directory())
-    elif config.placement == "balanced":
-        await cluster.switch(plan.placement(len(cluster.members)))
-    await drop_misplaced(cluster, list(plan.tables))
-    await create_variables(cluster, plan.tables, config.seed)
+    create the variables, start the hubs, then train with checkpoints and progress.
+
+    A ps or hub that fails a call before training is a :class:`TrainingError` naming what
+    the job was doing, as it is during training."""
+    with _failing_as("restoring the ps" if resume is not None else "placing the variables"):
+        if resume is not None:
+            await restore_ps(cluster, resume, config.job_directory())
+        elif config.placement == "balanced":
+            await cluster.switch(plan.placement(len(cluster.members)))
+    with _failing_as("creating the variables"):
+        await drop_misplaced(cluster, list(plan.tables))
+        await create_variables(cluster, plan.tables, config.seed)
     hubs = await connect_hubs()
     if cluster.placement.version:
         # The hubs this job started have the placement already (their config); hubs started
         # by hand (--hub) feed by hashing until now: a feed to a moved variable's hashed ps
         # answers NOT_FOUND and is retried, by this placement once the hub has it.
-        await gather([functools.partial(h.set_placement, cluster.placement) for _, h in hubs])
+        with _failing_as("giving the hubs the placement"):
+            await gather([functools.partial(h.set_placement, cluster.placement) for _, h in hubs])
     job = config.job_directory()
     recorded = job_config(config, plan)
 
@@ -228,6 +236,15 @@ async def run_job(
         plan.model(),
         plan.model_config,
     )
+
+
+@contextlib.contextmanager
+def _failing_as(what: str) -> Iterator[None]:
+    """A failed call to a ps or hub while doing ``what``, as :class:`TrainingError`."""
+    try:
+        yield
+    except RPC_ERRORS as exc:
+        raise TrainingError(f"{what} failed: {describe_error(exc)}") from exc
 
 
 def resumed_placement(resume: JobCheckpoint | None, num_ps: int) -> Placement | None:

@@ -36,17 +36,17 @@ class LocalLauncher(Launcher):
         config, resume = launch.config, launch.resume
         with ExitStack() as stack:
             configs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sniper-train-")))
-            started: list[ServerProcess] = []
+            started: dict[str, ServerProcess] = {}
             metrics = config.metrics_port >= 0
             if launch.ps:
                 ps_addresses = parse_addresses(launch.ps, "--ps")
             else:
                 command = serve_config_command(server_config(config, "ps"), configs / "ps.toml")
                 servers = [
-                    stack.enter_context(server_process(command, metrics=metrics))
-                    for _ in range(config.num_ps)
+                    stack.enter_context(server_process(command, metrics=metrics, role=f"ps {i}"))
+                    for i in range(config.num_ps)
                 ]
-                started += servers
+                started |= {f"ps {i}": server for i, server in enumerate(servers)}
                 ps_addresses = [("127.0.0.1", s.port) for s in servers]
                 print(
                     f"started {len(servers)} ps on 127.0.0.1 ports "
@@ -59,10 +59,11 @@ class LocalLauncher(Launcher):
                 hub_servers = []
                 for index, hub in enumerate(hub_configs(config, ps_addresses, resume, placement)):
                     command = serve_config_command(hub, configs / f"hub-{index}.toml")
+                    role = f"hub {index}"
                     hub_servers.append(
-                        stack.enter_context(server_process(command, metrics=metrics))
+                        stack.enter_context(server_process(command, metrics=metrics, role=role))
                     )
-                started.extend(hub_servers)
+                    started[role] = hub_servers[-1]
                 print(
                     f"started {len(hub_servers)} hub(s) on 127.0.0.1 ports "
                     f"{', '.join(str(s.port) for s in hub_servers)}",
@@ -76,8 +77,13 @@ class LocalLauncher(Launcher):
                 lambda: train_over_grpc(
                     config, launch.plan, ps_addresses, hub_addresses, start_hubs, resume
                 ),
-                lambda: any(server.process.poll() is not None for server in started),
+                lambda: _exited(started),
             )
+
+
+def _exited(started: dict[str, ServerProcess]) -> str | None:
+    """The first of ``started`` whose process has exited."""
+    return next((role for role, s in started.items() if s.process.poll() is not None), None)
 
 
 def _print_metrics(role: str, servers: list[ServerProcess]) -> None:

@@ -20,6 +20,8 @@ from typing import IO
 
 import tomli_w
 
+from sniper.cluster._abc import RoleStartError
+
 __all__ = [
     "ServerProcess",
     "ps_command",
@@ -82,16 +84,18 @@ def server_process(
     stop_timeout: float = 45.0,
     *,
     metrics: bool = False,
+    role: str = "server",
 ) -> Iterator[ServerProcess]:
-    """Run ``command`` until the block ends; raise if it does not start listening in time.
-    With ``metrics``, the server prints its metrics URL after the listening line.
+    """Run ``command`` until the block ends; :class:`~sniper.cluster.RoleStartError` naming
+    ``role`` (``"ps 1"``) if it exits or does not start listening in time. With ``metrics``,
+    the server prints its metrics URL after the listening line.
 
     The server's stderr goes to a temporary file, quoted when it fails to start. Its stdin is a
     pipe closed on exit, which a server started with ``--exit-on-stdin-eof`` also obeys.
     ``stop_timeout`` exceeds a ps's 30 s drain, so a draining ps is not killed mid-drain.
     """
     with tempfile.TemporaryFile(mode="w+") as stderr:
-        yield from _run(command, stderr, start_timeout, stop_timeout, metrics)
+        yield from _run(command, stderr, start_timeout, stop_timeout, metrics, role)
 
 
 def _run(
@@ -100,6 +104,7 @@ def _run(
     start_timeout: float,
     stop_timeout: float,
     metrics: bool,
+    role: str,
 ) -> Iterator[ServerProcess]:
     process = subprocess.Popen(
         list(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True
@@ -111,8 +116,10 @@ def _run(
             process.kill()
             process.wait()
             stderr.seek(0)
-            tail = stderr.read().strip().splitlines()[-1:] or [f"exit status {process.poll()}"]
-            raise RuntimeError(f"{' '.join(command[3:6])} did not start: {tail[0]}")
+            tail = stderr.read().strip().splitlines()[-1:] or [_exit_status(process.poll())]
+            raise RoleStartError(
+                role, f"{role} did not start: {tail[0]} ({' '.join(command[3:6])})"
+            )
         server = ServerProcess(process, int(line.rsplit(":", 1)[1]))
         if metrics:
             server.metrics_url = _first_line(process, start_timeout).removeprefix("metrics on ")
@@ -121,6 +128,12 @@ def _run(
         _stop(process, stop_timeout)
         if server is not None:
             server.returncode = process.returncode
+
+
+def _exit_status(code: int | None) -> str:
+    if code is not None and code < 0:
+        return f"killed by {signal.Signals(-code).name} (exit status {code})"
+    return f"exit status {code}"
 
 
 def _stop(process: subprocess.Popen[str], timeout: float) -> None:

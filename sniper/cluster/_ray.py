@@ -167,14 +167,15 @@ class RayPlacement:
             del actor
         return list(addresses)
 
-    def any_died(self) -> bool:
-        """Whether an actor of this placement is gone (its worker process died)."""
-        for actor in self.actors:
+    def any_died(self) -> str | None:
+        """The first actor of this placement that is gone (its worker process died), named
+        as in :attr:`nodes` (``"ps 0"``); None while every one answers."""
+        for name, actor in zip(self.nodes, self.actors, strict=False):
             try:
                 self.ray.get(actor.node.remote(), timeout=10)
             except (self.ray.exceptions.RayActorError, self.ray.exceptions.GetTimeoutError):
-                return True
-        return False
+                return name
+        return None
 
     def close(self) -> None:
         """Stop every actor's server, then remove the actors and the placement groups."""

@@ -92,7 +92,12 @@ class Pauses:
     async def checkpoint(self, report: TrainReport, waited: float) -> None:
         assert self.save is not None
         start = time.perf_counter()
-        await self.save(report)
+        try:
+            await self.save(report)
+        except RPC_ERRORS as exc:
+            raise TrainingError(
+                f"checkpoint at step {report.steps} failed: {describe_error(exc)}"
+            ) from exc
         pause = waited + time.perf_counter() - start
         report.checkpoints += 1
         self.checkpointed_step = report.steps

@@ -172,20 +172,20 @@ class Trainer:
         scored_before = sum(r.seconds for r in report.eval_data_history)
         try:
             await self.pipeline.run(lambda: self._consume(report, started))
+            # Training throughput leaves out the time spent scoring the evaluation data.
+            scoring = sum(r.seconds for r in report.eval_data_history) - scored_before
+            seconds = time.perf_counter() - started - scoring
+            last = report.eval_data_history[-1].step if report.eval_data_history else None
+            scored = self.evaluator is not None and last != report.steps
+            if scored:
+                await self._score_eval_data(report)
+            # Scored first, and saved again if a checkpoint at this step came before the end, so
+            # that the last checkpoint holds the whole report and says whether the data ended (a
+            # resume of a finished run answers with it).
+            await self.pauses.finish(report, again=scored or self.data_ended)
         except TrainingError as exc:
             exc.steps = report.steps
             raise
-        # Training throughput leaves out the time spent scoring the evaluation data.
-        scoring = sum(r.seconds for r in report.eval_data_history) - scored_before
-        seconds = time.perf_counter() - started - scoring
-        last = report.eval_data_history[-1].step if report.eval_data_history else None
-        scored = self.evaluator is not None and last != report.steps
-        if scored:
-            await self._score_eval_data(report)
-        # Scored first, and saved again if a checkpoint at this step came before the end, so
-        # that the last checkpoint holds the whole report and says whether the data ended (a
-        # resume of a finished run answers with it).
-        await self.pauses.finish(report, again=scored or self.data_ended)
         self._finish(report, seconds, report.examples - resumed_examples)
         return report
 

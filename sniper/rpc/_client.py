@@ -4,10 +4,13 @@ Each implements its role's protocol (:class:`~sniper.rpc.PsApi`, :class:`~sniper
 over grpclib, so :class:`~sniper.roles.PsCluster`, the hub and the trainer use them exactly as
 they use an in-process role.
 
-Every call has a deadline. Idempotent calls (CreateVariable, FeedSample, a lookup that does
-not release its batch, Pull, Push, Stats, Save, Restore) are retried on UNAVAILABLE with
-exponential backoff, which rides over a ps restart or a dropped connection. PushGrad is never
-retried: applying a gradient twice is worse than reporting the failure.
+Every call has a deadline, and fails as ``GRPCError`` naming its peer, never as a cancellation
+of the caller (``sniper.rpc._peer``): UNAVAILABLE for a lost connection, a refused connect or a
+dead peer, DEADLINE_EXCEEDED for no answer in time. Idempotent calls (CreateVariable,
+FeedSample, a lookup that does not release its batch, Pull, Push, Stats, Save, Restore) are
+retried on those two with exponential backoff, which rides over a ps restart or a dropped
+connection. PushGrad is never retried: applying a gradient twice is worse than reporting the
+failure.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import anyio
 import numpy as np
 from grpclib.client import UnaryUnaryMethod
 from grpclib.const import Status
-from grpclib.exceptions import GRPCError, StreamTerminatedError
+from grpclib.exceptions import GRPCError
 from numpy.typing import NDArray
 
 from sniper.placement import Placement
@@ -42,6 +45,7 @@ from sniper.rpc._generated.sniper.v1 import (
 )
 from sniper.rpc._http2 import Channel
 from sniper.rpc._moves import moved_from_message, moved_to_message
+from sniper.rpc._peer import call_peer
 from sniper.rpc._placement import placement_to_message
 from sniper.rpc._security import Security
 from sniper.rpc._stats import PsStats, stats_from_message
@@ -67,6 +71,7 @@ __all__ = ["HubClient", "PsClient"]
 
 T = TypeVar("T")
 _MB = 2**20
+_RETRIED = (Status.UNAVAILABLE, Status.DEADLINE_EXCEEDED)
 
 
 def _method(channel: Channel, name: str, request: type, reply: type) -> UnaryUnaryMethod[Any, Any]:
@@ -96,6 +101,8 @@ class PsClient:
         self._answered = wire_dtype  # what the ps answers lookups in: a ps older than the
         # pooled_dtype field answers float32, and takes only float32 gradients
         self.address = f"{host}:{port}"
+        self.peer = f"ps {self.address}"
+        """How errors name this ps."""
         self.channel = Channel(
             host,
             port,
@@ -129,14 +136,17 @@ class PsClient:
     async def __aexit__(self, *exc: object) -> None:
         self.close()
 
+    async def _call(self, call: Callable[[], Awaitable[T]]) -> T:
+        """One call, its failures mapped at the boundary (see the module doc)."""
+        return await call_peer(self.peer, call)
+
     async def _retry(self, call: Callable[[], Awaitable[T]]) -> T:
         delay = self.backoff
         for attempt in range(self.retries + 1):
             try:
-                return await call()
-            except (GRPCError, StreamTerminatedError, ConnectionError, OSError) as exc:
-                retryable = not isinstance(exc, GRPCError) or exc.status == Status.UNAVAILABLE
-                if not retryable or attempt == self.retries:
+                return await self._call(call)
+            except GRPCError as exc:
+                if exc.status not in _RETRIED or attempt == self.retries:
                     raise
             await anyio.sleep(delay)
             delay *= 2
@@ -173,7 +183,7 @@ class PsClient:
         async def call() -> list[LookupItem]:
             return await self._lookup(request, timeout=self.timeout)
 
-        items = await (call() if release else self._retry(call))
+        items = await (self._call(call) if release else self._retry(call))
         if items and items[0][1] is not None:
             self._answered = items[0][1].dtype or "float32"
         decoded = (
@@ -190,7 +200,8 @@ class PsClient:
         request = push_grad_wire(
             batch_id, [(name, narrow(grad, dtype)) for name, grad in grads.items()], dtype
         )
-        return (await self._push_grad(request, timeout=self.timeout)).dropped_nonfinite
+        answer = await self._call(lambda: self._push_grad(request, timeout=self.timeout))
+        return answer.dropped_nonfinite
 
     async def pull(self, name: str, signs: NDArray[np.uint64]) -> NDArray[np.float32]:
         request = PullRequest(name=name, signs=encode(signs))
@@ -237,6 +248,8 @@ class HubClient:
         self, host: str, port: int, *, timeout: float = 600.0, security: Security | None = None
     ) -> None:
         self.address = f"{host}:{port}"
+        self.peer = f"hub {self.address}"
+        """How errors name this hub."""
         self.channel = Channel(host, port, security=security)
         self.stub = HubStub(self.channel, timeout=timeout)
 
@@ -244,7 +257,7 @@ class HubClient:
         self.channel.close()
 
     async def read_sample(self) -> Sample | None:
-        response = await self.stub.read_sample(ReadSampleRequest())
+        response = await call_peer(self.peer, lambda: self.stub.read_sample(ReadSampleRequest()))
         if response.end_of_data:
             return None
         return Sample(
@@ -254,8 +267,10 @@ class HubClient:
         )
 
     async def acknowledge(self, batch_ids: Sequence[int]) -> int:
-        response = await self.stub.ack_sample(AckSampleRequest(batch_ids=list(batch_ids)))
+        request = AckSampleRequest(batch_ids=list(batch_ids))
+        response = await call_peer(self.peer, lambda: self.stub.ack_sample(request))
         return response.acknowledged
 
     async def set_placement(self, placement: Placement) -> int:
-        return (await self.stub.set_placement(placement_to_message(placement))).version
+        request = placement_to_message(placement)
+        return (await call_peer(self.peer, lambda: self.stub.set_placement(request))).version

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from sniper.cluster._checkpoint import load_job, step_name
-from sniper.cluster._supervise import EXIT_GRACE, _run_training, _ServerDied
+from sniper.cluster._supervise import EXIT_GRACE, _RoleDied, _run_training
 from sniper.roles import TrainingError, TrainReport
 from tests.data._helpers import write_criteo
 
@@ -426,17 +426,18 @@ def test_a_failure_heard_before_the_dead_server_is_collected_still_restarts() ->
     ``EXIT_GRACE``, instead of failing the job (CI saw that race)."""
     first: list[float] = []
 
-    def died() -> bool:
+    def died() -> str | None:
         first.append(time.monotonic())
-        return first[-1] - first[0] > 0.2
+        return "ps 1" if first[-1] - first[0] > 0.2 else None
 
-    with pytest.raises(_ServerDied):
+    with pytest.raises(_RoleDied) as info:
         _run_training(_lost_connection, died)
+    assert info.value.role == "ps 1"
 
 
 @pytest.mark.usefixtures("sigterm_kept")
 def test_a_failure_with_every_server_alive_is_the_jobs_own() -> None:
     start = time.monotonic()
     with pytest.raises(TrainingError, match="Connection lost"):
-        _run_training(_lost_connection, lambda: False)
+        _run_training(_lost_connection, lambda: None)
     assert time.monotonic() - start >= EXIT_GRACE

@@ -108,7 +108,10 @@ def test_killing_a_hub_fails_the_run_clearly_and_leaves_no_process(tmp_path: Pat
         os.kill(hub_pid, signal.SIGKILL)
         _, stderr = train.communicate(timeout=120)
     assert train.returncode != 0
-    assert "sniper: error: hub 127.0.0.1:" in stderr
+    assert (
+        "sniper: error: hub 0 died and there is no --checkpoint-dir to restart from: "
+        "hub 127.0.0.1:" in stderr
+    )
     assert "failed on ReadSample" in stderr
     assert not [pid for pid in servers if alive(pid)], "a server outlived sniper train"
 
