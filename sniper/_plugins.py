@@ -11,12 +11,13 @@ reason about.
 
 from __future__ import annotations
 
+import importlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib.metadata import EntryPoint, entry_points
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-__all__ = ["PluginTypeError", "Plugins"]
+__all__ = ["PluginTypeError", "Plugins", "builtin_classes"]
 
 T = TypeVar("T")
 
@@ -112,6 +113,18 @@ class Plugins(Generic[T]):
                 entry.name,
                 self.kind,
             )
+
+
+def builtin_classes(package: str, classes: Mapping[str, tuple[str, str]]) -> Callable[[str], Any]:
+    """A ``load_builtin`` for built-ins that are classes: ``classes`` maps each name to its
+    module in ``package`` and its class there, imported when that name is opened (the
+    registry checks nothing of a built-in: it is sniper's own)."""
+
+    def load(name: str) -> Any:
+        module, cls = classes[name]
+        return getattr(importlib.import_module(f"{package}.{module}"), cls)
+
+    return load
 
 
 def _distribution(entry: EntryPoint) -> str:

@@ -7,11 +7,10 @@ when its name is opened, so choosing ``inprocess`` never imports Ray, and an unk
 
 from __future__ import annotations
 
-import importlib
 import logging
 from typing import Final
 
-from sniper._plugins import Plugins
+from sniper._plugins import Plugins, builtin_classes
 from sniper.cluster._abc import Launcher
 
 __all__ = ["LAUNCHER_NAMES", "launcher_names", "open_launcher"]
@@ -24,17 +23,11 @@ _MODULES: Final = {
 }
 
 
-def _builtin(name: str) -> type[Launcher]:
-    module, cls = _MODULES[name]
-    launcher: type[Launcher] = getattr(importlib.import_module(f"sniper.cluster.{module}"), cls)
-    return launcher
-
-
 PLUGINS: Final[Plugins[type[Launcher]]] = Plugins(
     kind="launcher",
     group="sniper.launchers",
     builtins=LAUNCHER_NAMES,
-    load_builtin=_builtin,
+    load_builtin=builtin_classes("sniper.cluster", _MODULES),
     base=Launcher,
     log=logging.getLogger("sniper.cluster"),
 )

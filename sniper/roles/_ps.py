@@ -24,7 +24,7 @@ import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -467,23 +467,8 @@ class PsRole:
 
 
 def _variable_stats(name: str, table: EmbeddingTable, kernel_seconds: float) -> VariableStats:
-    s = table.statistics()
-    return VariableStats(
-        name=name,
-        rows=s.rows,
-        capacity=s.capacity,
-        inserts=s.inserts,
-        evictions=s.evictions,
-        hits=s.hits,
-        misses=s.misses,
-        admitted=s.admitted,
-        rejected=s.rejected,
-        dropped_gradients=s.dropped_gradients,
-        nonfinite_updates=s.nonfinite_updates,
-        bytes=s.bytes,
-        shards=s.shards,
-        kernel_seconds=kernel_seconds,
-    )
+    statistics = asdict(table.statistics())
+    return VariableStats(name=name, kernel_seconds=kernel_seconds, **statistics)
 
 
 def _nonfinite(grads: Mapping[str, NDArray[Any]]) -> list[str]:

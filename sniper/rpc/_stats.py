@@ -16,6 +16,7 @@ from sniper._metrics import LatencySummary
 from sniper.rpc._generated.sniper.v1 import LatencySummary as LatencySummaryMessage
 from sniper.rpc._generated.sniper.v1 import StatsResponse
 from sniper.rpc._generated.sniper.v1 import VariableStats as VariableStatsMessage
+from sniper.store import TableStatistics
 
 __all__ = ["PsStats", "VariableStats", "stats_from_message", "stats_to_message"]
 
@@ -23,34 +24,11 @@ _T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
-class VariableStats:
-    """One variable's table on a ps: its counters since it was created, and its load."""
+class VariableStats(TableStatistics):
+    """One variable's table on a ps: the table's counters, and the load it puts on its ps."""
 
     name: str
-    rows: int
-    """Rows held now."""
-    capacity: int
-    """The most rows the table will hold."""
-    inserts: int
-    """Rows created for signs that were not held."""
-    evictions: int
-    """Rows taken back to make room for a new sign."""
-    hits: int
-    """Sign occurrences (lookups and pushes) that found their row."""
-    misses: int
-    """Sign occurrences that found no row."""
-    admitted: int
-    """Misses that passed the admission filter."""
-    rejected: int
-    """Misses the admission filter held back."""
-    dropped_gradients: int
-    """Gradients discarded because their sign had no row."""
-    bytes: int
-    """Memory of the table's preallocated arrays."""
-    shards: int
-    """Shards of the table."""
-    nonfinite_updates: int
-    """Row updates the optimizer would have made NaN or Inf: skipped."""
+    """The variable."""
     kernel_seconds: float
     """Store kernel time of its lookups and pushes, ever: the load it puts on its ps."""
 

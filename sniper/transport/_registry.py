@@ -9,11 +9,10 @@ arguments::
 
 from __future__ import annotations
 
-import importlib
 import logging
 from typing import Final
 
-from sniper._plugins import Plugins
+from sniper._plugins import Plugins, builtin_classes
 from sniper.transport._abc import Transport
 
 __all__ = ["TRANSPORT_NAMES", "open_transport", "transport_names"]
@@ -25,17 +24,11 @@ _MODULES: Final = {
 }
 
 
-def _builtin(name: str) -> type[Transport]:
-    module, cls = _MODULES[name]
-    transport: type[Transport] = getattr(importlib.import_module(f"sniper.transport.{module}"), cls)
-    return transport
-
-
 PLUGINS: Final[Plugins[type[Transport]]] = Plugins(
     kind="transport",
     group="sniper.transports",
     builtins=TRANSPORT_NAMES,
-    load_builtin=_builtin,
+    load_builtin=builtin_classes("sniper.transport", _MODULES),
     base=Transport,
     log=logging.getLogger("sniper.transport"),
 )
