@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test test-fast lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,6 +18,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# The inner loop: everything but the files that run whole jobs as processes (tests/conftest.py).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow" -x -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

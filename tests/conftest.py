@@ -1,4 +1,8 @@
-"""Shared fixtures: every async test runs on asyncio and on trio through anyio's plugin."""
+"""Shared fixtures: every async test runs on asyncio and on trio through anyio's plugin.
+
+The files that start whole jobs as processes, kill them, or start Ray are marked ``slow``:
+``make test-fast`` leaves them out for a quick inner loop; ``make test`` and CI run them all.
+"""
 
 from __future__ import annotations
 
@@ -12,3 +16,24 @@ import pytest
 @pytest.fixture(params=["asyncio", "trio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
+
+
+SLOW = (
+    "tests/cluster/test_kill_anytime.py",
+    "tests/cluster/test_resume.py",
+    "tests/cluster/test_ray.py",
+    "tests/cluster/test_hosts.py",
+    "tests/cluster/test_per_host_checkpoints.py",
+    "tests/roles/test_train_cluster.py",
+    "tests/test_bench_chaos.py",
+    "tests/test_bench_profile.py",
+    "tests/test_bench_e2e.py",
+)
+"""Test files that each take a minute or more on two cores."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = config.rootpath
+    for item in items:
+        if item.path.relative_to(root).as_posix() in SLOW:
+            item.add_marker(pytest.mark.slow)
