@@ -33,8 +33,6 @@ class Preemption:
 
     def __init__(self) -> None:
         self._trainer: Trainer | None = None
-        self.requested = False
-        """:meth:`request` reached a trainer: the job ends after its last checkpoint."""
 
     @contextlib.contextmanager
     def attached(self, trainer: Trainer) -> Iterator[None]:
@@ -51,6 +49,5 @@ class Preemption:
         trainer = self._trainer
         if trainer is None:
             return None
-        self.requested = True
         trainer.preempt()
         return trainer.live().steps

@@ -171,7 +171,9 @@ def test_a_save_that_cannot_finish_within_preempt_grace_stops_without_it(
     root: Path, jobs: list[Job]
 ) -> None:
     job = start(jobs, root, "grace", "--launcher", "local", "--preempt-grace", "0.005")
-    previous = job.checkpointed()
+    job.checkpointed()
+    time.sleep(0.1)  # past that checkpoint's pause, which a stop asked during it would end at
+    previous = str(job.latest())
     job.process.send_signal(signal.SIGTERM)
     err = job.ended(128 + signal.SIGTERM)
 
