@@ -81,11 +81,6 @@ class Pauses:
         self._stopping = True
         self.request(checkpoint=True)
 
-    @property
-    def stopping(self) -> bool:
-        """:meth:`stop` was asked for."""
-        return self._stopping
-
     async def after_step(self, step: int) -> None:
         """Request what is due after training step ``step``."""
         if self.checkpoint_every and step % self.checkpoint_every == 0:
