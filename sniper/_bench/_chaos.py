@@ -41,7 +41,9 @@ _POLL = 0.005
 class RunningJob:
     """``sniper train ARGS`` in ``cwd``, its standard output and error kept line by line."""
 
-    def __init__(self, cwd: Path, *args: str) -> None:
+    def __init__(self, cwd: Path, *args: str, new_session: bool = False) -> None:
+        """``new_session``: the job leads a session (and process group) of its own, which a
+        test may signal as a terminal's Ctrl-C signals its foreground group."""
         self.cwd = cwd
         self.started = time.monotonic()
         self.process = subprocess.Popen(
@@ -50,6 +52,7 @@ class RunningJob:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            start_new_session=new_session,
         )
         self.lines: list[str] = []
         """Every line so far, both streams, in the order they were read."""

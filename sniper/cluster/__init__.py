@@ -33,6 +33,7 @@ from sniper.cluster._placement import print_placement as print_placement
 from sniper.cluster._placement import workload_placement as workload_placement
 from sniper.cluster._plan import TrainPlan as TrainPlan
 from sniper.cluster._plan import plan_training as plan_training
+from sniper.cluster._preemption import Preemption as Preemption
 from sniper.cluster._process import ps_command as ps_command
 from sniper.cluster._process import server_process as server_process
 from sniper.cluster._process import sniper_command as sniper_command
@@ -63,6 +64,7 @@ __all__ = [
     "Launch",
     "Launcher",
     "ModelSpec",
+    "Preemption",
     "ReportFile",
     "RoleStartError",
     "ServeConfig",

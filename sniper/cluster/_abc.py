@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from sniper.cluster._checkpoint import JobCheckpoint
     from sniper.cluster._config import TrainConfig
     from sniper.cluster._plan import TrainPlan
+    from sniper.cluster._preemption import Preemption
     from sniper.roles import TrainReport
 
 __all__ = ["Attempt", "Launch", "Launcher", "RoleStartError"]
@@ -56,6 +57,10 @@ class Launch:
     """``host:port,...`` of ps started elsewhere (``--ps``, ``--cluster-spec``): use them."""
     hubs: str | None = None
     """``host:port,...`` of hubs started elsewhere (``--hub``, ``--cluster-spec``)."""
+    preemption: Preemption | None = None
+    """How a signal to ``sniper train`` asks the job's trainer for a last checkpoint (the
+    supervisor's; None: a signal stops the job at once). A launcher hands it to ``run_job``;
+    one that does not leaves its jobs stopping at once."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,9 @@ class Launcher(ABC):
           ``launch.resume``; nothing started by an earlier call is still running.
         - ``launch.ps`` and ``launch.hubs``, when given, name servers that run elsewhere: a
           launcher that can only start its own raises ``ValueError`` saying so.
+        - A SIGTERM or SIGINT meanwhile is the supervisor's (``launch.preemption``): the roles
+          must not hear the terminal's Ctrl-C themselves, or a last checkpoint would find them
+          gone (start processes in a process group of their own).
         - A role that exits before it serves (killed while it starts, or failing) raises
           :class:`RoleStartError` naming it, from ``start`` or from the job (roles the job
           starts, such as hubs): that is a role's death, restarted like any other.

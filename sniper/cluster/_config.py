@@ -83,6 +83,13 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
     max_restarts: int = 3
     """When a ps or hub this command started dies, restart every process and resume from the
     latest checkpoint, at most this many times (needs ``checkpoint_dir``)."""
+    preempt_grace: float = 30.0
+    """Seconds a SIGTERM or a first Ctrl-C gives the job to save a checkpoint at the step it
+    reached before it exits (143, 130): the batches already read are trained, the job is
+    saved, and its report says ``preempted``. Past it, or on a second signal, the job stops at
+    once without that checkpoint (the latest complete one stays). Keep it under the time the
+    machine's preemption notice leaves (a Kubernetes pod's terminationGracePeriodSeconds,
+    30 s by default). 0: stop at once. Needs ``checkpoint_dir`` (or ``resume``)."""
     resume: str = ""
     """Continue from this job checkpoint: a ``checkpoint_dir`` (its newest step that verifies:
     a damaged one is skipped with a warning) or one of its ``step-N`` directories (that step
@@ -142,7 +149,7 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_at_least(self, 1, "keep_checkpoints")
-        check_at_least(self, 0, "num_ps", "max_restarts")
+        check_at_least(self, 0, "num_ps", "max_restarts", "preempt_grace")
         if self.checkpoint_every and not self.job_directory():
             raise ValueError("checkpoint_every needs checkpoint_dir (or resume)")
         if self.resume and self.checkpoint_dir:

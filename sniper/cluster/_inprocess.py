@@ -53,6 +53,7 @@ from sniper.cluster._checkpoint import JobCheckpoint
 from sniper.cluster._config import TrainConfig
 from sniper.cluster._job import hub_start, resumed_placement, run_job
 from sniper.cluster._plan import TrainPlan
+from sniper.cluster._preemption import Preemption
 from sniper.monitoring import HubCollector, PsCollector, serve_metrics
 from sniper.placement import Placement
 from sniper.roles import HubConfig, HubRole, HubSettings, PsCluster, PsRole, PsSettings, TrainReport
@@ -87,7 +88,9 @@ class InProcessLauncher(Launcher):
         print(
             f"started {config.num_ps} ps and {config.num_hubs} hub(s) in this process", flush=True
         )
-        yield Attempt(lambda: train_in_process(config, launch.plan, launch.resume), None)
+        yield Attempt(
+            lambda: train_in_process(config, launch.plan, launch.resume, launch.preemption), None
+        )
 
 
 class InProcessRoles:
@@ -159,7 +162,10 @@ async def serve_in_process(transport: Transport) -> AsyncIterator[InProcessRoles
 
 
 async def train_in_process(
-    config: TrainConfig, plan: TrainPlan, resume: JobCheckpoint | None
+    config: TrainConfig,
+    plan: TrainPlan,
+    resume: JobCheckpoint | None,
+    preemption: Preemption | None = None,
 ) -> TrainReport:
     """Run the job with every role in this process; the report."""
     config = dataclasses.replace(config, launcher="inprocess").with_num_ps(resume)
@@ -192,7 +198,7 @@ async def train_in_process(
                 await roles.serve_hub(hub)
             return roles.hub_clients
 
-        report = await run_job(config, plan, cluster, connect_hubs, resume)
+        report = await run_job(config, plan, cluster, connect_hubs, resume, preemption)
         report.ps_cpu_seconds = []  # each ps would report the whole process's
         return report
 

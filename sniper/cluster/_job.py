@@ -23,6 +23,7 @@ import anyio
 from sniper.cluster._checkpoint import JobCheckpoint, save_job
 from sniper.cluster._config import TrainConfig
 from sniper.cluster._plan import TrainPlan
+from sniper.cluster._preemption import Preemption
 from sniper.cluster._progress import show_progress, trainer_metrics
 from sniper.cluster._reshard import reshard
 from sniper.cluster._resume import job_config
@@ -187,9 +188,11 @@ async def run_job(
     cluster: PsCluster,
     connect_hubs: HubConnector,
     resume: JobCheckpoint | None,
+    preemption: Preemption | None = None,
 ) -> TrainReport:
     """The job on ps already running, whatever carries the calls: restore them (resuming),
-    create the variables, start the hubs, then train with checkpoints and progress.
+    create the variables, start the hubs, then train with checkpoints and progress; while it
+    trains with checkpoints, ``preemption`` reaches its trainer.
 
     A ps or hub that fails a call before training is a :class:`TrainingError` naming what
     the job was doing, as it is during training."""
@@ -221,7 +224,11 @@ async def run_job(
             if url is not None:
                 print(f"metrics of the trainer on {url}", flush=True)
             with show_progress(trainer, quiet=not config.progress, interval=config.stats_interval):
-                yield
+                if preemption is None or job is None:
+                    yield
+                else:
+                    with preemption.attached(trainer):
+                        yield
 
     return await train(
         cluster,

@@ -75,7 +75,13 @@ class LocalLauncher(Launcher):
             hub_addresses = parse_addresses(launch.hubs, "--hub") if launch.hubs else None
             yield Attempt(
                 lambda: train_over_grpc(
-                    config, launch.plan, ps_addresses, hub_addresses, start_hubs, resume
+                    config,
+                    launch.plan,
+                    ps_addresses,
+                    hub_addresses,
+                    start_hubs,
+                    resume,
+                    launch.preemption,
                 ),
                 lambda: _exited(started),
             )

@@ -3,6 +3,12 @@
 A server prints ``listening on HOST:PORT`` as its first line; :func:`server_process` waits for
 it (with a timeout), yields the port, and on exit sends SIGTERM, waits, and kills a server that
 does not stop, so no process outlives its caller.
+
+Each server runs in a process group of its own: a terminal's Ctrl-C (SIGINT to its foreground
+process group) reaches the caller alone, which may still need its servers (``sniper train``
+saves the job on a first Ctrl-C) and stops them itself. A caller killed outright (``kill -9``)
+cannot stop them: a server started with ``--exit-on-stdin-eof`` (every one ``sniper train``
+starts) then sees its standard input, a pipe only the caller held, end, and exits.
 """
 
 from __future__ import annotations
@@ -107,7 +113,12 @@ def _run(
     role: str,
 ) -> Iterator[ServerProcess]:
     process = subprocess.Popen(
-        list(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True
+        list(command),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+        process_group=0,
     )
     server = None
     try:

@@ -237,7 +237,9 @@ class RayLauncher(Launcher):
                     return hubs
 
                 yield Attempt(
-                    lambda: train_over_grpc(config, launch.plan, ps, None, start_hubs, resume),
+                    lambda: train_over_grpc(
+                        config, launch.plan, ps, None, start_hubs, resume, launch.preemption
+                    ),
                     placement.any_died,
                 )
             finally:

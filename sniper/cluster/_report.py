@@ -30,6 +30,8 @@ def print_report(report: TrainReport, oracle_auc: float | None, eval_data: str =
     )
     if report.resumed_from_step:
         print(f"resumed from the checkpoint of step {report.resumed_from_step}")
+    if report.preempted:
+        print(f"preempted: stopped at step {report.steps} (--resume continues the job)")
     if report.restarts:
         print(
             f"restarted {report.restarts} time(s) after a server died; "

@@ -16,6 +16,7 @@ from sniper.cluster._checkpoint import JobCheckpoint
 from sniper.cluster._config import TrainConfig
 from sniper.cluster._job import hub_start, resumed_placement, run_job
 from sniper.cluster._plan import TrainPlan
+from sniper.cluster._preemption import Preemption
 from sniper.cluster._serve import ServeConfig
 from sniper.data import DataSource
 from sniper.roles import HubSettings, PsCluster, PsSettings, TrainReport
@@ -66,6 +67,7 @@ async def train_over_grpc(
     hubs: list[tuple[str, int]] | None,
     start_hubs: Callable[[Placement], list[tuple[str, int]]],
     resume: JobCheckpoint | None,
+    preemption: Preemption | None = None,
 ) -> TrainReport:
     """The job over gRPC, against ps (and hubs) at these addresses."""
     security = Security.of(config)
@@ -84,7 +86,7 @@ async def train_over_grpc(
         return [(client.address, client) for client in clients]
 
     try:
-        return await run_job(config, plan, cluster, connect_hubs, resume)
+        return await run_job(config, plan, cluster, connect_hubs, resume, preemption)
     finally:
         for client in clients:
             client.close()

@@ -1,8 +1,14 @@
 """Supervision of a job's attempts: signals, exit grace and restarts, for every launcher.
 
-An attempt (``sniper.cluster._abc.Attempt``) runs on an asyncio loop that a SIGTERM or SIGINT
-cancels, so that every task unwinds at an ``await`` and the launcher's block then stops what it
-started.
+An attempt (``sniper.cluster._abc.Attempt``) runs on an asyncio loop that watches for SIGTERM
+and SIGINT. The first one, while a job with a checkpoint directory trains, is a preemption
+(``sniper.cluster._preemption``): the trainer drains its pipeline, saves the job at the step it
+reached and ends training, the attempt ends as a finished one does, and :class:`Preempted`
+carries its report to ``sniper train``, which writes it and exits 128 + the signal (143, 130).
+``preempt_grace`` seconds bound that save. Past them, on a second signal, or when there is
+nothing to save (no checkpoint directory, training not started), the signal cancels the loop
+instead, so that every task unwinds at an ``await`` and the launcher's block then stops what it
+started; the latest complete checkpoint stays what it was. Each outcome is one line.
 
 A role's death is one thing whenever it comes: while the roles start (a
 :class:`~sniper.cluster.RoleStartError`, a replacement's included), while the job restores,
@@ -30,21 +36,37 @@ import anyio
 
 from sniper.cluster._abc import Launch, Launcher, RoleStartError
 from sniper.cluster._checkpoint import LATEST, load_job
+from sniper.cluster._preemption import Preemption
 from sniper.roles import RPC_ERRORS, TrainingError, TrainReport, describe_error
 
-__all__ = ["EXIT_GRACE", "supervise"]
+__all__ = ["EXIT_GRACE", "Preempted", "supervise"]
 
 log = logging.getLogger("sniper.train")
+
+
+class Preempted(Exception):
+    """``sniper train`` was signalled and its job stopped after saving the step it reached:
+    the report to write (:attr:`TrainReport.preempted`), and the exit status."""
+
+    def __init__(self, report: TrainReport, signum: int) -> None:
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        self.report = report
+        self.status = 128 + signum
+        """143 for SIGTERM, 130 for SIGINT: a signal's exit, as without the save."""
 
 
 def supervise(launcher: Launcher, launch: Launch) -> TrainReport:
     """Run ``launch`` on ``launcher`` until an attempt ends, restarting it from the job's
     latest checkpoint when a role the launcher started dies; the report counts the restarts
-    and the steps trained again."""
+    and the steps trained again. :class:`Preempted` when a signal stopped it after its last
+    checkpoint; ``SystemExit`` or ``KeyboardInterrupt`` when a signal stopped it at once."""
     config = launch.config
     job = config.job_directory()
     # SIGTERM unwinds like Ctrl-C, so the launcher's block stops every server it started.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    preemption = Preemption() if job is not None and config.preempt_grace > 0 else None
+    launch = dataclasses.replace(launch, preemption=preemption)
+    on_signal = _OnSignal(job, preemption, config.preempt_grace)
     latest_at_start = _latest(job)
     deaths: collections.Counter[str] = collections.Counter()
     restarts = lost_steps = 0
@@ -52,7 +74,7 @@ def supervise(launcher: Launcher, launch: Launch) -> TrainReport:
         try:
             try:
                 with launcher.start(launch) as attempt:
-                    report = _run_training(attempt.job, attempt.died)
+                    report, signum = _run_training(attempt.job, attempt.died, on_signal)
             except RoleStartError as exc:
                 raise _RoleDied(exc.role, exc, None) from exc
             break
@@ -85,6 +107,9 @@ def supervise(launcher: Launcher, launch: Launch) -> TrainReport:
             )
     report.restarts = restarts
     report.lost_steps = lost_steps
+    if signum:
+        on_signal.saved(signum, report)
+        raise Preempted(report, signum)
     return report
 
 
@@ -154,14 +179,19 @@ _ROLE_FAILURES = (TrainingError, *RPC_ERRORS)
 
 
 def _run_training(
-    job: Callable[[], Awaitable[TrainReport]], died: Callable[[], str | None] | None
-) -> TrainReport:
-    """Run ``job`` (one attempt at training); :class:`_RoleDied` when it failed and ``died()``
+    job: Callable[[], Awaitable[TrainReport]],
+    died: Callable[[], str | None] | None,
+    on_signal: _OnSignal | None = None,
+) -> tuple[TrainReport, int]:
+    """Run ``job`` (one attempt at training): its report, and the signal that stopped it
+    after its last checkpoint (0: none). :class:`_RoleDied` when it failed and ``died()``
     names a role this launcher started that is gone (worth a restart). ``None``: no server
-    runs apart from the job (one process), so a failure is never a restart."""
+    runs apart from the job (one process), so a failure is never a restart. ``on_signal``:
+    what a signal does (None: stop at once)."""
+    on_signal = on_signal or _OnSignal(None, None, 0.0)
     try:
         # grpclib runs on asyncio: the gRPC transport picks the backend.
-        report, signum = anyio.run(_until_signalled, job, backend="asyncio")
+        report, signum = anyio.run(_until_signalled, job, on_signal, backend="asyncio")
     except RoleStartError as exc:
         raise _RoleDied(exc.role, exc, None) from exc
     except _ROLE_FAILURES as exc:
@@ -185,30 +215,47 @@ def _run_training(
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
     if report is None:
         raise KeyboardInterrupt if signum == signal.SIGINT else SystemExit(128 + signum)
-    return report
+    return report, signum
 
 
 async def _until_signalled(
-    job: Callable[[], Awaitable[TrainReport]],
+    job: Callable[[], Awaitable[TrainReport]], on_signal: _OnSignal
 ) -> tuple[TrainReport | None, int]:
-    """Run ``job``; a SIGTERM or SIGINT meanwhile cancels it: ``(None, the signal)``.
+    """Run ``job``; its report and 0, or the first SIGTERM or SIGINT meanwhile: ``(its
+    report, the signal)`` when the job saved and ended as ``on_signal`` asked it to,
+    ``(None, the signal)`` when it was cancelled (a second signal, the grace spent, nothing
+    to save, or the save failed).
 
-    Why not let the signal raise where it lands: an exception thrown into whatever bytecode
-    the main thread runs can stop the event loop before it runs the callbacks that stop
-    anyio's worker threads, and the process then waits for them forever (CI saw a
-    SIGTERMed ``sniper train`` hang so). Cancelling unwinds every task at an ``await``.
+    Why cancel rather than let the signal raise where it lands: an exception thrown into
+    whatever bytecode the main thread runs can stop the event loop before it runs the
+    callbacks that stop anyio's worker threads, and the process then waits for them forever
+    (CI saw a SIGTERMed ``sniper train`` hang so). Cancelling unwinds every task at an
+    ``await``. The watcher is a task of the job's loop, so the trainer hears the request on
+    its own thread, between two of its awaits.
     """
     outcome: list[TrainReport | Exception] = []
     received: list[int] = []
     async with anyio.create_task_group() as group:
 
+        async def give_up(grace: float) -> None:
+            await anyio.sleep(grace)
+            on_signal.too_late(received[0])
+            group.cancel_scope.cancel()
+
         async def watch() -> None:
-            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                async for signum in signals:
-                    received.append(signum)
-                    break
-            # A second signal while the job unwinds raises where it lands, as before.
-            signal.signal(signal.SIGTERM, _exit_on_sigterm)
+            try:
+                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                    async for signum in signals:
+                        received.append(signum)
+                        if len(received) > 1:
+                            on_signal.again(signum)
+                            break
+                        if not on_signal.ask(signum):
+                            break
+                        group.start_soon(give_up, on_signal.grace)
+            finally:
+                # A signal after these while the job unwinds raises where it lands, as before.
+                signal.signal(signal.SIGTERM, _exit_on_sigterm)
             group.cancel_scope.cancel()
 
         group.start_soon(watch)
@@ -219,10 +266,95 @@ async def _until_signalled(
         finally:
             group.cancel_scope.cancel()
     if received:
+        if outcome and isinstance(outcome[0], TrainReport) and on_signal.asked:
+            return outcome[0], received[0]
+        if outcome and isinstance(outcome[0], Exception) and len(received) == 1:
+            on_signal.failed(received[0], outcome[0])
         return None, received[0]
     if isinstance(outcome[0], Exception):
         raise outcome[0]
     return outcome[0], 0
+
+
+class _OnSignal:
+    """What a signal does to the job of ``directory`` (None: no checkpoints), and its lines:
+    ask ``preemption`` (None: none) for a last checkpoint within ``grace`` seconds."""
+
+    def __init__(self, directory: Path | None, preemption: Preemption | None, grace: float):
+        self.directory = directory
+        self.preemption = preemption
+        self.grace = grace
+        self.asked = False
+        """The trainer was asked for its last checkpoint."""
+
+    def ask(self, signum: int) -> bool:
+        """The first signal: ask for the last checkpoint; False (with the line saying why
+        nothing is saved) when there is nothing to ask."""
+        name = signal.Signals(signum).name
+        step = self.preemption.request() if self.preemption is not None else None
+        if step is not None:
+            self.asked = True
+            log.warning(
+                "%s: saving the job at the next clean cut (step %d trained), then stopping; "
+                "within preempt_grace %g s, or at once on a second signal",
+                name,
+                step,
+                self.grace,
+            )
+            return True
+        if self.directory is None:
+            why = "no --checkpoint-dir"
+        elif not self.grace:
+            why = "preempt_grace 0"
+        else:
+            why = f"training had not started; {self._latest()}"
+        log.warning("%s: stopping at once; nothing saved (%s)", name, why)
+        return False
+
+    def saved(self, signum: int, report: TrainReport) -> None:
+        """The job saved and stopped as asked."""
+        log.warning(
+            "%s: stopped at step %d; %s; sniper train --resume %s continues the job",
+            signal.Signals(signum).name,
+            report.steps,
+            self._latest(),
+            self.directory,
+        )
+
+    def again(self, signum: int) -> None:
+        """A second signal: the save is abandoned."""
+        log.warning(
+            "%s again: stopping at once without the checkpoint; %s",
+            signal.Signals(signum).name,
+            self._latest(),
+        )
+
+    def too_late(self, signum: int) -> None:
+        """``grace`` seconds passed before the save ended: it is abandoned."""
+        log.warning(
+            "%s: the checkpoint did not finish within preempt_grace %g s; stopping without it; %s",
+            signal.Signals(signum).name,
+            self.grace,
+            self._latest(),
+        )
+
+    def failed(self, signum: int, error: Exception) -> None:
+        """The job failed after the signal (the save included)."""
+        if not self.asked:
+            return
+        text = str(error) if isinstance(error, TrainingError) else describe_error(error)
+        log.warning(
+            "%s: the checkpoint failed (%s); %s",
+            signal.Signals(signum).name,
+            (text.splitlines() or [type(error).__name__])[0],
+            self._latest(),
+        )
+
+    def _latest(self) -> str:
+        latest = _latest(self.directory)
+        if latest is None:
+            return "no checkpoint yet"
+        return f"the latest checkpoint is {self.directory}/{latest}"
 
 
 def _interrupt_in(group: BaseExceptionGroup[BaseException]) -> BaseException | None:

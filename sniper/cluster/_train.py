@@ -13,7 +13,9 @@ starts the hubs, which begin feeding, and runs the trainer, scoring ``eval_data`
 (``sniper.cluster._job``), restarted from its latest checkpoint when a role dies
 (``sniper.cluster._supervise``); print the report and write it as JSON
 (``sniper.cluster._report``). Every role is stopped on every exit path (end of data, an
-error, Ctrl-C, SIGTERM), so no server outlives the command.
+error, Ctrl-C, SIGTERM), so no server outlives the command. A SIGTERM or a first Ctrl-C while a
+job with checkpoints trains saves it first, then writes the report (``preempted``) and exits
+143 or 130 (``sniper.cluster._supervise``).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from sniper.cluster._plan import oracle_auc, plan_training
 from sniper.cluster._registry import open_launcher
 from sniper.cluster._report import print_report, write_report
 from sniper.cluster._resume import check_resume, nothing_left
-from sniper.cluster._supervise import supervise
+from sniper.cluster._supervise import Preempted, supervise
 from sniper.data import load_workload
 from sniper.roles import checkpoint_report
 from sniper.runtime import log_to_stderr
@@ -50,6 +52,7 @@ def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = Non
     config = config.with_num_ps(resume)
     if resume is not None:
         check_resume(resume, config, plan)  # before any process: a changed config starts none
+    status = 0
     if resume is not None and nothing_left(resume, config, plan):
         print(
             f"nothing left to train: the checkpoint of step {resume.step} ({resume.directory}) "
@@ -58,9 +61,12 @@ def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = Non
         )
         report = checkpoint_report(resume.trainer)
     else:
-        report = supervise(launcher, Launch(config, plan, resume, ps, hubs))
+        try:
+            report = supervise(launcher, Launch(config, plan, resume, ps, hubs))
+        except Preempted as preempted:
+            report, status = preempted.report, preempted.status
     # With hubs started elsewhere their data settings are theirs, so there is no oracle to quote.
     oracle = oracle_auc(config, workload) if not hubs else None
     print_report(report, oracle, config.eval_data)
     write_report(report, oracle, config)
-    return 0
+    return status

@@ -6,6 +6,10 @@ and each hub's position is a clean cut. :meth:`Pauses.request` closes the pipeli
 training loop keeps training the batches already read, and once they are drained calls
 :meth:`Pauses.run`: the moves first, then the checkpoint (which then holds the new placement),
 then the gate opens again. A reason found while already draining joins the pause under way.
+
+A stop (:meth:`Pauses.stop`: ``sniper train`` signalled to end, a preemption) is one more such
+pause: it checkpoints at the clean cut (unless that step is saved already) and leaves the gate
+closed, so training ends there with nothing read past the checkpoint.
 """
 
 from __future__ import annotations
@@ -51,6 +55,10 @@ class Pauses:
         self._due_checkpoint = False  # what the pause under way is for
         self._due_moves: list[Move] = []
         self._started = 0.0
+        self._stopping = False
+        self.stopped = False
+        """The pause :meth:`stop` asked for is done: the current step is checkpointed and the
+        gate stays closed; training ends."""
 
     @property
     def draining(self) -> bool:
@@ -65,6 +73,14 @@ class Pauses:
             self.pipeline.close()
             self._started = time.perf_counter()
 
+    def stop(self) -> None:
+        """Checkpoint at the next clean cut, then end training there: the pipeline stays
+        closed after that pause (the last checkpoint of a preempted job). Needs ``save``."""
+        if self.save is None:
+            raise RuntimeError("stop() checkpoints, and this trainer has no checkpointer")
+        self._stopping = True
+        self.request(checkpoint=True)
+
     async def after_step(self, step: int) -> None:
         """Request what is due after training step ``step``."""
         if self.checkpoint_every and step % self.checkpoint_every == 0:
@@ -72,21 +88,30 @@ class Pauses:
         await self._plan_moves(step)
 
     async def run(self, report: TrainReport) -> None:
-        """The pipeline is drained: make the moves, then the checkpoint, then reopen."""
+        """The pipeline is drained: make the moves, then the checkpoint, then reopen (or,
+        after :meth:`stop`, leave it closed: :attr:`stopped`)."""
         waited = time.perf_counter() - self._started
         moves, self._due_moves = self._due_moves, []
         for move in moves:
             await self._move(move, report)
+        if self._stopping and report.steps == self.checkpointed_step:
+            # This step is saved already (a resume's, or a checkpoint the stop came during),
+            # or nothing was trained: there is nothing new to save.
+            self._due_checkpoint = False
         if self._due_checkpoint:
             self._due_checkpoint = False
             await self.checkpoint(report, waited)
+        if self._stopping:
+            self.stopped = True
+            return
         self.pipeline.open()
 
     async def finish(self, report: TrainReport, again: bool = False) -> None:
-        """The end of training is a clean cut too: checkpoint it if checkpointing and not
-        checkpointed already at this step, or ``again``: the end changed what a checkpoint
-        holds (the data ended, or the evaluation data was scored)."""
-        if self.checkpoint_every and (report.steps > self.checkpointed_step or again):
+        """The end of training is a clean cut too: checkpoint it if checkpointing (or asked to
+        :meth:`stop`) and not checkpointed already at this step, or ``again``: the end changed
+        what a checkpoint holds (the data ended, or the evaluation data was scored)."""
+        checkpointing = self.checkpoint_every or self._stopping
+        if checkpointing and (report.steps > self.checkpointed_step or again):
             await self.checkpoint(report, 0.0)
 
     async def checkpoint(self, report: TrainReport, waited: float) -> None:

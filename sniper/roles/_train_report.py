@@ -46,6 +46,10 @@ class TrainReport:
     """Times ``sniper train`` restarted its processes after one died (``max_restarts``)."""
     lost_steps: int = 0
     """Training steps done after the last checkpoint before each restart, trained again."""
+    preempted: bool = False
+    """``sniper train`` was signalled (SIGTERM, SIGINT) and stopped early at the step of its
+    latest checkpoint (saved on the signal, unless that step was saved already or none was
+    trained): ``--resume`` continues the job from there."""
     losses: list[float] = field(default_factory=list)
     """Mean training logloss of each 10-batch window, in order (to see it decrease)."""
     ops: dict[str, LatencySummary] = field(default_factory=dict)

@@ -22,6 +22,11 @@ Evaluation data. With an :class:`~sniper.roles._evaluate.DataEvaluator` (``eval_
 ``sniper train``), the whole held-out input is scored every ``eval_every_steps`` training steps
 and once more at the end; its AUC and logloss go in the report beside the in-stream figures.
 
+Preemption. :meth:`Trainer.preempt` (``sniper train`` on SIGTERM or SIGINT) asks for one more
+pause: its checkpoint at the clean cut, after which training ends as at ``max_steps``, without
+the end's scoring of the evaluation data (the resumed run's end scores it); the report says
+``preempted``.
+
 Failure. A hub or ps that stops answering ends training with :class:`TrainingError`, which
 names the server and the call that failed. Nothing is retried silently past the client's own
 retries.
@@ -175,19 +180,34 @@ class Trainer:
             # Training throughput leaves out the time spent scoring the evaluation data.
             scoring = sum(r.seconds for r in report.eval_data_history) - scored_before
             seconds = time.perf_counter() - started - scoring
-            last = report.eval_data_history[-1].step if report.eval_data_history else None
-            scored = self.evaluator is not None and last != report.steps
-            if scored:
-                await self._score_eval_data(report)
-            # Scored first, and saved again if a checkpoint at this step came before the end, so
-            # that the last checkpoint holds the whole report and says whether the data ended (a
-            # resume of a finished run answers with it).
-            await self.pauses.finish(report, again=scored or self.data_ended)
+            if self.pauses.stopped:
+                # Preempted: the stop's pause checkpointed this step; the rest is the resume's.
+                report.preempted = True
+            else:
+                await self._end(report)
         except TrainingError as exc:
             exc.steps = report.steps
             raise
         self._finish(report, seconds, report.examples - resumed_examples)
         return report
+
+    async def _end(self, report: TrainReport) -> None:
+        """Score the evaluation data (unless this step's scoring is done) and checkpoint the
+        end."""
+        last = report.eval_data_history[-1].step if report.eval_data_history else None
+        scored = self.evaluator is not None and last != report.steps
+        if scored:
+            await self._score_eval_data(report)
+        # Scored first, and saved again if a checkpoint at this step came before the end, so
+        # that the last checkpoint holds the whole report and says whether the data ended (a
+        # resume of a finished run answers with it).
+        await self.pauses.finish(report, again=scored or self.data_ended)
+
+    def preempt(self) -> None:
+        """Checkpoint at the next clean cut and end training there (a preemption: ``sniper
+        train`` signalled). Call on the trainer's event loop, with a checkpointer; training
+        that is ending anyway (the data, ``max_steps``) checkpoints its end instead."""
+        self.pauses.stop()
 
     async def _consume(self, report: TrainReport, started: float) -> None:
         """The training loop: train on (or score) each prefetched batch, in ticket order;
@@ -198,6 +218,8 @@ class Trainer:
         while True:
             if pipeline.closed and pipeline.drained():
                 await self.pauses.run(report)
+                if self.pauses.stopped:
+                    return
             try:
                 item = await pipeline.next()
             except anyio.EndOfStream:

@@ -1,6 +1,7 @@
 """The trainer trains the same batches in the same order on every run, whatever the order the
 network answers in: several hubs and several reads in flight (``prefetch``) included, and a
-run resumed from the trainer's state continues exactly where the interrupted one stopped."""
+run resumed from the trainer's state continues exactly where the interrupted one stopped (a
+preempted one's last checkpoint included)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from sniper.models import Mlp, MlpModel
 from sniper.models._mlp import Backward
 from sniper.roles import (
     BatchId,
+    Checkpointer,
     HubConfig,
     PsCluster,
     PsEngine,
@@ -55,10 +57,15 @@ async def train(
     eval_every: int = 0,
     max_staleness: int = 0,
     blas_threads: int = 1,
+    checkpointer: Checkpointer | None = None,
+    preempt_at: int = 0,
 ) -> tuple[list[int], Trainer, TrainReport]:
     """One run on fresh roles; with ``state`` (and the hubs positioned after the batches it
-    trained), a resumed one."""
+    trained), a resumed one. ``preempt_at``: preempt the trainer once it trained that many
+    steps (needs ``checkpointer``)."""
     positions: Mapping[int, BatchId] = state["positions"] if state else {}  # type: ignore[assignment]
+    if checkpointer is None and checkpoint_every:
+        checkpointer = noop_checkpoint
     async with open_scheduler("inline", workers=1) as scheduler:
         ps = RecordingPs(PsEngine(scheduler))
         ps.pushed = []
@@ -86,13 +93,15 @@ async def train(
                 progress=False,
                 checkpoint_every=checkpoint_every,
             ),
-            checkpointer=noop_checkpoint if checkpoint_every else None,
+            checkpointer=checkpointer,
         )
         if state:
             trainer.resume_from(state["trainer"])  # type: ignore[arg-type]
         async with anyio.create_task_group() as group:
             for _, hub in hubs:
                 group.start_soon(hub.run)
+            if preempt_at:
+                group.start_soon(preempt, trainer, preempt_at)
             report = await trainer.run()
             group.cancel_scope.cancel()
         return ps.pushed, trainer, report
@@ -100,6 +109,21 @@ async def train(
 
 async def noop_checkpoint(trainer: Trainer, report: TrainReport) -> None:
     await anyio.sleep(0)
+
+
+async def preempt(trainer: Trainer, step: int) -> None:
+    """What ``sniper train`` does on SIGTERM, once ``trainer`` has trained ``step`` steps."""
+    while trainer.live().steps < step:
+        await anyio.sleep(0.001)
+    trainer.preempt()
+
+
+class Saves(list[dict[str, Any]]):
+    """A checkpointer that keeps what a resume needs of each checkpoint, in order."""
+
+    async def __call__(self, trainer: Trainer, report: TrainReport) -> None:
+        self.append({"trainer": trainer.state(report), "positions": dict(trainer.positions)})
+        await anyio.sleep(0)
 
 
 def round_robin() -> list[int]:
@@ -126,6 +150,40 @@ async def test_batches_are_trained_in_one_order_and_a_resume_continues_it() -> N
     state = {"trainer": stopped.state(report), "positions": dict(stopped.positions)}
     rest, _, _ = await train(reader, state=state)
     assert first + rest == whole
+
+
+async def test_a_preemption_checkpoints_the_step_reached_and_its_resume_continues_it() -> None:
+    """The trainer stops after the checkpoint it was asked for, with nothing pushed past it,
+    and the resume of that checkpoint trains the rest in the same order."""
+    reader = SyntheticCtr(
+        load_workload("seed_ctr"), num_batches=BATCHES, scale=0.005, seed=2, batch_size=16
+    )
+    whole, _, _ = await train(reader)
+    saves = Saves()
+    first, _, report = await train(reader, checkpointer=saves, preempt_at=7)
+    assert report.preempted and report.checkpoints == 1
+    assert saves[-1]["trainer"]["steps"] == report.steps >= 7
+    assert first == whole[: report.steps]
+    rest, _, resumed = await train(reader, state=saves[-1])
+    assert first + rest == whole
+    assert not resumed.preempted
+
+
+async def test_a_preemption_during_a_checkpoint_stops_at_that_checkpoint() -> None:
+    """Asked while a periodic checkpoint saves, the trainer takes no second one: that
+    checkpoint is at the step it reached."""
+    reader = SyntheticCtr(
+        load_workload("seed_ctr"), num_batches=BATCHES, scale=0.005, seed=2, batch_size=16
+    )
+    saves = Saves()
+
+    async def preempted_while_saving(trainer: Trainer, report: TrainReport) -> None:
+        trainer.preempt()
+        await saves(trainer, report)
+
+    pushed, _, report = await train(reader, checkpoint_every=5, checkpointer=preempted_while_saving)
+    assert report.preempted and report.checkpoints == 1 and len(saves) == 1
+    assert saves[0]["trainer"]["steps"] == report.steps == len(pushed)
 
 
 async def test_checkpoints_at_every_step_never_hang_and_keep_the_order() -> None:
