@@ -13,7 +13,7 @@ import asyncio
 import numpy as np
 
 from sniper.roles import PsEngine, PsRole
-from sniper.rpc import PsClient, Server, variable_request
+from sniper.rpc import PsClient, Server, VariableConfig
 from sniper.scheduler import open_scheduler
 from sniper.transport import HealthService, PsService, bound_address
 
@@ -32,7 +32,7 @@ async def main() -> None:
         client = PsClient(host, port)
         try:
             await client.create_variable(
-                variable_request(
+                VariableConfig(
                     "user_id",
                     dim=8,
                     capacity=10_000,

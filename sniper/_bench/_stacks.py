@@ -93,7 +93,7 @@ ENGINE = "ps: engine and role (batches held, results merged)"
 SCHEDULER = "ps: scheduler (dispatch, steal, park)"
 DATA = "hub: data reading (Parquet, synthetic)"
 HUB = "hub: feeding and handing out batches"
-DENSE = "trainer: dense model (numpy forward, backward, Adam)"
+DENSE = "trainer: dense model (forward, backward, its optimizer)"
 TRAINER = "trainer: loop, metrics, fan-out to ps"
 CODECS = "codecs: protobuf and tensors (betterproto, numpy)"
 GRPC = "transport: gRPC, HTTP/2 (grpclib, h2, sniper.transport)"
@@ -127,7 +127,9 @@ CATEGORIES: tuple[Rule, ...] = (
     _rule(DATA, "pyarrow/"),
     _rule(HUB, "sniper/roles/_hub.py"),
     _rule(HUB, "sniper/roles/_handout.py"),
-    _rule(DENSE, "sniper/roles/_model.py"),
+    _rule(DENSE, "sniper/models/"),
+    _rule(DENSE, "sniper/torch/"),
+    _rule(DENSE, "torch/"),
     _rule(TRAINER, "sniper/roles/"),
     _rule(CODECS, "sniper/rpc/_codec.py"),
     _rule(CODECS, "sniper/rpc/_tensor.py"),

@@ -55,6 +55,7 @@ try:
 finally:
     cluster.shutdown()
 print(json.dumps({"rc": train.returncode, "out": out, "err": err[-3000:],
+                  "restarted": [line for line in err.splitlines() if "restarting" in line],
                   "ps_nodes": [node.node_id for node in nodes]}))
 """
 
@@ -120,4 +121,4 @@ def test_a_killed_actor_is_placed_again_and_the_job_resumes(namespace: str, tmp_
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["restarts"] == 1, result["err"]
     assert report["steps"] == 72  # every batch trained, those after the checkpoint again
-    assert "restarting every process (restart 1 of 3)" in str(result["err"])
+    assert "restarting every process (restart 1 of 3)" in str(result["restarted"])
