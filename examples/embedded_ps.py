@@ -48,7 +48,7 @@ async def main() -> None:
             stats = await client.stats()
             print(
                 f"served on {host}:{port}: pooled {pooled.shape}, "
-                f"{stats.variables[0].rows} rows, ops {[s.name for s in stats.latencies][:3]}"
+                f"{stats.variables[0].rows} rows, ops {list(stats.latencies)[:3]}"
             )
         finally:
             client.close()
