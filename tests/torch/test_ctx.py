@@ -4,7 +4,6 @@ model gives the same loss per batch as the trainer, for the same batches, with `
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
