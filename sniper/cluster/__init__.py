@@ -33,6 +33,7 @@ from sniper.cluster._placement import print_placement as print_placement
 from sniper.cluster._placement import workload_placement as workload_placement
 from sniper.cluster._plan import TrainPlan as TrainPlan
 from sniper.cluster._plan import plan_training as plan_training
+from sniper.cluster._predict import run_predict as run_predict
 from sniper.cluster._preemption import Preemption as Preemption
 from sniper.cluster._process import ps_command as ps_command
 from sniper.cluster._process import server_process as server_process
@@ -88,6 +89,7 @@ __all__ = [
     "read_report",
     "reshard",
     "run_eval",
+    "run_predict",
     "run_serve",
     "run_train",
     "serve_hub",

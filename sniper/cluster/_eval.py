@@ -1,11 +1,12 @@
-"""``sniper eval``: score a data file with a job checkpoint's model, without training.
+"""``sniper eval`` and ``sniper predict``: a data file scored by a job checkpoint's model.
 
 The ps are started and restored from the checkpoint (their variables and widths come from
 it), the dense model is built as the checkpoint records (its ``[model]``, saved under
 ``model_spec``; a checkpoint from before that record: the training config's) and loaded from
 its ``trainer.npz``, and every batch of the data is fed,
-looked up with release (no gradient) and scored: AUC, logloss and examples/s. The first step
-toward serving a trained model.
+looked up with release (no gradient) and scored. ``sniper eval`` reports AUC, logloss and
+examples/s; ``sniper predict`` (:mod:`sniper.cluster._predict`) writes the scores; both take
+this one path (:func:`score_checkpoint`). The first step toward serving a trained model.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ import json
 import logging
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from contextlib import ExitStack
 from pathlib import Path
+from typing import TypeVar
 
 import anyio
 
@@ -31,9 +34,13 @@ from sniper.roles import MANIFEST, DataEvaluator, EvalResult, Predictor, PsClust
 from sniper.rpc import PsClient, Security
 from sniper.runtime import log_to_stderr
 
-__all__ = ["run_eval"]
+__all__ = ["run_eval", "score_checkpoint"]
 
 log = logging.getLogger("sniper.eval")
+
+T = TypeVar("T")
+Consume = Callable[[DataEvaluator, Predictor, int], Awaitable[T]]
+"""What is done with the scoring: ``(evaluator, predict, the checkpoint's step)``."""
 
 
 def _widths(job: JobCheckpoint) -> dict[str, int]:
@@ -54,10 +61,15 @@ def _model_config(job: JobCheckpoint, config: TrainConfig) -> ModelConfig:
     return ModelConfig.from_table(spec, f"job checkpoint {job.directory}: model_spec")
 
 
-def run_eval(checkpoint: str, data: str, config: TrainConfig) -> int:
-    """Score ``data`` with the model of ``checkpoint`` (``config``: the training config, for
-    the ps settings, and the model of a checkpoint that does not record its own); prints the
-    figures, returns 0."""
+def score_checkpoint(
+    checkpoint: str, data: str, config: TrainConfig, consume: Consume[T]
+) -> tuple[JobCheckpoint, T]:
+    """The checkpoint's model over ``data``: ``consume(evaluator, predict, step)`` runs with
+    the checkpoint's ps started and restored and its model loaded, and its result is returned
+    with the checkpoint. ``sniper eval`` and ``sniper predict`` both score through here.
+
+    ``config``: the ps settings (its defaults do: the ps only serve lookups here), the batch
+    size data is read in, and the model of a checkpoint that does not record its own."""
     log_to_stderr()
     job = load_job(Path(checkpoint).resolve())
     shape, reader = probe_data(
@@ -85,7 +97,20 @@ def run_eval(checkpoint: str, data: str, config: TrainConfig) -> int:
         command = serve_config_command(server, configs / "ps.toml")
         ports = [stack.enter_context(server_process(command)).port for _ in range(job.num_ps)]
         security = Security.of(config)
-        result = anyio.run(_score, job, ports, reader, predict, security, backend="asyncio")
+        result = anyio.run(
+            _score, job, ports, reader, predict, security, consume, backend="asyncio"
+        )
+    return job, result
+
+
+def run_eval(checkpoint: str, data: str, config: TrainConfig) -> int:
+    """Score ``data`` with the model of ``checkpoint`` (``config``: see
+    :func:`score_checkpoint`); prints the figures, returns 0."""
+
+    async def score(evaluator: DataEvaluator, predict: Predictor, step: int) -> EvalResult:
+        return await evaluator.score(predict, step)
+
+    job, result = score_checkpoint(checkpoint, data, config, score)
     print(f"\nscored {data} with the model of {job.directory} (step {job.step})")
     print_table(
         ["examples", "AUC", "logloss", "examples/s"],
@@ -102,8 +127,13 @@ def run_eval(checkpoint: str, data: str, config: TrainConfig) -> int:
 
 
 async def _score(
-    job: JobCheckpoint, ports: list[int], reader: Reader, predict: Predictor, security: Security
-) -> EvalResult:
+    job: JobCheckpoint,
+    ports: list[int],
+    reader: Reader,
+    predict: Predictor,
+    security: Security,
+    consume: Consume[T],
+) -> T:
     # The checkpoint's placement: its variables are on the ps it names (balanced at the start,
     # moved by auto_shard), not always on the ones their names hash to.
     cluster = PsCluster(
@@ -114,7 +144,7 @@ async def _score(
             await member.restore(f"{job.directory.name}/ps-{index}")
         evaluator = DataEvaluator(reader, cluster, predict.variables)
         start = time.perf_counter()
-        result = await evaluator.score(predict, job.step)
+        result = await consume(evaluator, predict, job.step)
         log.info("scored in %.1f s", time.perf_counter() - start)
         return result
     finally:

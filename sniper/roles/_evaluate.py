@@ -3,8 +3,10 @@
 The ps pools embeddings only for batches that were fed to it, so the evaluator plays a hub
 for its own input: it reads each batch (on a worker thread), feeds its signs under an id of
 hub :data:`~sniper.roles._batch_id.EVAL_HUB` (never one of the training hubs'), and looks it up
-with ``release`` so that no gradient is expected and the ps frees the batch at once. The
-model's predictions are scored with streaming AUC and logloss over the whole input.
+with ``release`` so that no gradient is expected and the ps frees the batch at once.
+:meth:`DataEvaluator.predictions` hands back each batch with the model's predictions (what
+``sniper predict`` writes); :meth:`DataEvaluator.score` scores those with streaming AUC and
+logloss over the whole input, one path for both.
 
 As for the in-stream held-out batches, a lookup of a sign the table has not seen gives it a
 fresh row (subject to the variable's admission), as it would at serving time.
@@ -13,7 +15,7 @@ fresh row (subject to the variable's admission), as it would at serving time.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,13 +55,10 @@ class DataEvaluator:
         self.variables = variables
         self._rounds = 0
 
-    async def score(self, predict: Predict, step: int) -> EvalResult:
-        """AUC and logloss of ``predict`` over the whole input; ``step`` labels the result."""
-        start = time.perf_counter()
-        epoch = self._rounds  # a fresh id space per scoring: no id is fed twice
+    async def predictions(self, predict: Predict) -> AsyncIterator[tuple[Batch, NDArray[Any]]]:
+        """Every batch of the input, in order, with ``predict``'s predictions for it."""
+        epoch = self._rounds  # a fresh id space per pass: no id is fed twice
         self._rounds += 1
-        auc = StreamingAuc()
-        loss_sum, examples = 0.0, 0
         batches = self.reader.batches()
         index = 0
         while (batch := await anyio.to_thread.run_sync(_next, batches)) is not None:
@@ -67,7 +66,14 @@ class DataEvaluator:
             index += 1
             await self.cluster.feed_sample(batch_id, batch.sparse)
             pooled = await self.cluster.embedding_lookup(batch_id, self.variables, release=True)
-            probs = predict(pooled, batch.dense)
+            yield batch, predict(pooled, batch.dense)
+
+    async def score(self, predict: Predict, step: int) -> EvalResult:
+        """AUC and logloss of ``predict`` over the whole input; ``step`` labels the result."""
+        start = time.perf_counter()
+        auc = StreamingAuc()
+        loss_sum, examples = 0.0, 0
+        async for batch, probs in self.predictions(predict):
             auc.update(batch.labels, probs)
             loss_sum += log_loss(batch.labels, probs) * batch.batch_size
             examples += batch.batch_size

@@ -4,6 +4,9 @@
   ``[batch, len(labels)]`` logits, as the trainer's :class:`~sniper.models.DenseModel`: the
   pooled embeddings arrive as leaf tensors (zero-copy views of the trainer's input matrix),
   their gradients go back to the ps, and a ``torch.optim`` optimizer updates the module.
+- :class:`TrainCtx`: the loop-owning form, for a training loop of the user's own (PERSIA's
+  shape): ``next_batch()`` hands back the embeddings as leaf tensors that require grad,
+  ``backward(loss)`` pushes their ``.grad`` to the ps.
 - :func:`open_optimizer`: a ``torch.optim`` optimizer by name, as ``[model] optimizer``
   names it.
 - :mod:`sniper.torch.models`: the model zoo (an MLP equal to the numpy one, DLRM, DeepFM,
@@ -22,10 +25,20 @@ except ImportError as exc:  # pragma: no cover (the extra is installed wherever 
         f"sniper.torch needs PyTorch ({exc}); install it with: pip install 'sniper[torch]'"
     ) from exc
 
+from sniper.torch._ctx import Embeddings as Embeddings
+from sniper.torch._ctx import TrainBatch as TrainBatch
+from sniper.torch._ctx import TrainCtx as TrainCtx
 from sniper.torch._model import TorchModel as TorchModel
 from sniper.torch._model import open_optimizer as open_optimizer
 from sniper.torch._model import resolve_device as resolve_device
 
 del _torch
 
-__all__ = ["TorchModel", "open_optimizer", "resolve_device"]
+__all__ = [
+    "Embeddings",
+    "TorchModel",
+    "TrainBatch",
+    "TrainCtx",
+    "open_optimizer",
+    "resolve_device",
+]

@@ -1,0 +1,85 @@
+"""``sniper predict``: every example of a data file scored by a job checkpoint's model, to
+Parquet.
+
+The scoring is ``sniper eval``'s (:func:`~sniper.cluster._eval.score_checkpoint`): the same
+ps restored from the checkpoint, the same model, the same batches in the data's order. Each
+batch is written as it is scored, so the output's size does not bound the data's. The file
+holds, one row per example in the data's order:
+
+- ``row``: the example's index in the data (int64), to join the scores back to it;
+- each label column the data has (float32; ``label`` for today's readers), so the scores can
+  be evaluated without the data;
+- ``<label>_score``: the model's probability for each label the model predicts (float32).
+
+It is written to ``<output>.partial`` and renamed when complete: a failed run leaves no file
+that looks whole.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from numpy.typing import NDArray
+
+from sniper.cluster._config import TrainConfig
+from sniper.cluster._eval import score_checkpoint
+from sniper.roles import DataEvaluator, Predictor
+
+__all__ = ["run_predict", "score_columns"]
+
+
+def score_columns(labels: tuple[str, ...]) -> list[str]:
+    """The score column of each label, in the model's output order."""
+    return [f"{label}_score" for label in labels]
+
+
+def _table(row: int, labels: tuple[str, ...], truth: NDArray[Any], probs: NDArray[Any]) -> pa.Table:
+    size = len(truth)
+    scores = probs.reshape(size, -1).astype(np.float32, copy=False)
+    truths = truth.reshape(size, -1).astype(np.float32, copy=False)
+    columns: dict[str, Any] = {"row": pa.array(np.arange(row, row + size, dtype=np.int64))}
+    # The data's label columns: one per label of the model when the data has as many.
+    names = labels if truths.shape[1] == len(labels) else ("label",)
+    columns |= {name: pa.array(truths[:, i]) for i, name in enumerate(names)}
+    columns |= {name: pa.array(scores[:, i]) for i, name in enumerate(score_columns(labels))}
+    return pa.table(columns)
+
+
+def run_predict(checkpoint: str, data: str, output: str, config: TrainConfig) -> int:
+    """Write the scores of ``data`` by the model of ``checkpoint`` to the Parquet file
+    ``output`` (``config``: see :func:`~sniper.cluster._eval.score_checkpoint`); returns 0."""
+    target = Path(output)
+    partial = target.with_name(target.name + ".partial")
+
+    async def write(evaluator: DataEvaluator, predict: Predictor, step: int) -> int:
+        del step
+        labels = tuple(predict.model.inputs.labels)
+        writer: pq.ParquetWriter | None = None
+        rows = 0
+        try:
+            async for batch, probs in evaluator.predictions(predict):
+                table = _table(rows, labels, batch.labels, probs)
+                if writer is None:
+                    writer = pq.ParquetWriter(partial, table.schema)
+                writer.write_table(table)
+                rows += batch.batch_size
+        finally:
+            if writer is not None:
+                writer.close()
+        if writer is None:
+            raise ValueError(f"data {data!r} holds no examples")
+        return rows
+
+    try:
+        job, rows = score_checkpoint(checkpoint, data, config, write)
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+    print(f"wrote {rows:,} scores of {data} by the model of {job.directory} (step {job.step})")
+    print(f"to {target}")
+    return 0

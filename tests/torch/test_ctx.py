@@ -1,0 +1,95 @@
+"""The loop-owning form (:class:`sniper.torch.TrainCtx`): a user's own loop over the same
+model gives the same loss per batch as the trainer, for the same batches, with ``prefetch =
+1`` and ``max_staleness = 0`` (each lookup sees every earlier push in both)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from torch.nn import functional
+
+from sniper.cluster import TrainConfig, plan_training
+from sniper.data import load_workload
+from sniper.models import TrainStep
+from sniper.testing import local_cluster
+from sniper.torch import TorchModel, TrainCtx
+
+JOB: dict[str, Any] = {
+    "workload": "criteo",
+    "scale": 0.01,
+    "num_batches": 25,
+    "batch_size": 256,
+    "progress": False,
+    "blas_threads": 1,
+    "prefetch": 1,
+    "max_staleness": 0,
+    "eval_every": 0,
+}
+MODEL = {"factory": "torch_mlp", "params": {"hidden": [16]}, "optimizer": "adam", "lr": 0.003}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_the_loop_owning_form_gives_the_trainer_s_losses() -> None:
+    config = TrainConfig(**JOB, variables={"default": {"dim": 8}}, model=MODEL)
+    plan = plan_training(config, load_workload(config.workload))
+
+    through_trainer = plan.model()
+    assert isinstance(through_trainer, TorchModel)
+    trainer_losses: list[float] = []
+    train_step = through_trainer.train_step
+
+    def recorded(inputs: Any, labels: Any) -> TrainStep:
+        step = train_step(inputs, labels)
+        trainer_losses.append(step.loss)
+        return step
+
+    through_trainer.train_step = recorded  # type: ignore[method-assign]
+    tables, dense = plan.tables, plan.data.dense_features
+    async with local_cluster(config.open(), tables, dense, seed=config.seed) as cluster:
+        report = await cluster.train(config.trainer(), model=through_trainer)
+    assert report.steps == 25 == len(trainer_losses)
+
+    own = plan.model()  # the same module and optimizer, built afresh for the same seed
+    assert isinstance(own, TorchModel)
+    module, optimizer = own.module, own.optimizer
+    losses = []
+    async with local_cluster(config.open(), tables, dense, seed=config.seed) as cluster:
+        hubs = [hub for _, hub in cluster.hub_clients]
+        async with TrainCtx(cluster.cluster, hubs, list(tables)) as ctx:
+            async for batch in ctx:
+                logits = module(batch.embeddings, batch.dense)
+                loss = functional.binary_cross_entropy_with_logits(logits, batch.labels)
+                optimizer.zero_grad()
+                await ctx.backward(loss)
+                optimizer.step()
+                losses.append(float(loss.detach()))
+        assert ctx.steps == 25
+    np.testing.assert_allclose(losses, trainer_losses, rtol=0, atol=1e-5)
+    assert losses[-1] < losses[0]
+
+
+@pytest.mark.anyio
+async def test_a_batch_must_be_backwarded_before_the_next() -> None:
+    config = TrainConfig(**JOB, variables={"default": {"dim": 8}})
+    plan = plan_training(config, load_workload(config.workload))
+    async with local_cluster(config.open(), plan.tables, plan.data.dense_features) as cluster:
+        ctx = TrainCtx(cluster.cluster, [hub for _, hub in cluster.hub_clients], list(plan.tables))
+        with pytest.raises(RuntimeError, match="call next_batch"):
+            await ctx.backward(torch.zeros(()))
+        batch = await ctx.next_batch()
+        assert batch is not None
+        assert all(t.is_leaf and t.requires_grad for t in batch.embeddings.values())
+        assert batch.labels.shape == (256, 1) and batch.dense.shape[0] == 256
+        with pytest.raises(RuntimeError, match="not backwarded"):
+            await ctx.next_batch()
+        first = next(iter(batch.embeddings.values()))
+        with pytest.raises(ValueError, match="does not depend on the embeddings"):
+            await ctx.backward(first.sum())
