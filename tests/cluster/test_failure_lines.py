@@ -144,3 +144,30 @@ def test_a_ps_that_does_not_answer_in_time(room: Path, servers: dict[str, Server
         f"sniper: error: ps {ps}: DEADLINE_EXCEEDED: no answer in time (TimeoutError: Deadline "
         "exceeded); it is overloaded or stuck: see its log\n"
     )
+
+
+def test_a_job_that_trains_no_batch_exits_1_saying_why(room: Path) -> None:
+    ps = start_server(room, "--workers", "1")
+    try:
+        hub = start_server(
+            room,
+            command=[
+                *(sys.executable, "-m", "sniper", "serve", "--role", "hub", "--port", "0"),
+                *("--ps", address(ps), "--scale", "0.001", "--num-batches", "4"),
+            ],
+        )
+        try:
+            args = ("train", "--quiet", "--ps", address(ps), "--hub", address(hub))
+            first = sniper(room, *args, "--output", "first.json", timeout=120)
+            assert first.returncode == 0, first.stderr[-3000:]
+            again = sniper(room, *args, "--output", "again.json", timeout=120)
+        finally:
+            stop_server(hub)
+    finally:
+        stop_server(ps)
+    assert again.returncode == 1, again.stderr[-3000:]
+    assert "trained 0 batches" in again.stdout
+    assert again.stderr.splitlines()[-1] == (
+        f"sniper: error: trained 0 batches: the hubs ({address(hub)}) handed out none; a hub "
+        "serves its data once, so one that served a job before has none left: restart it"
+    )
