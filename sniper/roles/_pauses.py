@@ -6,6 +6,8 @@ and each hub's position is a clean cut. :meth:`Pauses.request` closes the pipeli
 training loop keeps training the batches already read, and once they are drained calls
 :meth:`Pauses.run`: the moves first, then the checkpoint (which then holds the new placement),
 then the gate opens again. A reason found while already draining joins the pause under way.
+Checkpoints land on the step they name: the pipeline reads no batch past the next one
+(:meth:`~sniper.roles._pipeline.Pipeline.stop_reading_at`).
 """
 
 from __future__ import annotations
@@ -47,10 +49,21 @@ class Pauses:
         self.checkpoint_every = checkpoint_every if save is not None else 0
         self.balancer = balancer
         self.checkpointed_step = 0
-        """The step of the latest checkpoint (of the resumed one, before any)."""
         self._due_checkpoint = False  # what the pause under way is for
         self._due_moves: list[Move] = []
         self._started = 0.0
+
+    @property
+    def checkpointed_step(self) -> int:
+        """The step of the latest checkpoint (of the resumed one, before any). Set when the
+        pipeline is drained: it then reads no batch past the next checkpoint's step."""
+        return self._checkpointed_step
+
+    @checkpointed_step.setter
+    def checkpointed_step(self, step: int) -> None:
+        self._checkpointed_step = step
+        every = self.checkpoint_every
+        self.pipeline.stop_reading_at((step // every + 1) * every if every else None, step)
 
     @property
     def draining(self) -> bool:
