@@ -10,6 +10,8 @@ import pytest
 
 from sniper._bench import _e2e
 from sniper._bench._e2e import WARM_UP_BATCHES, job_settings, write_job
+from sniper._bench._report import PeerMissing
+from sniper._bench._torch_peer import INSTALL_HINT
 from sniper.cli import main
 from sniper.cli._bench import WIRE_DTYPES
 from sniper.cluster import load_train_config
@@ -80,3 +82,27 @@ def test_the_warm_up_job_trains(capsys: pytest.CaptureFixture[str]) -> None:
     run = _e2e._warm_up(load_workload("seed_ctr"), 0.002, 0, "inprocess", "float32")
     assert run.report.steps > 0 and run.wall_seconds > run.report.seconds
     assert "warm-up" in capsys.readouterr().out
+
+
+def test_without_torch_sniper_s_rows_stand_alone_and_it_exits_0(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without torch the torch peer is left out with a note; it used to end in exit 2."""
+
+    def job(*_: Any) -> Any:
+        return _e2e._Run(TrainReport(steps=9, examples_per_second=1234.0), wall_seconds=1.0)
+
+    def no_torch() -> Any:
+        raise PeerMissing(f"torch is not installed, so the torch peer is skipped: {INSTALL_HINT}")
+
+    monkeypatch.setattr(_e2e, "_sniper", job)
+    monkeypatch.setattr(_e2e, "import_torch", no_torch)
+    assert main(["bench", "e2e", "--scale", "0.002", "--batches", "20"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    table = lines[lines.index("") + 1 :]
+    assert [line.split()[:2] for line in table[2:4]] == [["sniper,", "1"], ["sniper,", "2"]]
+    assert all(line.split()[-2:] == ["-", "-"] for line in table[2:4])
+    assert table[4] == (
+        f"note: torch is not installed, so the torch peer is skipped: {INSTALL_HINT}; sniper's "
+        "rows have no ratio"
+    )

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import tomli_w
 
-from sniper._bench._report import verdict
+from sniper._bench._report import PeerMissing, verdict
 from sniper._bench._torch_peer import import_torch
 from sniper._bench._torchrec_peer import MAX_ROWS, run_torchrec, table_rows, torchrec_python
 from sniper._table import print_table
@@ -287,7 +287,9 @@ def run(
 ) -> None:
     """Train both ways on the same data; print examples/s, the ratio and sniper's per-op time
     (``launcher="ray"``: Ray placement against local processes instead). ``wire_dtype``: how
-    pooled embeddings and gradients travel where the roles talk gRPC."""
+    pooled embeddings and gradients travel where the roles talk gRPC. Without torch, the
+    torch peer's row is left out with a note and sniper's rows stand alone (TorchRec, named
+    on purpose, is required)."""
     if launcher == "ray":
         _warm_up(workload, scale, seed, "local", wire_dtype)
         run_launchers(workload, scale=scale, batches=batches, seed=seed, wire_dtype=wire_dtype)
@@ -306,32 +308,35 @@ def run(
     _warm_up(workload, scale, seed, launchers[-1], wire_dtype)  # "local" where it is measured
     data = SyntheticCtr(workload, num_batches=batches, scale=scale, seed=seed)
     reports = {name: _sniper(workload, data, seed, name, wire_dtype).report for name in launchers}
+    missing: PeerMissing | None = None
     if peer == "torchrec":
         torch_rate, torch_batches = run_torchrec(
             workload, data, threads, hidden=HIDDEN, eval_every=EVAL_EVERY
         )
     else:
-        torch_rate, torch_batches = _torch(workload, data, threads)
+        try:
+            torch_rate, torch_batches = _torch(workload, data, threads)
+        except PeerMissing as exc:
+            missing, torch_rate, torch_batches = exc, 0.0, 0
     rows = []
     for name, report in reports.items():
         rate = report.examples_per_second
+        ratio = rate / torch_rate if torch_rate else None
         rows.append(
             [
                 f"sniper, {LAUNCHERS[name]}{_wire_note(name, wire_dtype)}",
                 f"{rate:,.0f}",
                 str(report.steps),
-                f"{rate / torch_rate:.2f}x",
-                _verdict(rate / torch_rate, target(peer, name, workload, scale)),
+                "-" if ratio is None else f"{ratio:.2f}x",
+                "-" if ratio is None else _verdict(ratio, target(peer, name, workload, scale)),
             ]
         )
+    if missing is None:
+        rows.append([PEERS[peer], f"{torch_rate:,.0f}", str(torch_batches), "1.00x", "-"])
     print()
-    print_table(
-        ["", "examples/s", "batches", "ratio", "target"],
-        [
-            *rows,
-            [PEERS[peer], f"{torch_rate:,.0f}", str(torch_batches), "1.00x", "-"],
-        ],
-    )
+    print_table(["", "examples/s", "batches", "ratio", "target"], rows)
+    if missing is not None:
+        print(f"note: {missing}; sniper's rows have no ratio")
     shown = launchers[0]
     report = reports[shown]
     print(

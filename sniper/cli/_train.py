@@ -96,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
     from sniper._config import load_config
     from sniper.cluster import TrainConfig, run_train
     from sniper.roles import CorruptCheckpointError, TrainingError
+    from sniper.rpc import PeerError
 
     flags = config_overrides(TrainConfig, args)
     if args.quiet:
@@ -113,6 +114,15 @@ def run(args: argparse.Namespace) -> int:
     try:
         return run_train(config, ps=ps, hubs=hubs)
     # A damaged checkpoint is the data's failure, not a usage error (status 2).
-    except (TrainingError, CorruptCheckpointError) as exc:
-        print(f"sniper: error: {exc}", file=sys.stderr)
+    except (TrainingError, CorruptCheckpointError, PeerError) as exc:
+        print(f"sniper: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_FAILED
+
+
+def _one_line(exc: BaseException) -> str:
+    """A failed call between roles as ``<role> <address>: <STATUS>: <what to do>`` (the
+    peer's :attr:`~sniper.rpc.PeerError.line`), whatever the job was doing; else the error."""
+    from sniper.rpc import PeerError
+
+    peer = exc if isinstance(exc, PeerError) else exc.__cause__
+    return peer.line if isinstance(peer, PeerError) else str(exc)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from sniper._config import check_at_least, fields_of, load_config
+from sniper._config import check_at_least, check_positive, fields_of, load_config
 from sniper.cluster._checkpoint import JobCheckpoint
 from sniper.cluster._registry import launcher_names
 from sniper.cluster._spec import ModelSpec, TableSpec
@@ -80,6 +80,9 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
     """Checkpoint the job here every ``checkpoint_every`` steps ("": no checkpoints)."""
     keep_checkpoints: int = 3
     """Complete checkpoints kept; older ones are removed."""
+    rpc_timeout: float = 30.0
+    """Seconds a call to a ps may go unanswered before it fails as DEADLINE_EXCEEDED naming
+    the ps (each try of a retried call gets this long)."""
     max_restarts: int = 3
     """When a ps or hub this command started dies, restart every process and resume from the
     latest checkpoint, at most this many times (needs ``checkpoint_dir``)."""
@@ -150,6 +153,7 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
         super().__post_init__()
         check_at_least(self, 1, "keep_checkpoints")
         check_at_least(self, 0, "num_ps", "max_restarts", "preempt_grace")
+        check_positive(self, "rpc_timeout")
         if self.checkpoint_every and not self.job_directory():
             raise ValueError("checkpoint_every needs checkpoint_dir (or resume)")
         if self.resume and self.checkpoint_dir:

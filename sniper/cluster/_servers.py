@@ -73,7 +73,13 @@ async def train_over_grpc(
     security = Security.of(config)
     cluster = PsCluster(
         [
-            PsClient(host, port, security=security, wire_dtype=config.wire_dtype)
+            PsClient(
+                host,
+                port,
+                timeout=config.rpc_timeout,
+                security=security,
+                wire_dtype=config.wire_dtype,
+            )
             for host, port in ps
         ],
         resumed_placement(resume, len(ps)),

@@ -26,13 +26,14 @@ from pathlib import Path
 from sniper.cluster._abc import Launch
 from sniper.cluster._checkpoint import load_job
 from sniper.cluster._config import TrainConfig
+from sniper.cluster._machine import check_machine
 from sniper.cluster._plan import oracle_auc, plan_training
 from sniper.cluster._registry import open_launcher
 from sniper.cluster._report import print_report, write_report
 from sniper.cluster._resume import check_resume, nothing_left
 from sniper.cluster._supervise import Preempted, supervise
 from sniper.data import load_workload
-from sniper.roles import checkpoint_report
+from sniper.roles import TrainingError, checkpoint_report
 from sniper.runtime import log_to_stderr
 
 __all__ = ["run_train"]
@@ -40,7 +41,10 @@ __all__ = ["run_train"]
 
 def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = None) -> int:
     """Run ``sniper train``; returns the exit status. ``ps`` and ``hubs``: ``host:port,...``
-    of servers started elsewhere (``launcher = "auto"`` then means ``local``)."""
+    of servers started elsewhere (``launcher = "auto"`` then means ``local``).
+
+    A run that trains no batch fails (:class:`~sniper.roles.TrainingError`, after its report)
+    rather than report success: its hubs had nothing to hand out."""
     log_to_stderr()
     if config.launcher == "auto":
         named = bool(ps or hubs)
@@ -50,6 +54,7 @@ def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = Non
     plan = plan_training(config, workload)  # before any process: a bad config starts nothing
     resume = load_job(Path(config.resume).resolve()) if config.resume else None
     config = config.with_num_ps(resume)
+    check_machine(config, ps_named=bool(ps), hubs_named=bool(hubs))  # before any process
     if resume is not None:
         check_resume(resume, config, plan)  # before any process: a changed config starts none
     status = 0
@@ -60,13 +65,29 @@ def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = Non
             flush=True,
         )
         report = checkpoint_report(resume.trainer)
+        trained = None
     else:
         try:
             report = supervise(launcher, Launch(config, plan, resume, ps, hubs))
         except Preempted as preempted:
             report, status = preempted.report, preempted.status
+        trained = report.steps - report.resumed_from_step
     # With hubs started elsewhere their data settings are theirs, so there is no oracle to quote.
     oracle = oracle_auc(config, workload) if not hubs else None
     print_report(report, oracle, config.eval_data)
     write_report(report, oracle, config)
+    if trained == 0 and status == 0:
+        raise TrainingError(f"trained 0 batches: {_why_none(hubs)}")
     return status
+
+
+def _why_none(hubs: str | None) -> str:
+    if hubs:
+        return (
+            f"the hubs ({hubs}) handed out none; a hub serves its data once, so one that "
+            "served a job before has none left: restart it"
+        )
+    return (
+        "the data holds no batch to train; give it more (num_batches, epochs) or hold out "
+        "fewer (eval_every)"
+    )

@@ -10,6 +10,9 @@ then the gate opens again. A reason found while already draining joins the pause
 A stop (:meth:`Pauses.stop`: ``sniper train`` signalled to end, a preemption) is one more such
 pause: it checkpoints at the clean cut (unless that step is saved already) and leaves the gate
 closed, so training ends there with nothing read past the checkpoint.
+
+Checkpoints land on the step they name: the pipeline reads no batch past the next one
+(:meth:`~sniper.roles._pipeline.Pipeline.stop_reading_at`).
 """
 
 from __future__ import annotations
@@ -51,7 +54,6 @@ class Pauses:
         self.checkpoint_every = checkpoint_every if save is not None else 0
         self.balancer = balancer
         self.checkpointed_step = 0
-        """The step of the latest checkpoint (of the resumed one, before any)."""
         self._due_checkpoint = False  # what the pause under way is for
         self._due_moves: list[Move] = []
         self._started = 0.0
@@ -59,6 +61,18 @@ class Pauses:
         self.stopped = False
         """The pause :meth:`stop` asked for is done: the current step is checkpointed and the
         gate stays closed; training ends."""
+
+    @property
+    def checkpointed_step(self) -> int:
+        """The step of the latest checkpoint (of the resumed one, before any). Set when the
+        pipeline is drained: it then reads no batch past the next checkpoint's step."""
+        return self._checkpointed_step
+
+    @checkpointed_step.setter
+    def checkpointed_step(self, step: int) -> None:
+        self._checkpointed_step = step
+        every = self.checkpoint_every
+        self.pipeline.stop_reading_at((step // every + 1) * every if every else None, step)
 
     @property
     def draining(self) -> bool:

@@ -16,6 +16,13 @@ The gate. A pause (a checkpoint, an auto_shard move) closes the gate: workers st
 their next read, and the batches already read drain through the training loop until
 :meth:`Pipeline.drained` says every one was trained. Then the ps hold exactly the pushes of the
 steps trained, and each hub's position is a clean cut.
+
+The step limit. A checkpoint is due after a step (every ``checkpoint_every``), but a gate closed
+then still lets the ``prefetch`` batches already read train first: checkpoints "every 100
+steps" landed at 104, 204, 304. So the workers also stop reading, by themselves, once the
+batches read would train up to the step :meth:`Pipeline.stop_reading_at` names: the training
+loop then reaches that step with nothing read ahead, and the pause it requests there drains at
+once. A read whose batch turns out held out (or empty) trains no step, so another read may go.
 """
 
 from __future__ import annotations
@@ -131,6 +138,10 @@ class Pipeline:
         self._settled = -1  # every ticket up to this one is trained and pushed (or scored)
         self._progress = anyio.Event()  # set, and replaced, whenever _settled advances
         self._gate: anyio.Event | None = None  # None: open; an unset Event: closed
+        self._step_limit: int | None = None  # no read may train past this step (None: any)
+        self._to_train = 0  # steps trained, or read and to be trained
+        self._reading = 0  # reads under way whose batch is not known to train or not
+        self._room = anyio.Event()  # set, and replaced, when a read may go again
         self._fetching = 0  # workers between the gate and handing their batch over
         self._receive: MemoryObjectReceiveStream[_Item] | None = None
 
@@ -210,6 +221,38 @@ class Pipeline:
         if gate is not None:
             gate.set()
 
+    def stop_reading_at(self, step: int | None, trained: int) -> None:
+        """``trained`` steps are trained and no batch is read ahead (the pipeline is drained,
+        or has not started): read no batch that would train past step ``step`` (None: no
+        limit). See the module doc."""
+        self._step_limit = step
+        self._to_train = trained
+        self._make_room()
+
+    def _make_room(self) -> None:
+        room, self._room = self._room, anyio.Event()
+        room.set()
+
+    async def _wait_to_read(self) -> None:
+        """Wait while the gate is closed or one more read could train past the step limit."""
+        while True:
+            if self._gate is not None:
+                await self._gate.wait()
+            elif self._step_limit is not None and (
+                self._to_train + self._reading >= self._step_limit
+            ):
+                await self._room.wait()
+            else:
+                self._reading += 1
+                return
+
+    def _known(self, trains: bool) -> None:
+        """A read under way ended: its batch trains a step (``trains``), or not."""
+        self._reading -= 1
+        self._to_train += trains
+        if not trains:
+            self._make_room()
+
     def drained(self) -> bool:
         """Every batch read before the gate closed was handed over (and, once the training
         loop asks, trained)."""
@@ -230,13 +273,13 @@ class Pipeline:
         async with send:
             try:
                 while True:
-                    if self._gate is not None:
-                        await self._gate.wait()
+                    await self._wait_to_read()
                     self._fetching += 1
                     try:
                         await self._window.acquire()
                         ticket = self.reader.next_ticket()
                         if ticket is None:
+                            self._known(trains=False)
                             self._window.release()
                             break
                         await send.send((ticket.number, await self._prefetch_one(ticket)))
@@ -262,11 +305,13 @@ class Pipeline:
                 f"hub {address} failed on ReadSample: {describe_error(exc)}"
             ) from exc
         if sample is None:
+            self._known(trains=False)
             return None
-        await self._fresh_enough(ticket.number)
         counter = BatchId.unpack(sample.batch_id).index
         every = self._eval_every
         held_out = every > 0 and counter % every == every - 1
+        self._known(trains=not held_out)
+        await self._fresh_enough(ticket.number)
         inputs = self._input_matrix(ticket, sample.labels, sample.dense)
         try:
             await timed(

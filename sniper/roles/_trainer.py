@@ -367,10 +367,12 @@ class Trainer:
         return {op: histogram.summary() for op, histogram in self.histograms.items()}
 
     def log_op_statistics(self) -> None:
-        """One line per op, as the seed system's trainer printed them."""
+        """One line per op, as the seed system's trainer printed them, with their unit (as the
+        ps' lines say it)."""
         for op, s in self.op_statistics().items():
             log.info(
-                "Ops%s statistics => count: %d  P50: %.0f  P95: %.0f  P99: %.0f  Max: %.0f",
+                "Ops%s statistics in microseconds => count: %d  P50: %.0f  P95: %.0f  P99: %.0f  "
+                "Max: %.0f",
                 op,
                 s.count,
                 s.p50_us,

@@ -12,6 +12,8 @@ ps. Only ``sniper.rpc`` and the gRPC transport use the messages. :class:`Placeme
 and :func:`placement_from_message` are its wire form. ``Server`` and ``Channel`` are
 grpclib's, with sniper's codec and the HTTP/2 frame and window sizes that 5 MB tensor messages
 need.
+:class:`PeerError` is how a client's call fails in its transport: naming the peer, with
+what to do.
 """
 
 from sniper._metrics import LatencySummary as LatencySummary
@@ -38,6 +40,7 @@ from sniper.rpc._http2 import Channel as Channel
 from sniper.rpc._http2 import Server as Server
 from sniper.rpc._moves import moved_from_message as moved_from_message
 from sniper.rpc._moves import moved_to_message as moved_to_message
+from sniper.rpc._peer import PeerError as PeerError
 from sniper.rpc._placement import placement_from_message as placement_from_message
 from sniper.rpc._placement import placement_to_message as placement_to_message
 from sniper.rpc._security import Security as Security
@@ -79,6 +82,7 @@ __all__ = [
     "LatencySummary",
     "LookupTarget",
     "MovedVariable",
+    "PeerError",
     "Placement",
     "Pooled",
     "PsApi",

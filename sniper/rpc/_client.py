@@ -113,6 +113,7 @@ class PsClient:
         )
         self.stub = PsStub(self.channel, timeout=timeout)
         self.timeout = timeout
+        self._tls = security is not None and security.tls
         # The heavy calls skip betterproto objects: requests are written from the arrays, and
         # a lookup answer is parsed into array views (see sniper.rpc._wire).
         self._feed: UnaryUnaryMethod[Encoded, FeedSampleResponse] = _method(
@@ -138,7 +139,7 @@ class PsClient:
 
     async def _call(self, call: Callable[[], Awaitable[T]]) -> T:
         """One call, its failures mapped at the boundary (see the module doc)."""
-        return await call_peer(self.peer, call)
+        return await call_peer(self.peer, call, tls=self._tls)
 
     async def _retry(self, call: Callable[[], Awaitable[T]]) -> T:
         delay = self.backoff
@@ -252,12 +253,15 @@ class HubClient:
         """How errors name this hub."""
         self.channel = Channel(host, port, security=security)
         self.stub = HubStub(self.channel, timeout=timeout)
+        self._tls = security is not None and security.tls
 
     def close(self) -> None:
         self.channel.close()
 
     async def read_sample(self) -> Sample | None:
-        response = await call_peer(self.peer, lambda: self.stub.read_sample(ReadSampleRequest()))
+        response = await call_peer(
+            self.peer, lambda: self.stub.read_sample(ReadSampleRequest()), tls=self._tls
+        )
         if response.end_of_data:
             return None
         return Sample(
@@ -268,9 +272,11 @@ class HubClient:
 
     async def acknowledge(self, batch_ids: Sequence[int]) -> int:
         request = AckSampleRequest(batch_ids=list(batch_ids))
-        response = await call_peer(self.peer, lambda: self.stub.ack_sample(request))
+        response = await call_peer(self.peer, lambda: self.stub.ack_sample(request), tls=self._tls)
         return response.acknowledged
 
     async def set_placement(self, placement: Placement) -> int:
         request = placement_to_message(placement)
-        return (await call_peer(self.peer, lambda: self.stub.set_placement(request))).version
+        return (
+            await call_peer(self.peer, lambda: self.stub.set_placement(request), tls=self._tls)
+        ).version

@@ -14,7 +14,13 @@ included): the cancellations grpclib added during the call are taken back, a can
 caller's own scope still arrives, and the failure is mapped at the boundary to what the rest of
 sniper expects of a peer: ``UNAVAILABLE`` for a lost connection, a refused connect or a peer
 that reset the stream, ``DEADLINE_EXCEEDED`` for a call not answered in time, each naming the
-peer (``ps 127.0.0.1:4242: connection lost ...``). A peer's own ``GRPCError`` passes unchanged.
+peer (``ps 127.0.0.1:4242: connection lost ...``). A peer's own ``GRPCError`` passes unchanged,
+except a refusal of the caller's credentials (UNAUTHENTICATED, PERMISSION_DENIED), which its
+server's transport sends before any role sees the call.
+
+Each of those is a :class:`PeerError`: besides status and message, it holds whom the call went
+to and what the user can do about it, so a command prints it as one line (:attr:`PeerError.line`:
+``ps 127.0.0.1:4242: UNAVAILABLE: connection refused (...); nothing listens there: ...``).
 """
 
 from __future__ import annotations
@@ -27,24 +33,56 @@ import anyio.lowlevel
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError, StreamTerminatedError
 
-__all__ = ["call_peer"]
+__all__ = ["PeerError", "call_peer"]
 
 T = TypeVar("T")
 
+_REFUSED_CREDENTIALS = (Status.UNAUTHENTICATED, Status.PERMISSION_DENIED)
 
-async def call_peer(peer: str, call: Callable[[], Awaitable[T]]) -> T:
+
+class PeerError(GRPCError):
+    """A call to ``peer`` failed in its transport: the status, what happened and what to do.
+
+    ``message`` starts with the peer (``ps HOST:PORT: connection lost (...)``), as every
+    mapped failure's has; :attr:`line` is the one line a command prints for it.
+    """
+
+    def __init__(self, peer: str, status: Status, detail: str, hint: str) -> None:
+        super().__init__(status, f"{peer}: {detail}")
+        self.peer = peer
+        """Whom the call went to (``"ps 127.0.0.1:4242"``)."""
+        self.detail = detail
+        """What happened, without the peer."""
+        self.hint = hint
+        """What the user can do about it."""
+
+    @property
+    def line(self) -> str:
+        """``<role> <address>: <STATUS>: <what happened>; <what to do>``."""
+        return f"{self.peer}: {self.status.name}: {self.detail}; {self.hint}"
+
+
+async def call_peer(peer: str, call: Callable[[], Awaitable[T]], *, tls: bool = False) -> T:
     """``await call()``; a lost connection to ``peer`` (``"ps HOST:PORT"``) raises
-    ``GRPCError`` (see the module doc), with the caller's task uncancelled as it was."""
+    :class:`PeerError` (see the module doc), with the caller's task uncancelled as it was.
+    ``tls``: whether the call goes over TLS (a lost connection's hint depends on it)."""
     task = asyncio.current_task()
     before = task.cancelling() if task is not None else 0
     try:
         return await call()
-    except GRPCError:
+    except GRPCError as exc:
         await _take_back(task, before)
+        if exc.status in _REFUSED_CREDENTIALS and not isinstance(exc, PeerError):
+            raise PeerError(
+                peer,
+                exc.status,
+                exc.message or "the call was refused",
+                "give this job the auth_token_file its servers use",
+            ) from exc
         raise
     except (StreamTerminatedError, OSError) as exc:  # TimeoutError is an OSError
         await _take_back(task, before)
-        raise _mapped(peer, exc) from exc
+        raise _mapped(peer, exc, tls) from exc
 
 
 async def _take_back(task: asyncio.Task[object] | None, before: int) -> None:
@@ -57,9 +95,28 @@ async def _take_back(task: asyncio.Task[object] | None, before: int) -> None:
     await anyio.lowlevel.checkpoint_if_cancelled()
 
 
-def _mapped(peer: str, exc: StreamTerminatedError | OSError) -> GRPCError:
+def _mapped(peer: str, exc: StreamTerminatedError | OSError, tls: bool) -> PeerError:
     cause = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     if isinstance(exc, TimeoutError):
-        return GRPCError(Status.DEADLINE_EXCEEDED, f"{peer}: no answer in time ({cause})")
-    what = "connection refused" if isinstance(exc, ConnectionRefusedError) else "connection lost"
-    return GRPCError(Status.UNAVAILABLE, f"{peer}: {what} ({cause})")
+        return PeerError(
+            peer,
+            Status.DEADLINE_EXCEEDED,
+            f"no answer in time ({cause})",
+            "it is overloaded or stuck: see its log",
+        )
+    if isinstance(exc, ConnectionRefusedError):
+        hint = "nothing listens there: start it, or correct the address"
+        return PeerError(peer, Status.UNAVAILABLE, f"connection refused ({cause})", hint)
+    # A TLS server closes a plaintext connection without a word (and a plaintext server a
+    # TLS one): a lost connection is the first thing a mismatch shows.
+    if tls:
+        hint = (
+            "it stopped, or it does not serve TLS with a certificate that tls_ca signs: "
+            "give every role the same tls_* keys"
+        )
+    else:
+        hint = (
+            "it stopped, or it serves TLS and this job does not: give the job tls_ca "
+            "(and tls_cert, tls_key where servers have tls_ca)"
+        )
+    return PeerError(peer, Status.UNAVAILABLE, f"connection lost ({cause})", hint)

@@ -90,7 +90,7 @@ def test_small_cluster_trains_and_loss_decreases(tmp_path: Path) -> None:
     assert report["steps"] >= 60 and len(losses) >= 6
     assert losses[-1] < losses[0]
     assert report["eval_batches"] > 0
-    assert "OpsEmbeddingLookup statistics => count:" in done.stderr
+    assert "OpsEmbeddingLookup statistics in microseconds => count:" in done.stderr
     assert "planted model (oracle)" in done.stdout
 
 
