@@ -75,10 +75,15 @@ def write_job(
     return config, output
 
 
-def job_settings(launcher: str, wire_dtype: str = "float32") -> dict[str, object]:
-    """The keys the bench adds to the job's config: its progress interval, and ``wire_dtype``
-    where the roles talk gRPC (the in-process job passes arrays; it would warn and ignore it)."""
+def job_settings(
+    launcher: str, wire_dtype: str = "float32", model: str = "mlp"
+) -> dict[str, object]:
+    """The keys the bench adds to the job's config: its progress interval, ``wire_dtype``
+    where the roles talk gRPC (the in-process job passes arrays; it would warn and ignore it),
+    and the dense model when it is not the numpy MLP (``[model] factory``)."""
     settings: dict[str, object] = {"stats_interval": PROGRESS_SECONDS}
+    if model != "mlp":
+        settings["model"] = {"factory": model}
     if sent := _on_the_wire(launcher, wire_dtype):
         settings["wire_dtype"] = sent
     return settings
@@ -90,10 +95,11 @@ def _sniper(
     seed: int,
     launcher: str = "local",
     wire_dtype: str = "float32",
+    model: str = "mlp",
 ) -> _Run:
     """``sniper train``'s report, with the whole command's seconds, start-up in."""
     with tempfile.TemporaryDirectory() as tmp:
-        settings = job_settings(launcher, wire_dtype)
+        settings = job_settings(launcher, wire_dtype, model)
         config, output = write_job(Path(tmp), workload, data, seed, launcher, settings)
         started = time.perf_counter()
         last = _run_showing_progress(
@@ -117,7 +123,9 @@ WARM_UP_BATCHES = 12
 """Batches of the unmeasured job the bench runs first (other data, the same shape)."""
 
 
-def _warm_up(workload: Workload, scale: float, seed: int, launcher: str, wire_dtype: str) -> _Run:
+def _warm_up(
+    workload: Workload, scale: float, seed: int, launcher: str, wire_dtype: str, model: str = "mlp"
+) -> _Run:
     """Run the job once, unmeasured, on a few batches of the same shape.
 
     Why: the store's kernels compile on their first call and are kept in numba's on-disk
@@ -131,7 +139,7 @@ def _warm_up(workload: Workload, scale: float, seed: int, launcher: str, wire_dt
     """
     print(f"warm-up: {WARM_UP_BATCHES} batches, unmeasured (fills numba's cache)", flush=True)
     data = SyntheticCtr(workload, num_batches=WARM_UP_BATCHES, scale=scale, seed=seed + 1)
-    return _sniper(workload, data, seed + 1, launcher, wire_dtype)
+    return _sniper(workload, data, seed + 1, launcher, wire_dtype, model)
 
 
 PROGRESS_SECONDS = 5
@@ -284,6 +292,7 @@ def run(
     launcher: str = "auto",
     peer: str = "torch",
     wire_dtype: str = "float32",
+    model: str = "mlp",
 ) -> None:
     """Train both ways on the same data; print examples/s, the ratio and sniper's per-op time
     (``launcher="ray"``: Ray placement against local processes instead). ``wire_dtype``: how
@@ -301,13 +310,15 @@ def run(
         f"sniper bench e2e: {workload.name} at scale {scale} ({batches} batches of "
         f"{workload.batch_size}), sniper = ps + 1 hub + trainer "
         f"({' and '.join(LAUNCHERS[name] + _wire_note(name, wire_dtype) for name in launchers)}), "
-        f"peer = {PEERS[peer]} with {threads} threads"
+        f"dense model {model}, peer = {PEERS[peer]} with {threads} threads"
     )
     if wire_dtype != "float32" and not any(_on_the_wire(name, wire_dtype) for name in launchers):
         print(f"note: --wire-dtype {wire_dtype} does nothing here: the one-process job has no wire")
-    _warm_up(workload, scale, seed, launchers[-1], wire_dtype)  # "local" where it is measured
+    _warm_up(workload, scale, seed, launchers[-1], wire_dtype, model)  # "local" where measured
     data = SyntheticCtr(workload, num_batches=batches, scale=scale, seed=seed)
-    reports = {name: _sniper(workload, data, seed, name, wire_dtype).report for name in launchers}
+    reports = {
+        name: _sniper(workload, data, seed, name, wire_dtype, model).report for name in launchers
+    }
     missing: PeerMissing | None = None
     if peer == "torchrec":
         torch_rate, torch_batches = run_torchrec(

@@ -108,9 +108,15 @@ def add_parser(commands: Commands) -> None:
         help="how pooled embeddings and gradients travel where the roles talk gRPC (the "
         "processes row; the job's wire_dtype): float32 (default), bfloat16 or float16",
     )
+    e2e.add_argument(
+        "--model",
+        default="mlp",
+        help="sniper's dense model ([model] factory): mlp (the numpy MLP, default) or torch_mlp "
+        "(the same MLP in torch, sniper[torch]); the peer's model is the same MLP either way",
+    )
     e2e.set_defaults(
         run=_workload_bench(
-            "_e2e", "scale", "batches", "seed", "threads", "launcher", "peer", "wire_dtype"
+            "_e2e", "scale", "batches", "seed", "threads", "launcher", "peer", "wire_dtype", "model"
         )
     )
     memory = benches.add_parser(
