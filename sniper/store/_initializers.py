@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sniper.store import _kernels
+from sniper.store._named import check_named
 
 __all__ = [
     "DEFAULT_INITIALIZER",
@@ -134,15 +135,15 @@ def make_initializer(
     the caller's input calls them, and ``value_prefix`` starts the initializer's own complaints
     about a value (``uniform initializer needs low < high``).
     """
-    defaults = INITIALIZERS.get(name)
-    if defaults is None:
-        raise ValueError(f"{name_field} must be one of {', '.join(INITIALIZERS)}, got {name!r}")
-    unknown = sorted(set(params) - set(defaults))
-    if unknown:
-        raise ValueError(
-            f"{params_field} has {', '.join(map(repr, unknown))}, which {name} does not "
-            f"take; it takes {', '.join(defaults)}"
-        )
+    check_named(
+        name,
+        INITIALIZERS,
+        params,
+        INITIALIZERS.get(name, {}),
+        name_field=name_field,
+        params_field=params_field,
+    )
+    defaults = INITIALIZERS[name]
     values = defaults | dict(params)
     try:
         if name == "normal":

@@ -21,6 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sniper.store import _kernels
+from sniper.store._named import check_named
 
 __all__ = ["OPTIMIZERS", "SGD", "Adagrad", "Adam", "Ftrl", "Optimizer", "make_optimizer"]
 
@@ -252,16 +253,10 @@ def make_optimizer(
     input calls them, and ``value_prefix`` starts the optimizer's own complaints about a value
     (``lr must be positive``), so that the error points into the caller's input.
     """
-    if name not in OPTIMIZERS:
-        raise ValueError(f"{name_field} must be one of {', '.join(OPTIMIZERS)}, got {name!r}")
-    cls = OPTIMIZERS[name]
-    known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(set(params) - known)
-    if unknown:
-        raise ValueError(
-            f"{params_field} has {', '.join(map(repr, unknown))}, which {name} does not "
-            f"take; it takes {', '.join(sorted(known))}"
-        )
+    cls = OPTIMIZERS.get(name)
+    known = sorted(f.name for f in dataclasses.fields(cls)) if cls is not None else []  # type: ignore[arg-type]
+    check_named(name, OPTIMIZERS, params, known, name_field=name_field, params_field=params_field)
+    assert cls is not None
     try:
         return cls(**params)
     except ValueError as exc:
