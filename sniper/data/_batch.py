@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,14 +27,18 @@ class Batch:
     """
 
     labels: NDArray[np.float32]
-    """``float32[batch_size]``, each 0.0 or 1.0."""
+    """``float32[batch_size]`` for one label, ``float32[batch_size, labels]`` for several (one
+    column per label, in the order the data names them), each 0.0 or 1.0."""
     dense: NDArray[np.float32]
     """``float32[batch_size, dense_features]``."""
     sparse: dict[str, Ragged]
     """Per variable name, ``(signs uint64[n], offsets int64[batch_size + 1])``."""
+    weights: Mapping[str, NDArray[np.float32]] = field(default_factory=dict)
+    """Per variable of a weighted bag, ``float32[n]``: one weight per sign of ``sparse[name]``
+    (the bag pools ``sum(weight * row)``). A variable not named here weighs every sign 1."""
 
     def __post_init__(self) -> None:
-        labels = _check_array("labels", self.labels, np.float32, ndim=1)
+        labels = _check_array("labels", self.labels, np.float32, ndim=(1, 2))
         size = len(labels)
         if not np.all((labels == 0) | (labels == 1)):
             raise ValueError("labels must be 0.0 or 1.0; binarize click counts before batching")
@@ -42,11 +47,18 @@ class Batch:
             raise ValueError(f"dense has {dense.shape[0]} rows, expected batch_size={size}")
         for name, ragged in self.sparse.items():
             _check_ragged(name, ragged, size)
+        for name, weights in self.weights.items():
+            _check_weights(name, weights, self.sparse)
 
     @property
     def batch_size(self) -> int:
         """Number of examples."""
         return len(self.labels)
+
+    @property
+    def num_labels(self) -> int:
+        """Label columns: 1 for ``[batch_size]`` labels."""
+        return 1 if self.labels.ndim == 1 else int(self.labels.shape[1])
 
     @property
     def dense_features(self) -> int:
@@ -60,7 +72,10 @@ class Batch:
 
 
 def checked_batch(
-    labels: NDArray[np.float32], dense: NDArray[np.float32], sparse: dict[str, Ragged]
+    labels: NDArray[np.float32],
+    dense: NDArray[np.float32],
+    sparse: dict[str, Ragged],
+    weights: Mapping[str, NDArray[np.float32]] | None = None,
 ) -> Batch:
     """A :class:`Batch` of arrays its maker has already checked as ``Batch`` would, built
     without checking them again: a reader that checks whole row groups once slices them into
@@ -69,17 +84,35 @@ def checked_batch(
     object.__setattr__(batch, "labels", labels)
     object.__setattr__(batch, "dense", dense)
     object.__setattr__(batch, "sparse", sparse)
+    object.__setattr__(batch, "weights", {} if weights is None else weights)
     return batch
 
 
-def _check_array(field: str, value: object, dtype: type[np.generic], ndim: int) -> NDArray[Any]:
+def _check_array(
+    name: str, value: object, dtype: type[np.generic], ndim: int | tuple[int, ...]
+) -> NDArray[Any]:
     if not isinstance(value, np.ndarray):
-        raise TypeError(f"{field} must be a numpy array, got {type(value).__name__}")
+        raise TypeError(f"{name} must be a numpy array, got {type(value).__name__}")
     if value.dtype != dtype:
-        raise TypeError(f"{field} must have dtype {np.dtype(dtype)}, got {value.dtype}")
-    if value.ndim != ndim:
-        raise ValueError(f"{field} must be {ndim}-D, got shape {value.shape}")
+        raise TypeError(f"{name} must have dtype {np.dtype(dtype)}, got {value.dtype}")
+    ndims = (ndim,) if isinstance(ndim, int) else ndim
+    if value.ndim not in ndims:
+        said = " or ".join(f"{n}-D" for n in ndims)
+        raise ValueError(f"{name} must be {said}, got shape {value.shape}")
     return value
+
+
+def _check_weights(name: str, weights: object, sparse: Mapping[str, Ragged]) -> None:
+    if name not in sparse:
+        raise ValueError(f"weights[{name!r}] names no sparse variable of the batch")
+    values = _check_array(f"weights[{name!r}]", weights, np.float32, ndim=1)
+    if len(values) != len(sparse[name][0]):
+        raise ValueError(
+            f"weights[{name!r}] has {len(values)} values, expected one per sign "
+            f"({len(sparse[name][0])})"
+        )
+    if not np.all(np.isfinite(values)):
+        raise ValueError(f"weights[{name!r}] must be finite")
 
 
 def _check_ragged(name: str, ragged: object, size: int) -> None:
