@@ -37,6 +37,7 @@ def probe_data(
             generator.dense_features,
             dict(generator.signs_per_batch),
             dict(generator.vocabulary),
+            generator.label_names,
         )
         return shape, generator
     reader = open_reader(data, batch_size=batch_size)
@@ -45,9 +46,15 @@ def probe_data(
         raise ValueError(f"data {data!r} holds no examples")
     factor = batch_size / first.batch_size  # a short file's only batch stands for a full one
     signs = {name: round(len(first.sparse[name][0]) * factor) for name in reader.variables}
-    return DataShape(
-        data, reader.variables, reader.dense_features, signs, _recorded(reader)
-    ), reader
+    shape = DataShape(
+        data,
+        reader.variables,
+        reader.dense_features,
+        signs,
+        _recorded(reader),
+        reader.label_names,
+    )
+    return shape, reader
 
 
 def _recorded(reader: Reader) -> dict[str, int] | None:
@@ -59,7 +66,7 @@ def _recorded(reader: Reader) -> dict[str, int] | None:
 
 
 def check_same_schema(evaluation: DataShape, training: DataShape) -> None:
-    """Evaluation data must hold the training data's variables and dense features."""
+    """Evaluation data must hold the training data's variables, dense features and labels."""
     if evaluation.variables != training.variables:
         raise ValueError(
             f"eval_data ({evaluation.source}) holds variables "
@@ -70,4 +77,9 @@ def check_same_schema(evaluation: DataShape, training: DataShape) -> None:
         raise ValueError(
             f"eval_data ({evaluation.source}) has {evaluation.dense_features} dense features, "
             f"but data ({training.source}) has {training.dense_features}"
+        )
+    if evaluation.labels != training.labels:
+        raise ValueError(
+            f"eval_data ({evaluation.source}) has labels {', '.join(evaluation.labels)}, but "
+            f"data ({training.source}) has {', '.join(training.labels)}"
         )

@@ -81,7 +81,15 @@ def score_checkpoint(
         raise ValueError(
             f"data {data!r} has variables the checkpoint lacks: {', '.join(missing[:5])}"
         )
-    inputs = ModelInputs({name: widths[name] for name in shape.variables}, shape.dense_features)
+    labels = tuple(job.config.get("labels", ["label"]))
+    if shape.labels != labels:
+        raise ValueError(
+            f"data {data!r} has labels {', '.join(shape.labels)}; the checkpoint's model "
+            f"predicts {', '.join(labels)}"
+        )
+    inputs = ModelInputs(
+        {name: widths[name] for name in shape.variables}, shape.dense_features, labels
+    )
     model = _model_config(job, config).open(inputs, seed=config.seed, threads=config.blas_threads)
     model.load_state(job.trainer["model"])
     predict = Predictor(model, list(shape.variables))

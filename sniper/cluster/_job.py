@@ -133,13 +133,15 @@ async def train(
     watch: Watch | None = None,
     model: DenseModel | None = None,
     model_config: ModelConfig | None = None,
+    labels: Sequence[str] = ("label",),
 ) -> TrainReport:
     """Train on ``hubs``' batches until their data ends (or ``max_steps``); the report.
 
     With ``checkpointer``, the job is checkpointed every ``config.checkpoint_every`` steps;
     with ``resume``, the trainer continues from that checkpoint's model and counters (the ps
     and hubs must have been restored and positioned from it). ``model`` (built by
-    ``model_config``) is the dense model to train; None: the numpy MLP of ``config``.
+    ``model_config``) is the dense model to train, for the data's ``labels``; None: the numpy
+    MLP of ``config``.
     """
     evaluator = DataEvaluator(eval_reader, cluster, list(tables)) if eval_reader else None
     balancer = None
@@ -163,6 +165,7 @@ async def train(
         balancer,
         model,
         model_config,
+        labels,
     )
     if resume is not None:
         trainer.resume_from(resume.trainer)
@@ -242,6 +245,7 @@ async def run_job(
         watch,
         plan.model(),
         plan.model_config,
+        plan.data.labels,
     )
 
 

@@ -33,7 +33,8 @@ class TrainPlan:
     model_config: ModelConfig
     """The dense model (``[model]``): the trainer's checkpoints record it."""
     model_inputs: ModelInputs
-    """What the dense model is built for: the tables' widths, the data's dense features."""
+    """What the dense model is built for: the tables' widths, the data's dense features and
+    labels."""
     _models: list[DenseModel] = dataclasses.field(repr=False, compare=False)
     """The model built while planning (to refuse a bad ``[model]`` before any process
     starts), until an attempt takes it."""
@@ -75,7 +76,9 @@ def plan_training(config: TrainConfig, workload: Workload) -> TrainPlan:
         eval_shape, eval_reader = probe(config.eval_data)
         check_same_schema(eval_shape, shape)
     model_config = config.model_config()
-    inputs = ModelInputs({name: table.dim for name, table in tables.items()}, shape.dense_features)
+    inputs = ModelInputs(
+        {name: table.dim for name, table in tables.items()}, shape.dense_features, shape.labels
+    )
     model = model_config.open(inputs, seed=config.seed, threads=config.blas_threads)
     return TrainPlan(
         shape, tables, eval_reader, model_config, inputs, [model], config.seed, config.blas_threads

@@ -65,6 +65,7 @@ def print_report(report: TrainReport, oracle_auc: float | None, eval_data: str =
     if oracle_auc is not None:
         lines.append(["planted model (oracle)", f"{oracle_auc:.4f}", "-"])
     print_table(["", "AUC", "logloss"], lines)
+    _print_labels(report)
     if oracle_auc is not None and oracle_auc > 0.5 and report.eval_batches:
         lift = (report.eval_auc - 0.5) / (oracle_auc - 0.5)
         print(f"held-out AUC (second half) reaches {lift:.0%} of the oracle's lift over 0.5")
@@ -85,6 +86,19 @@ def print_report(report: TrainReport, oracle_auc: float | None, eval_data: str =
 
 
 _STAGES = ("decode", "dispatch", "wait", "kernel", "apply", "encode")
+
+
+def _print_labels(report: TrainReport) -> None:
+    """Each label's figures, when there are several (the table above is the first's)."""
+    if len(report.per_label) < 2:
+        return
+    keys = ("train_auc", "eval_auc", "eval_logloss", "eval_data_auc")
+    rows = [
+        [name, *(f"{figures[key]:.4f}" if key in figures else "-" for key in keys)]
+        for name, figures in report.per_label.items()
+    ]
+    print(f"\neach label (the figures above are {next(iter(report.per_label))}'s)")
+    print_table(["label", "train AUC", "held-out AUC", "held-out logloss", "eval data AUC"], rows)
 
 
 def path_rows(report: TrainReport) -> list[list[str]]:

@@ -33,6 +33,10 @@ _DATA = ("data", "workload", "scale", "num_batches", "epochs")
 """The keys that say which batches there are: with the same ones, a finished job has none left."""
 
 
+_UNRECORDED: dict[str, Any] = {"labels": ["label"]}
+"""The value of each recorded key in a checkpoint written before it was recorded."""
+
+
 def job_config(config: TrainConfig, plan: TrainPlan) -> dict[str, Any]:
     """What a checkpoint of this job records of its config (JSON values)."""
     recorded = {
@@ -43,6 +47,7 @@ def job_config(config: TrainConfig, plan: TrainPlan) -> dict[str, Any]:
         "model.optimizer": plan.model_config.optimizer,
         **{f"model.params.{key}": value for key, value in plan.model_config.params.items()},
         "dense_features": plan.data.dense_features,
+        "labels": list(plan.data.labels),
         "variables": {name: dataclasses.asdict(table) for name, table in plan.tables.items()},
     }
     recorded |= {key: getattr(config, key) for key in RESUME_CHANGEABLE}
@@ -86,14 +91,15 @@ def nothing_left(resume: JobCheckpoint, config: TrainConfig, plan: TrainPlan) ->
 
 
 def _changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(key, ``key old -> new``) of each key that differs; the variables' keys together."""
+    """(key, ``key old -> new``) of each key that differs; the variables' keys together. A
+    key an older checkpoint did not record has the value it always had (:data:`_UNRECORDED`)."""
     changes = []
     for key in new:
+        before = old.get(key, _UNRECORDED.get(key))
         if key == "variables":
-            before = old.get(key, {})
-            changes += [("variables", text) for text in _variable_changes(before, new[key])]
-        elif old.get(key) != new[key]:
-            changes.append((key, f"{key} {_show(old.get(key))} -> {_show(new[key])}"))
+            changes += [("variables", text) for text in _variable_changes(before or {}, new[key])]
+        elif before != new[key]:
+            changes.append((key, f"{key} {_show(before)} -> {_show(new[key])}"))
     return changes
 
 

@@ -102,6 +102,8 @@ class DataShape:
     """Signs of each variable in one batch (measured on the first batch for files)."""
     vocabulary: dict[str, int] | None = None
     """Distinct signs of each variable, when the data knows it."""
+    labels: tuple[str, ...] = ("label",)
+    """The data's label names: the model is built to predict each."""
 
 
 @dataclass(frozen=True)

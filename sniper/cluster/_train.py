@@ -64,7 +64,7 @@ def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = Non
             "ended the job; its report follows",
             flush=True,
         )
-        report = checkpoint_report(resume.trainer)
+        report = checkpoint_report(resume.trainer, plan.data.labels)
         trained = None
     else:
         try:

@@ -38,6 +38,7 @@ from sniper.data._source import DataSource as DataSource
 from sniper.data._source import check_data_value as check_data_value
 from sniper.data._synthetic import SyntheticCtr as SyntheticCtr
 from sniper.data._workload import BUILTIN_WORKLOADS as BUILTIN_WORKLOADS
+from sniper.data._workload import LabelSpec as LabelSpec
 from sniper.data._workload import VariableSpec as VariableSpec
 from sniper.data._workload import Workload as Workload
 from sniper.data._workload import WorkloadError as WorkloadError
@@ -57,6 +58,7 @@ __all__ = [
     "CriteoTsv",
     "DataSource",
     "FileSet",
+    "LabelSpec",
     "ParquetFormatError",
     "ParquetReader",
     "Ragged",

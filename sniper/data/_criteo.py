@@ -116,6 +116,10 @@ class CriteoTsv:
         return len(CRITEO_DENSE)
 
     @property
+    def label_names(self) -> tuple[str, ...]:
+        return ("label",)
+
+    @property
     def batch_size(self) -> int:
         return self._batch_size
 

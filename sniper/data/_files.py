@@ -64,8 +64,9 @@ def _is_data_file(path: Path, suffix: str) -> bool:
 class FileSet:
     """Several readers of one format as one :class:`~sniper.data.Reader` (see module doc).
 
-    Every file must hold the same variables, in the same order, and the same number of dense
-    features; the constructor names the first file that differs from the first one.
+    Every file must hold the same variables, in the same order, the same number of dense
+    features and the same labels; the constructor names the first file that differs from the
+    first one.
     """
 
     def __init__(self, readers: Sequence[Reader], *, split_by_file: bool) -> None:
@@ -84,6 +85,11 @@ class FileSet:
                     f"{reader!r} has {reader.dense_features} dense features, but {first!r} "
                     f"has {first.dense_features}: every file of an input must agree"
                 )
+            if reader.label_names != first.label_names:
+                raise ValueError(
+                    f"{reader!r} has labels {_names(reader.label_names)}, but {first!r} has "
+                    f"{_names(first.label_names)}: every file of an input must agree"
+                )
         self.readers = tuple(readers)
         self._split_by_file = split_by_file
 
@@ -94,6 +100,10 @@ class FileSet:
     @property
     def dense_features(self) -> int:
         return self.readers[0].dense_features
+
+    @property
+    def label_names(self) -> tuple[str, ...]:
+        return self.readers[0].label_names
 
     @property
     def batch_size(self) -> int:

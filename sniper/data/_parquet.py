@@ -182,6 +182,10 @@ class ParquetReader:
         return self._dense_features
 
     @property
+    def label_names(self) -> tuple[str, ...]:
+        return (_LABEL,)
+
+    @property
     def batch_size(self) -> int:
         return self._batch_size
 

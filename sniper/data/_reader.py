@@ -25,7 +25,8 @@ class Reader(Protocol):
     - **Epochs.** A file yields the same batches in every epoch; a generator yields a fresh
       stream per epoch (same distribution, different draws).
     - Every batch has ``batch_size`` examples except possibly the last one of a finite source,
-      and carries every name of :attr:`variables` in ``sparse``, in that order.
+      and carries every name of :attr:`variables` in ``sparse``, in that order, and
+      ``len(label_names)`` label columns.
     """
 
     @property
@@ -36,6 +37,12 @@ class Reader(Protocol):
     @property
     def dense_features(self) -> int:
         """Dense features per example (columns of :attr:`Batch.dense`)."""
+        ...
+
+    @property
+    def label_names(self) -> tuple[str, ...]:
+        """The labels' names, one per column of :attr:`Batch.labels` (``("label",)`` for the
+        ``[batch_size]`` labels of one): what a model is built to predict."""
         ...
 
     @property

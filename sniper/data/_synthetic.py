@@ -33,6 +33,11 @@ The planted model. Labels are ``Bernoulli(sigmoid(logit))`` with::
   deviation :data:`DENSE_STD` (about 15% of the logit's variance: easy lift for any model).
 - ``bias`` is solved on a calibration sample so that the positive rate is the workload's.
 
+Several labels (a workload's ``labels``, for multi-task models): label ``k`` has its own dense
+coefficients and bias (its own positive rate) over the same sparse part, so the tasks share what
+the embeddings learn and differ in what the dense features say; label 0 is the single label's
+planted model, drawn with the same random numbers.
+
 With a logit standard deviation of ~1.3 at a 9% positive rate the planted model, which knows
 every weight, reaches an AUC of 0.79-0.83 depending on the seed, at every scale (the oracle):
 high enough that a learned model's progress is unmistakable, low enough to leave realistic label
@@ -261,9 +266,11 @@ class SyntheticCtr:
         self.seed = seed
         self._batch_size = batch_size or workload.batch_size
         self._sparse = _SparseModel(self, _importances(seed, len(workload.variables)))
-        self._dense = _dense_model(seed, workload.dense_features)
-        self._bias = 0.0  # the calibration draws logits without a bias, then solves for it
-        self._bias = self._calibrate_bias()
+        labels = workload.label_specs
+        self._dense = [_dense_model(seed, workload.dense_features, k) for k in range(len(labels))]
+        # The calibration draws logits without a bias, then solves for each label's.
+        self._biases = np.zeros(len(labels))
+        self._biases = self._calibrate_biases()
 
     @property
     def variables(self) -> tuple[str, ...]:
@@ -276,6 +283,10 @@ class SyntheticCtr:
     @property
     def batch_size(self) -> int:
         return self._batch_size
+
+    @property
+    def label_names(self) -> tuple[str, ...]:
+        return tuple(label.name for label in self.workload.label_specs)
 
     @property
     def signs_per_batch(self) -> dict[str, int]:
@@ -298,13 +309,15 @@ class SyntheticCtr:
         return self.batch_with_logits(index, epoch=epoch)[0]
 
     def batch_with_logits(self, index: int, *, epoch: int = 0) -> tuple[Batch, NDArray[np.float64]]:
-        """Batch ``index`` of ``epoch`` and the planted model's logit of each example."""
+        """Batch ``index`` of ``epoch`` and the planted model's logit of each example (and
+        label: the shape of the batch's labels)."""
         check_int("index", index, minimum=0)
         check_stream(epoch, 0, 1)
         return self._generate(np.random.default_rng([self.seed, _STREAM_BATCH, epoch, index]))
 
     def oracle_logits(self, batch: Batch) -> NDArray[np.float64]:
-        """The planted model's logit of each example of ``batch``, recovered from its signs.
+        """The planted model's logit of each example of ``batch`` (and label: the shape of its
+        labels), recovered from its signs.
 
         Works on any batch with this generator's variables and dense features, for example one
         read back from Parquet; a sign that this generator cannot have drawn weighs 0.
@@ -316,13 +329,13 @@ class SyntheticCtr:
             raise ValueError(
                 f"batch has {batch.dense_features} dense features, expected {self.dense_features}"
             )
-        logits = self._sparse.logits(batch.sparse)
-        logits += self._dense.contribution(batch.dense)
-        logits += self._bias
-        return logits
+        return self._logits(self._sparse.logits(batch.sparse), batch.dense)
 
-    def oracle_auc(self, num_batches: int | None = None, *, epoch: int = 0) -> float:
-        """AUC of the planted model on the first ``num_batches`` (default all) of ``epoch``.
+    def oracle_auc(
+        self, num_batches: int | None = None, *, epoch: int = 0, label: int = 0
+    ) -> float:
+        """AUC of the planted model for label number ``label`` on the first ``num_batches``
+        (default all) of ``epoch``.
 
         No model does better in expectation: this is the ceiling a trainer is measured by.
         """
@@ -331,8 +344,8 @@ class SyntheticCtr:
         labels, logits = [], []
         for index in range(count):
             batch, logit = self.batch_with_logits(index, epoch=epoch)
-            labels.append(batch.labels)
-            logits.append(logit)
+            labels.append(batch.labels if batch.labels.ndim == 1 else batch.labels[:, label])
+            logits.append(logit if logit.ndim == 1 else logit[:, label])
         return roc_auc(np.concatenate(labels), np.concatenate(logits))
 
     def __repr__(self) -> str:
@@ -341,20 +354,40 @@ class SyntheticCtr:
             f"scale={self.scale}, seed={self.seed}, batch_size={self.batch_size})"
         )
 
+    def _logits(
+        self, sparse: NDArray[np.float64], dense: NDArray[np.float32]
+    ) -> NDArray[np.float64]:
+        """Each label's logit from the sparse part and the dense features: ``[batch]`` for one
+        label, else ``[batch, labels]``."""
+        columns = []
+        for model, bias in zip(self._dense, self._biases, strict=True):
+            logits = sparse + model.contribution(dense)
+            logits += bias
+            columns.append(logits)
+        return columns[0] if len(columns) == 1 else np.stack(columns, axis=1)
+
     def _generate(self, rng: np.random.Generator) -> tuple[Batch, NDArray[np.float64]]:
-        sparse, logits = self._sparse.draw(rng)
-        dense = self._dense.draw(rng, self._batch_size)
-        logits += self._dense.contribution(dense)
-        logits += self._bias
-        labels = (rng.random(self._batch_size) < _sigmoid(logits)).astype(np.float32)
+        sparse, shared = self._sparse.draw(rng)
+        dense = self._dense[0].draw(rng, self._batch_size)  # the label models share the draw
+        logits = self._logits(shared, dense)
+        # Label 0 draws from the batch's stream as a single label always did; the others from
+        # a child stream, which leaves the batch's own untouched (spawning draws nothing).
+        draws = [rng.random(self._batch_size)]
+        if len(self._dense) > 1:
+            others = rng.spawn(1)[0]
+            draws += [others.random(self._batch_size) for _ in self._dense[1:]]
+        uniform = draws[0] if logits.ndim == 1 else np.stack(draws, axis=1)
+        labels = (uniform < _sigmoid(logits)).astype(np.float32)
         return Batch(labels=labels, dense=dense, sparse=sparse), logits
 
-    def _calibrate_bias(self) -> float:
-        """The bias that puts the mean predicted probability at the workload's positive rate."""
+    def _calibrate_biases(self) -> NDArray[np.float64]:
+        """Each label's bias that puts its mean predicted probability at its positive rate."""
         rng = np.random.default_rng([self.seed, _STREAM_CALIBRATION])
         rounds = max(1, CALIBRATION_EXAMPLES // self._batch_size)
         logits = np.concatenate([self._generate(rng)[1] for _ in range(rounds)])
-        return _solve_bias(logits, self.workload.positive_rate)
+        logits = logits.reshape(len(logits), -1)
+        rates = [label.positive_rate for label in self.workload.label_specs]
+        return np.array([_solve_bias(logits[:, k], rate) for k, rate in enumerate(rates)])
 
 
 def _importances(seed: int, count: int) -> NDArray[np.float64]:
@@ -363,8 +396,9 @@ def _importances(seed: int, count: int) -> NDArray[np.float64]:
     return np.asarray(importances * (SPARSE_STD / np.linalg.norm(importances)))
 
 
-def _dense_model(seed: int, features: int) -> _DenseModel:
-    rng = np.random.default_rng([seed, _STREAM_MODEL, 1])
+def _dense_model(seed: int, features: int, label: int) -> _DenseModel:
+    """Label ``label``'s dense part (label 0's from the stream a single label always had)."""
+    rng = np.random.default_rng([seed, _STREAM_MODEL, 1, *([label] if label else [])])
     means = np.exp(np.linspace(0.0, 4.0, features))
     beta = rng.standard_normal(features)
     beta *= DENSE_STD / max(float(np.linalg.norm(beta)), 1e-12)

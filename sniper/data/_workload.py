@@ -3,7 +3,9 @@
 Benchmarks and experiments take their shape from a JSON file. Two are built in: ``seed_ctr`` (the
 CTR job of the seed logs: 76 variables, batch 1024, one variable with 270k signs per batch) and
 ``criteo`` (the Criteo Kaggle data: 26 variables of one sign per example, 13 dense features,
-the released columns' cardinalities), the shape most users have. The file is data,
+the released columns' cardinalities), the shape most users have, and ``criteo_two_labels``
+(that shape with a click and a purchase label, for multi-task models). A file may name a
+``base`` workload and give only the fields it changes. The file is data,
 validated at the edge into frozen dataclasses; an error names the field that is wrong.
 """
 
@@ -15,9 +17,16 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BUILTIN_WORKLOADS", "VariableSpec", "Workload", "WorkloadError", "load_workload"]
+__all__ = [
+    "BUILTIN_WORKLOADS",
+    "LabelSpec",
+    "VariableSpec",
+    "Workload",
+    "WorkloadError",
+    "load_workload",
+]
 
-BUILTIN_WORKLOADS = ("seed_ctr", "criteo")
+BUILTIN_WORKLOADS = ("seed_ctr", "criteo", "criteo_two_labels")
 
 
 class WorkloadError(ValueError):
@@ -39,6 +48,15 @@ class VariableSpec:
 
 
 @dataclass(frozen=True)
+class LabelSpec:
+    """One label of a workload: what synthetic data plants for it."""
+
+    name: str
+    positive_rate: float
+    """The share of examples whose label is 1."""
+
+
+@dataclass(frozen=True)
 class Workload:
     """A training job's shape, as benchmarks and synthetic data generators need it."""
 
@@ -49,6 +67,14 @@ class Workload:
     positive_rate: float
     zipf_exponent: float
     variables: tuple[VariableSpec, ...]
+    labels: tuple[LabelSpec, ...] = ()
+    """The labels of a multi-task workload; empty: one label, ``label``, at
+    :attr:`positive_rate`."""
+
+    @property
+    def label_specs(self) -> tuple[LabelSpec, ...]:
+        """Every label, the one of a single-label workload included."""
+        return self.labels or (LabelSpec("label", self.positive_rate),)
 
     @property
     def signs_per_batch(self) -> int:
@@ -76,6 +102,14 @@ def load_workload(name_or_path: str | Path) -> Workload:
         raise WorkloadError(f"workload {name_or_path}: not valid JSON ({exc})") from None
     if not isinstance(raw, dict):
         raise WorkloadError(f"workload {name_or_path}: expected a JSON object")
+    if "base" in raw:
+        base = _field(raw, "base", str, str(name_or_path))
+        if base not in BUILTIN_WORKLOADS:
+            raise WorkloadError(
+                f"workload {name_or_path}: base must be a built-in workload "
+                f"({', '.join(BUILTIN_WORKLOADS)}), got {base!r}"
+            )
+        raw = json.loads(_read_text(base)) | raw
     return _parse(raw, str(name_or_path))
 
 
@@ -100,6 +134,10 @@ def _parse(raw: dict[str, Any], source: str) -> Workload:
     variables = _field(raw, "variables", list, source)
     if not variables:
         raise WorkloadError(f"{source}: variables must not be empty")
+    labels = raw.get("labels", [])
+    if not isinstance(labels, list):
+        kind = type(labels).__name__
+        raise WorkloadError(f"{source}: field 'labels' has the wrong type ({kind})")
     return Workload(
         name=_field(raw, "name", str, source),
         batch_size=_positive(raw, "batch_size", source),
@@ -110,7 +148,25 @@ def _parse(raw: dict[str, Any], source: str) -> Workload:
         variables=tuple(
             _parse_variable(v, f"{source}: variables[{i}]") for i, v in enumerate(variables)
         ),
+        labels=_parse_labels(labels, source),
     )
+
+
+def _parse_labels(raw: list[Any], source: str) -> tuple[LabelSpec, ...]:
+    """``labels``: ``[{"name": ..., "positive_rate": ...}, ...]``, names unique."""
+    labels = []
+    for i, entry in enumerate(raw):
+        where = f"{source}: labels[{i}]"
+        if not isinstance(entry, dict):
+            raise WorkloadError(f"{where}: expected an object")
+        rate = float(_field(entry, "positive_rate", (int, float), where))
+        if not 0 < rate < 1:
+            raise WorkloadError(f"{where}: field 'positive_rate' must be in (0, 1), got {rate}")
+        labels.append(LabelSpec(_field(entry, "name", str, where), rate))
+    names = [label.name for label in labels]
+    if len(set(names)) != len(names):
+        raise WorkloadError(f"{source}: labels must have distinct names, got {names}")
+    return tuple(labels)
 
 
 def _parse_variable(raw: Any, where: str) -> VariableSpec:

@@ -1,6 +1,7 @@
 """The default dense model: an MLP in numpy with Adam, and its logistic loss.
 
-Input is ``[pooled embeddings of every variable ‖ dense features]``; the output is one logit.
+Input is ``[pooled embeddings of every variable ‖ dense features]``; the output is one logit
+per label (several labels share the hidden layers: a shared-bottom multi-task model).
 The model is small next to the embeddings (1229 x 64 weights for seed_ctr), so numpy's
 matrix products on the trainer's CPU are enough: about 10 ms per 1024-example batch forward
 and backward on one BLAS thread (2.5 and 7.3 ms measured here). The gradient with respect to
@@ -72,13 +73,18 @@ def _flat(array: F32) -> F32:
 
 
 class Mlp:
-    """``input -> [Linear -> ReLU] * len(hidden) -> Linear -> logit``, trained with Adam."""
+    """``input -> [Linear -> ReLU] * len(hidden) -> Linear -> logits``, trained with Adam;
+    ``outputs`` logits per example."""
 
-    def __init__(self, input_dim: int, hidden: tuple[int, ...], lr: float, seed: int = 0) -> None:
-        if input_dim < 1 or any(h < 1 for h in hidden):
-            raise ValueError(f"layer sizes must be positive, got {input_dim} and {hidden}")
+    def __init__(
+        self, input_dim: int, hidden: tuple[int, ...], lr: float, seed: int = 0, outputs: int = 1
+    ) -> None:
+        if input_dim < 1 or outputs < 1 or any(h < 1 for h in hidden):
+            raise ValueError(
+                f"layer sizes must be positive, got {input_dim}, {hidden} and {outputs}"
+            )
         rng = np.random.default_rng(seed)
-        sizes = [input_dim, *hidden, 1]
+        sizes = [input_dim, *hidden, outputs]
         self.weights = [
             (rng.normal(0, np.sqrt(2.0 / a), (a, b))).astype(np.float32)
             for a, b in itertools.pairwise(sizes)
@@ -113,7 +119,8 @@ class Mlp:
         self._adam.t = int(arrays["adam_t"])
 
     def forward(self, x: F32) -> tuple[F32, list[F32]]:
-        """Logits ``[batch]`` and the activations backward needs."""
+        """Logits (``[batch]`` for one output, else ``[batch, outputs]``) and the
+        activations backward needs."""
         activations = [x]
         h = x
         for i, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
@@ -121,7 +128,7 @@ class Mlp:
             if i < len(self.weights) - 1:
                 h = np.maximum(h, 0, out=h)
             activations.append(h)
-        return h[:, 0], activations
+        return (h[:, 0] if h.shape[1] == 1 else h), activations
 
     def backward(
         self, activations: list[F32], d_logits: F32, columns: Sequence[tuple[int, int]]
@@ -151,7 +158,7 @@ class Mlp:
         out, or reading them in place, cost about a millisecond back: each row of such a block
         lies on another page.
         """
-        grad = d_logits[:, None].astype(np.float32)
+        grad = d_logits.reshape(len(d_logits), -1).astype(np.float32)
         layer_grads = [grad]  # d(loss)/d(output) of each layer, the last layer's first
         for i in range(len(self.weights) - 1, 0, -1):
             grad = grad @ self.weights[i].T
@@ -222,7 +229,8 @@ class _MlpStep(TrainStep):
 
 class MlpModel(DenseModel):
     """The default model, registered as ``"mlp"``: :class:`Mlp` over the whole input matrix,
-    one logit, binary log loss. Needs nothing but numpy (and the store's numba)."""
+    one logit per label, binary log loss (averaged over the examples and the labels, as the
+    torch models' loss is). Needs nothing but numpy (and the store's numba)."""
 
     def __init__(
         self,
@@ -231,13 +239,8 @@ class MlpModel(DenseModel):
         lr: float = 0.002,
         seed: int = 0,
     ) -> None:
-        if len(inputs.labels) != 1:
-            raise ValueError(
-                f"the mlp model predicts one binary label; the data names {len(inputs.labels)}: "
-                f"{', '.join(inputs.labels)}"
-            )
         self.inputs = inputs
-        self.network = Mlp(inputs.width, tuple(hidden), lr, seed)
+        self.network = Mlp(inputs.width, tuple(hidden), lr, seed, outputs=len(inputs.labels))
         self._names = list(inputs.columns)
         self._ranges = list(inputs.columns.values())
 
@@ -245,9 +248,9 @@ class MlpModel(DenseModel):
         logits, activations = self.network.forward(inputs)
         probs = sigmoid(logits)
         backward = self.network.backward_input(
-            activations, ((probs - labels) / len(labels)).astype(np.float32), self._ranges
+            activations, ((probs - labels) / labels.size).astype(np.float32), self._ranges
         )
-        return _MlpStep(log_loss(labels, probs), probs, backward, self._names)
+        return _MlpStep(_log_loss(labels, probs), probs, backward, self._names)
 
     def predict(self, inputs: F32) -> F32:
         logits, _ = self.network.forward(inputs)
@@ -261,6 +264,13 @@ class MlpModel(DenseModel):
 
     def warm_up(self) -> None:
         start_dense_kernels()
+
+
+def _log_loss(labels: F32, probs: F32) -> float:
+    """The mean log loss over the examples and the labels (one label: the examples')."""
+    if labels.ndim == 1:
+        return log_loss(labels, probs)
+    return float(np.mean([log_loss(labels[:, k], probs[:, k]) for k in range(labels.shape[1])]))
 
 
 MODEL = MlpModel

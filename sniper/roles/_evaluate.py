@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio.to_thread
@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 from sniper.data import Batch, Reader, StreamingAuc, log_loss
 from sniper.roles._batch_id import EVAL_HUB, BatchId
 from sniper.roles._cluster import PsCluster
+from sniper.roles._scores import label_columns
 from sniper.rpc import Pooled
 
 __all__ = ["DataEvaluator", "EvalResult", "Predict"]
@@ -41,9 +42,12 @@ class EvalResult:
     step: int
     """Training steps done when it was scored."""
     auc: float
+    """The first label's (the only one of a single-label job)."""
     logloss: float
     examples: int
     seconds: float
+    per_label: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Each label's ``auc`` and ``logloss``, by name."""
 
 
 class DataEvaluator:
@@ -71,20 +75,29 @@ class DataEvaluator:
     async def score(self, predict: Predict, step: int) -> EvalResult:
         """AUC and logloss of ``predict`` over the whole input; ``step`` labels the result."""
         start = time.perf_counter()
-        auc = StreamingAuc()
-        loss_sum, examples = 0.0, 0
+        names = self.reader.label_names
+        aucs = [StreamingAuc() for _ in names]
+        loss_sums, examples = [0.0 for _ in names], 0
         async for batch, probs in self.predictions(predict):
-            auc.update(batch.labels, probs)
-            loss_sum += log_loss(batch.labels, probs) * batch.batch_size
+            columns = label_columns(batch.labels, probs, len(names))
+            for k, (truth, scores) in enumerate(columns):
+                aucs[k].update(truth, scores)
+                loss_sums[k] += log_loss(truth, scores) * batch.batch_size
             examples += batch.batch_size
         if not examples:
             raise ValueError(f"the evaluation data {self.reader!r} holds no examples")
+        per_label = {
+            name: {"auc": float(auc.value()), "logloss": loss / examples}
+            for name, auc, loss in zip(names, aucs, loss_sums, strict=True)
+        }
+        first = per_label[names[0]]
         return EvalResult(
             step=step,
-            auc=float(auc.value()),
-            logloss=loss_sum / examples,
+            auc=first["auc"],
+            logloss=first["logloss"],
             examples=examples,
             seconds=time.perf_counter() - start,
+            per_label=per_label,
         )
 
 

@@ -20,11 +20,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sniper._metrics import Histogram
-from sniper.data import StreamingAuc
 from sniper.models import DenseModel, TrainStep
 from sniper.roles._cluster import PsCluster
 from sniper.roles._errors import RPC_ERRORS, TrainingError, describe_error
 from sniper.roles._pipeline import timed
+from sniper.roles._scores import Scores
 from sniper.rpc import Pooled
 from sniper.scheduler import Scheduler, TaskHandle, open_scheduler
 
@@ -94,7 +94,7 @@ class DenseStep:
         batch_id: int,
         inputs: F32,
         labels: F32,
-        train_auc: StreamingAuc,
+        scores: Scores,
         pushed: Callable[[], None],
     ) -> float:
         """Train on one batch; its loss. ``pushed()`` is called once its gradients are on the
@@ -111,7 +111,7 @@ class DenseStep:
         its 0.5 ms to every criteo batch's critical path (CHANGELOG.md, 2026-11-27).
         """
         start = time.perf_counter()
-        step = self._on_thread(_forward_backward, self.model, inputs, labels, train_auc)
+        step = self._on_thread(_forward_backward, self.model, inputs, labels, scores)
         update = self._on_thread(_update_after, step)
         try:
             done = await step.wait()
@@ -148,12 +148,10 @@ class DenseStep:
             ) from exc
 
 
-def _forward_backward(
-    model: DenseModel, inputs: F32, labels: F32, train_auc: StreamingAuc
-) -> TrainStep:
-    """The model's step on one batch (on the model's thread), counted in the training AUC."""
+def _forward_backward(model: DenseModel, inputs: F32, labels: F32, scores: Scores) -> TrainStep:
+    """The model's step on one batch (on the model's thread), counted in the training AUCs."""
     step = model.train_step(inputs, labels)
-    train_auc.update(labels, step.predictions)
+    scores.add_train(labels, step.predictions)
     return step
 
 

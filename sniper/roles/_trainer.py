@@ -47,16 +47,15 @@ from numpy.typing import NDArray
 from threadpoolctl import threadpool_limits
 
 from sniper._metrics import Histogram, LatencySummary
-from sniper.data import StreamingAuc
 from sniper.models import DenseModel, ModelConfig, ModelInputs
 from sniper.roles._balance import AutoShard
 from sniper.roles._batch_id import BatchId
 from sniper.roles._cluster import PsCluster
 from sniper.roles._errors import RPC_ERRORS, TrainingError, describe_error
 from sniper.roles._evaluate import DataEvaluator, EvalResult
-from sniper.roles._held_out import HeldOutScores
 from sniper.roles._pauses import Pauses
 from sniper.roles._pipeline import Pipeline, Ready
+from sniper.roles._scores import Scores
 from sniper.roles._step import DenseStep, Predictor
 from sniper.roles._train_report import LiveProgress, TrainReport
 from sniper.roles._trainer_config import TrainerConfig
@@ -74,9 +73,10 @@ and each hub's position (:attr:`Trainer.positions`)."""
 class Trainer:
     """Runs the pipeline over ``hubs`` and the ps ``cluster`` until the data ends.
 
-    ``dims`` gives every variable's embedding width, in the order of the model's input;
-    ``model`` is the dense model to train (default: the numpy MLP of ``config``), built for
-    ``dims`` and ``dense_features`` by ``model_config`` (recorded in checkpoints; None: not
+    ``dims`` gives every variable's embedding width, in the order of the model's input, and
+    ``labels`` the data's label names; ``model`` is the dense model to train (default: the
+    numpy MLP of ``config``), built for ``dims``, ``dense_features`` and ``labels`` by
+    ``model_config`` (recorded in checkpoints; None: not
     recorded, for a model built by other means).
     """
 
@@ -92,18 +92,19 @@ class Trainer:
         balancer: AutoShard | None = None,
         model: DenseModel | None = None,
         model_config: ModelConfig | None = None,
+        labels: Sequence[str] = ("label",),
     ) -> None:
         if not hubs:
             raise ValueError("the trainer needs at least one hub")
-        inputs = ModelInputs(dims, dense_features)
+        inputs = ModelInputs(dims, dense_features, tuple(labels))
         if model is None:
             model_config = ModelConfig(params={"hidden": list(config.hidden)}, lr=config.lr)
             model = model_config.open(inputs, seed=config.seed)
-        elif (model.inputs.dims, model.inputs.dense_features) != (inputs.dims, dense_features):
+        elif _layout(model.inputs) != _layout(inputs):
+            built, data = _layout(model.inputs), _layout(inputs)
             raise ValueError(
-                f"the model was built for {model.inputs.dims} and "
-                f"{model.inputs.dense_features} dense features; the data has {inputs.dims} "
-                f"and {dense_features}"
+                f"the model was built for {built[0]}, {built[1]} dense features and labels "
+                f"{built[2]}; the data has {data[0]}, {data[1]} and {data[2]}"
             )
         self.hubs = list(hubs)
         self.cluster = cluster
@@ -136,8 +137,7 @@ class Trainer:
         """The last batch trained or scored of each hub (by hub number)."""
         self.data_ended = False
         """Every hub signalled the end of its data (not ``max_steps``): nothing is left."""
-        self._held_out = HeldOutScores()  # its whole-run AUC is read by live() from any thread
-        self._train_auc = StreamingAuc()
+        self._scores = Scores(inputs.labels)  # its live AUC is read by live() from any thread
         self._report = TrainReport()
         self._live_lock = threading.Lock()
         self._started: float | None = None
@@ -261,7 +261,7 @@ class Trainer:
             ready.batch_id,
             ready.inputs,
             ready.labels,
-            self._train_auc,
+            self._scores,
             lambda: self.pipeline.settle(ticket),
         )
         self.pipeline.inputs.give(ready.inputs)
@@ -277,7 +277,7 @@ class Trainer:
         probs = await self._step.score(ready.inputs)
         self.pipeline.inputs.give(ready.inputs)
         with self._live_lock:
-            self._held_out.add(ready.labels, probs)
+            self._scores.add_held_out(ready.labels, probs)
         report.eval_batches += 1
 
     def live(self) -> LiveProgress:
@@ -290,8 +290,7 @@ class Trainer:
         else:
             loss = report.train_logloss / report.steps if report.steps else 0.0
         with self._live_lock:
-            whole = self._held_out.whole
-            auc = whole.value() if whole.positives and whole.negatives else 0.0
+            auc = self._scores.live_auc()
         return LiveProgress(
             steps=report.steps,
             examples=report.examples,
@@ -313,9 +312,7 @@ class Trainer:
                 f"evaluation at step {report.steps} failed: {describe_error(exc)}"
             ) from exc
         report.eval_data_history.append(result)
-        report.eval_data_auc = result.auc
-        report.eval_data_logloss = result.logloss
-        report.eval_data_examples = result.examples
+        _take_eval_data(report, result)
         log.info(
             "eval data at step %d: AUC %.4f  logloss %.4f  (%d examples, %.1f s)",
             result.step,
@@ -328,13 +325,9 @@ class Trainer:
     def state(self, report: TrainReport) -> dict[str, Any]:
         """What a resumed trainer needs: the model (``"model"``: arrays), the streaming
         figures of the report (``"metrics"``: arrays) and its counters (the rest: JSON)."""
-        metrics: dict[str, NDArray[np.generic]] = {
-            f"train_auc.{k}": v for k, v in self._train_auc.state().items()
-        }
-        metrics |= {f"held_out.{k}": v for k, v in self._held_out.state().items()}
         return {
             "model": self.model.state(),
-            "metrics": metrics,
+            "metrics": self._scores.state(),
             "model_spec": None if self.model_config is None else self.model_config.to_dict(),
             "steps": report.steps,
             "examples": report.examples,
@@ -350,7 +343,7 @@ class Trainer:
         """Continue from :meth:`state`: the model, the report's counters and its streaming
         figures, so that the report covers the whole job (call before :meth:`run`)."""
         self.model.load_state(state["model"])
-        self._train_auc, self._held_out = _restore(self._report, state)
+        self._scores = _restore(self._report, state, self._scores.names)
         self.data_ended = bool(state["data_ended"])
         self.pauses.checkpointed_step = self._report.steps
         # The checkpoint's tickets were all pushed.
@@ -359,7 +352,7 @@ class Trainer:
     def _finish(self, report: TrainReport, seconds: float, examples: int) -> None:
         report.seconds = seconds
         report.examples_per_second = examples / seconds if seconds else 0.0
-        _score(report, self._train_auc, self._held_out)
+        _score(report, self._scores)
         report.ops = self.op_statistics()
 
     def op_statistics(self) -> dict[str, LatencySummary]:
@@ -382,15 +375,21 @@ class Trainer:
             )
 
 
-def checkpoint_report(state: dict[str, Any]) -> TrainReport:
+def checkpoint_report(state: dict[str, Any], labels: Sequence[str] = ("label",)) -> TrainReport:
     """The report of the run a trainer's :meth:`Trainer.state` was taken in, as it stood
-    then: of a finished run's last checkpoint, that run's report (no timings)."""
+    then: of a finished run's last checkpoint, that run's report (no timings). ``labels``:
+    the job's label names."""
     report = TrainReport()
-    _score(report, *_restore(report, state))
+    _score(report, _restore(report, state, labels))
     return report
 
 
-def _restore(report: TrainReport, state: dict[str, Any]) -> tuple[StreamingAuc, HeldOutScores]:
+def _layout(inputs: ModelInputs) -> tuple[dict[str, int], int, tuple[str, ...]]:
+    """What a model is built for: the widths, the dense features and the labels."""
+    return dict(inputs.dims), inputs.dense_features, inputs.labels
+
+
+def _restore(report: TrainReport, state: dict[str, Any], labels: Sequence[str]) -> Scores:
     """Put :meth:`Trainer.state`'s counters in ``report``; its training and held-out AUCs."""
     report.steps = int(state["steps"])
     report.examples = int(state["examples"])
@@ -400,21 +399,28 @@ def _restore(report: TrainReport, state: dict[str, Any]) -> tuple[StreamingAuc, 
     report.resumed_from_step = report.steps
     report.eval_data_history = [EvalResult(**r) for r in state["eval_data_history"]]
     if report.eval_data_history:
-        last = report.eval_data_history[-1]
-        report.eval_data_auc, report.eval_data_logloss = last.auc, last.logloss
-        report.eval_data_examples = last.examples
-    metrics = state["metrics"]
-
-    def part(prefix: str) -> dict[str, NDArray[np.generic]]:
-        return {k.removeprefix(prefix): v for k, v in metrics.items() if k.startswith(prefix)}
-
-    return StreamingAuc.from_state(part("train_auc.")), HeldOutScores.from_state(part("held_out."))
+        _take_eval_data(report, report.eval_data_history[-1])
+    return Scores.from_state(labels, state["metrics"])
 
 
-def _score(report: TrainReport, train_auc: StreamingAuc, held_out: HeldOutScores) -> None:
-    """The report's AUCs and mean loglosses, from the streams' figures."""
-    report.train_auc = train_auc.value() if report.steps else 0.0
+def _take_eval_data(report: TrainReport, result: EvalResult) -> None:
+    """The evaluation data's latest scoring as the report's figures (each label's too)."""
+    report.eval_data_auc, report.eval_data_logloss = result.auc, result.logloss
+    report.eval_data_examples = result.examples
+    for name, figures in result.per_label.items():
+        label = report.per_label.setdefault(name, {})
+        label["eval_data_auc"], label["eval_data_logloss"] = figures["auc"], figures["logloss"]
+
+
+def _score(report: TrainReport, scores: Scores) -> None:
+    """The report's AUCs and mean loglosses, from the streams' figures: each label's, and the
+    first label's as the headline figures."""
     report.train_logloss /= max(1, report.steps)
-    if held_out.batches:
-        report.eval_auc, report.eval_logloss = held_out.late()
-        report.eval_auc_whole_run = held_out.whole.value()
+    figures = scores.figures(trained=bool(report.steps))
+    for name, label in figures.items():
+        report.per_label.setdefault(name, {}).update(label)
+    first = figures[scores.names[0]]
+    report.train_auc = first["train_auc"]
+    if "eval_auc" in first:
+        report.eval_auc, report.eval_logloss = first["eval_auc"], first["eval_logloss"]
+        report.eval_auc_whole_run = first["eval_auc_whole_run"]

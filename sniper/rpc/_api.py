@@ -119,6 +119,7 @@ class Sample:
 
     batch_id: int
     labels: NDArray[np.float32]
+    """``[batch]``, or ``[batch, labels]`` for several."""
     dense: NDArray[np.float32]
 
 

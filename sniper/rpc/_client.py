@@ -266,7 +266,7 @@ class HubClient:
             return None
         return Sample(
             response.batch_id,
-            decode(response.labels, "labels", "float32", 1),
+            decode(response.labels, "labels", "float32", (1, 2)),
             decode(response.dense, "dense", "float32", 2),
         )
 

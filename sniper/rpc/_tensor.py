@@ -64,8 +64,11 @@ def encode(array: NDArray[np.generic], dtype: str | None = None) -> Tensor:
     return Tensor(dtype=dtype or array.dtype.name, shape=list(array.shape), data=data)
 
 
-def decode(tensor: Tensor | RawTensor | None, field: str, dtype: str, ndim: int) -> NDArray[Any]:
-    """The array in ``tensor``, checked to have ``dtype`` and ``ndim`` dimensions.
+def decode(
+    tensor: Tensor | RawTensor | None, field: str, dtype: str, ndim: int | tuple[int, ...]
+) -> NDArray[Any]:
+    """The array in ``tensor``, checked to have ``dtype`` and ``ndim`` dimensions (or one of
+    the numbers ``ndim`` lists).
 
     The result is a read-only view of the message's bytes (no copy).
     """
@@ -76,8 +79,10 @@ def decode(tensor: Tensor | RawTensor | None, field: str, dtype: str, ndim: int)
     shape = tuple(tensor.shape)
     # A dimension that is not an int: betterproto reads a packed field whose tag says another
     # wire type (a corrupted message) as None.
-    if len(shape) != ndim or any(not isinstance(d, int) or d < 0 for d in shape):
-        raise TensorError(f"{field} must have {ndim} non-negative dimensions, got shape {shape}")
+    ndims = (ndim,) if isinstance(ndim, int) else ndim
+    if len(shape) not in ndims or any(not isinstance(d, int) or d < 0 for d in shape):
+        said = " or ".join(map(str, ndims))
+        raise TensorError(f"{field} must have {said} non-negative dimensions, got shape {shape}")
     expected = math.prod(shape) * _DTYPES[dtype].itemsize
     if len(tensor.data) != expected:
         raise TensorError(

@@ -58,6 +58,8 @@ class LocalCluster:
     hub_clients: list[tuple[str, HubApi]]
     tables: dict[str, TableSpec]
     dense_features: int
+    labels: tuple[str, ...] = ("label",)
+    """The data's label names (what the model is built to predict)."""
 
     async def train(
         self,
@@ -75,6 +77,7 @@ class LocalCluster:
             config or TrainerConfig(progress=False),
             eval_reader,
             model=model,
+            labels=self.labels,
         )
 
 
@@ -122,4 +125,5 @@ async def local_cluster(
             roles.hub_clients,
             dict(tables),
             dense_features,
+            reader.label_names,
         )

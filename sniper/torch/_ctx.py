@@ -72,7 +72,8 @@ class TrainBatch:
     dense: torch.Tensor
     """``[batch, dense_features]`` float32."""
     labels: torch.Tensor
-    """``[batch, 1]`` float32, 0 or 1: the shape of a one-label model's logits."""
+    """``[batch, labels]`` float32, 0 or 1 (``[batch, 1]`` for one label): the shape of the
+    model's logits."""
 
 
 class TrainCtx:
@@ -137,7 +138,7 @@ class TrainCtx:
         embeddings = {
             name: self._tensor(pooled[name].pooled).requires_grad_(True) for name in self.variables
         }
-        labels = self._tensor(sample.labels).reshape(-1, 1)
+        labels = self._tensor(sample.labels).reshape(len(sample.labels), -1)
         self._pending = TrainBatch(sample.batch_id, embeddings, self._tensor(sample.dense), labels)
         return self._pending
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,7 @@ from numpy.typing import NDArray
 from sniper._hashing import mix_u64
 from sniper.data import Batch, Reader, SyntheticCtr, roc_auc
 from sniper.data._sampling import ZipfColumns, unmix_u64
-from sniper.data._workload import load_workload
+from sniper.data._workload import WorkloadError, load_workload
 from sniper.data._zipf import signs_of_ranks
 from tests.data._helpers import SMALL_BATCH, SMALL_SCALE, assert_batches_equal, small_generator
 
@@ -255,3 +256,30 @@ class HashedLogistic:
     @staticmethod
     def _dense_inputs(batch: Batch) -> NDArray[np.float64]:
         return np.column_stack([batch.dense, np.ones(batch.batch_size)])
+
+
+def test_a_two_label_workload_plants_each_label_and_its_first_is_the_single_labels() -> None:
+    """criteo_two_labels is criteo with a click and a buy label: click is exactly criteo's
+    single label (same draws), buy has its own rate and its own planted model."""
+    one = SyntheticCtr(load_workload("criteo"), num_batches=8, scale=0.01, seed=2)
+    two = SyntheticCtr(load_workload("criteo_two_labels"), num_batches=8, scale=0.01, seed=2)
+    assert (one.label_names, two.label_names) == (("label",), ("click", "buy"))
+    labels = np.concatenate([b.labels for b in two.batches()])
+    assert labels.shape == (8 * 1024, 2)
+    for single, double in zip(one.batches(), two.batches(), strict=True):
+        np.testing.assert_array_equal(double.labels[:, 0], single.labels)
+        np.testing.assert_array_equal(double.dense, single.dense)
+    assert abs(labels[:, 1].mean() - 0.03) < 0.01
+    assert two.oracle_auc(label=0) == one.oracle_auc()
+    assert two.oracle_auc(label=1) > 0.65
+
+
+def test_a_workload_file_may_change_a_built_in_one(tmp_path: Path) -> None:
+    path = tmp_path / "mine.json"
+    path.write_text('{"base": "criteo", "name": "mine", "dense_features": 5}')
+    workload = load_workload(path)
+    assert (workload.name, workload.dense_features) == ("mine", 5)
+    assert workload.variables == load_workload("criteo").variables
+    path.write_text('{"base": "nope", "name": "mine"}')
+    with pytest.raises(WorkloadError, match=r"base must be a built-in workload .* got 'nope'"):
+        load_workload(path)

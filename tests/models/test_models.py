@@ -61,10 +61,31 @@ def test_a_model_that_does_not_open_says_why(
         open_model(factory, INPUTS, params)
 
 
-def test_the_mlp_refuses_several_labels() -> None:
-    two = ModelInputs({"a": 4}, 1, labels=("click", "buy"))
-    with pytest.raises(ValueError, match="the mlp model predicts one binary label"):
-        open_model("mlp", two, {})
+def test_the_mlp_predicts_each_label_with_the_gradient_of_the_mean_loss() -> None:
+    """Two labels: one logit column each over shared layers; the loss is the mean over the
+    examples and the labels, and the input gradient is that loss's (finite differences)."""
+    two = ModelInputs({"a": 4, "b": 2}, 3, labels=("click", "buy"))
+    model = open_model("mlp", two, {"hidden": [8], "seed": 2})
+    rng = np.random.default_rng(1)
+    inputs = rng.normal(size=(6, 9)).astype(np.float32)
+    labels = rng.integers(0, 2, size=(6, 2)).astype(np.float32)
+
+    def loss(x: np.ndarray) -> float:
+        probs = model.predict(x.astype(np.float32)).astype(np.float64)
+        return float(-np.mean(labels * np.log(probs) + (1 - labels) * np.log1p(-probs)))
+
+    step = model.train_step(inputs, labels)
+    assert step.predictions.shape == (6, 2)
+    assert step.loss == pytest.approx(loss(inputs), rel=1e-4)
+    eps = 1e-2
+    for row, column in [(0, 0), (3, 2), (5, 5)]:
+        up, down = inputs.copy(), inputs.copy()
+        up[row, column] += eps
+        down[row, column] -= eps
+        numeric = (loss(up) - loss(down)) / (2 * eps)
+        name = "a" if column < 4 else "b"
+        analytic = step.input_grads[name][row, column - two.columns[name][0]]
+        assert analytic == pytest.approx(numeric, rel=2e-2, abs=1e-5), (row, column)
 
 
 @pytest.mark.anyio
