@@ -16,7 +16,7 @@ _S27 = np.uint64(27)
 _S31 = np.uint64(31)
 
 
-@njit(nogil=True, cache=True)  # type: ignore[misc]
+@njit(nogil=True, cache=True)
 def feature_signs_kernel(
     data: np.ndarray, offsets: np.ndarray, salt: np.uint64, out: np.ndarray
 ) -> None:  # pragma: no cover - compiled

@@ -238,7 +238,7 @@ def label_values(label: LabelSpec, array: Any, where: Where) -> NDArray[np.float
                 f"{values[row]}: labels are 0 or 1; say which are positive: label = "
                 f'{{ column = "{label.column}", positive = ">= 4" }}'
             )
-        return values.astype(np.float32)
+        return np.asarray(values, dtype=np.float32)
     op, value = rule
     if isinstance(value, float):
         array = pc.cast(array, pa.float64())

@@ -185,8 +185,8 @@ def test_python_feature_signs_match_the_file(vectors: dict[str, Any]) -> None:
     for variable in sorted({variable for variable, _, _, _ in cases}):
         mine = [(data, sign) for v, data, _, sign in cases if v == variable]
         offsets = np.cumsum([0] + [len(data) for data, _ in mine]).astype(np.int64)
-        data = np.frombuffer(b"".join(d for d, _ in mine), dtype=np.uint8)
-        assert feature_signs(variable, data, offsets).tolist() == [s for _, s in mine]
+        flat = np.frombuffer(b"".join(d for d, _ in mine), dtype=np.uint8)
+        assert feature_signs(variable, flat, offsets).tolist() == [s for _, s in mine]
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
