@@ -32,6 +32,8 @@ from sniper.data._features import ColumnSpec as ColumnSpec
 from sniper.data._features import FeatureSpec as FeatureSpec
 from sniper.data._features import LabelSpec as LabelSpec
 from sniper.data._files import FileSet as FileSet
+from sniper.data._inspect import inspect_table as inspect_table
+from sniper.data._inspect import suggest_features as suggest_features
 from sniper.data._metrics import StreamingAuc as StreamingAuc
 from sniper.data._metrics import log_loss as log_loss
 from sniper.data._metrics import roc_auc as roc_auc
@@ -85,11 +87,13 @@ __all__ = [
     "check_data_value",
     "convert",
     "criteo_sign",
+    "inspect_table",
     "load_workload",
     "log_loss",
     "open_reader",
     "parquet_schema",
     "roc_auc",
     "signs_of_ranks",
+    "suggest_features",
     "write_parquet",
 ]
