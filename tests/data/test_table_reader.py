@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 from typing import Any
@@ -34,9 +35,7 @@ def _rows(batches: list[Batch], variable: str) -> list[list[int]]:
     rows = []
     for batch in batches:
         signs, offsets = batch.sparse[variable]
-        rows += [
-            sorted(signs[a:b].tolist()) for a, b in zip(offsets[:-1], offsets[1:], strict=True)
-        ]
+        rows += [sorted(signs[a:b].tolist()) for a, b in itertools.pairwise(offsets.tolist())]
     return rows
 
 
@@ -86,7 +85,7 @@ def test_shards_read_every_row_once(tmp_path: Path, num_shards: int, groups: int
         _rows(_all(reader, shard=k, num_shards=num_shards), "user_id") for k in range(num_shards)
     ]
     assert sum(len(p) for p in parts) == len(whole) == 1000
-    assert sorted(sum(parts, [])) == sorted(whole)
+    assert sorted(row for part in parts for row in part) == sorted(whole)
     assert all(parts)  # every hub has rows to read
 
 
@@ -175,7 +174,8 @@ def test_bad_tables_name_file_row_and_column(tmp_path: Path) -> None:
         (
             _spec(sparse=["f"]),
             [path],
-            f"{path}: column 'f' is double, which cannot be a sign: a sparse column holds integers or strings",
+            f"{path}: column 'f' is double, which cannot be a sign: a sparse column holds "
+            "integers or strings",
         ),
         (
             _spec(dense=["s"]),
@@ -185,7 +185,8 @@ def test_bad_tables_name_file_row_and_column(tmp_path: Path) -> None:
         (
             FeatureSpec.from_table({"label": "s", "dense": ["f"]}),
             [path],
-            f"{path}: label column 's' holds strings; say which are positive: label = {{ column = \"s\", positive = '== \"yes\"' }}",
+            f"{path}: label column 's' holds strings; say which are positive: label = "
+            '{ column = "s", positive = \'== "yes"\' }',
         ),
     ]
     struct = _write(tmp_path, "st.parquet", good | {"st": pa.array([{"a": 1}, {"a": 2}])})
@@ -201,7 +202,8 @@ def test_bad_tables_name_file_row_and_column(tmp_path: Path) -> None:
         (
             _spec(sparse=["s"]),
             [path, other],
-            f"{other}: column 's' is int64, but {path} has it as string: every file of an input must have one schema",
+            f"{other}: column 's' is int64, but {path} has it as string: every file of an "
+            "input must have one schema",
         )
     )
     for spec, files, message in cases:
