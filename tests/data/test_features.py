@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -116,12 +117,14 @@ def test_the_data_source_takes_a_features_table_for_tables_only() -> None:
     assert DataSource().feature_spec() is None
 
 
-def test_the_readme_table_parses() -> None:
-    text = (
-        '[features]\nlabel = "clicked"\nsparse = ["user_id", "genres"]\ndense = ["age"]\n'
-        '[features.columns.genres]\nseparator = "|"\npooling = "mean"\n'
-    )
-    assert FeatureSpec.from_table(tomllib.loads(text)["features"]).variables == (
-        "user_id",
-        "genres",
-    )
+def test_the_readmes_table_parses() -> None:
+    """README's "Your table" block is a valid job config and spec."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("## Your table") :]
+    block = section[section.index("```toml") + len("```toml") : section.index("```\n\n")]
+    values = tomllib.loads(block)
+    spec = FeatureSpec.from_table(values["features"])
+    assert spec.variables == ("user_id", "item_id", "gender", "genres")
+    assert spec.variable_of("history") == "item_id"
+    assert spec.pooling_of("genres") == "mean"
+    DataSource(data=values["data"], features=values["features"])
