@@ -97,11 +97,11 @@ def suggest_features(schema: Any, sample: Any) -> str:
 
 
 def _label(schema: Any) -> str | None:
-    lowered = {name.lower(): name for name in schema.names}
+    lowered: dict[str, str] = {str(name).lower(): str(name) for name in schema.names}
     for name in _LABEL_NAMES:
         if name in lowered:
             return lowered[name]
-    booleans = [f.name for f in schema if pa.types.is_boolean(f.type)]
+    booleans = [str(f.name) for f in schema if pa.types.is_boolean(f.type)]
     return booleans[0] if booleans else None
 
 
