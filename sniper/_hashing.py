@@ -20,17 +20,34 @@ Definitions (all arithmetic modulo 2**64):
 
   Signs are often already hashes, but some producers emit small consecutive integers or
   ``field << 48 | value`` patterns; the finalizer spreads any of those evenly over shards.
+- ``feature_sign(variable, value)``: the sign of one value of a user's column (a feature spec's
+  sparse column, :mod:`sniper.data`), salted by the variable's name::
+
+      h = splitmix64_mix(string_to_u64(variable))
+      for each byte b of value: h = (h ^ b) * 0x100000001B3      (FNV-1a's step)
+      sign = splitmix64_mix(h)
+
+  ``value`` is bytes: a string's UTF-8 encoding, an integer's decimal text (``-12`` is the
+  bytes ``2d 31 32``), so the integer 12 and the string ``"12"`` are one sign (a CSV column
+  and a Parquet column of the same table agree whatever types they were read as). The salt
+  starts FNV from a state of the variable's own: a value in two variables is two signs, and
+  in two columns that share a variable one sign. FNV-1a rather than the 31-polynomial of
+  names, because that one collides on short values (``"Aa"`` and ``"BB"`` are both 2112);
+  each byte step is a bijection of the state, so two salts never give one value one sign.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 __all__ = [
     "MASK64",
+    "feature_sign",
+    "feature_signs",
     "mix_u64",
     "ps_for_variable",
     "shard_of",
@@ -45,6 +62,8 @@ MAX_SHARDS = 1 << 63
 """Shard ids are int64, so a table or cluster has at most 2**63 shards."""
 _MUL1 = 0xBF58476D1CE4E5B9
 _MUL2 = 0x94D049BB133111EB
+FNV_PRIME = 0x100000001B3
+"""FNV-1a's 64-bit prime: the multiplier of :func:`feature_sign`'s byte step."""
 
 
 def string_to_u64(s: str) -> int:
@@ -122,6 +141,50 @@ def mix_u64(values: NDArray[np.uint64]) -> NDArray[np.uint64]:
     z = (values ^ (values >> np.uint64(30))) * np.uint64(_MUL1)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(_MUL2)
     return z ^ (z >> np.uint64(31))
+
+
+def feature_sign(variable: str, value: bytes | str | int) -> int:
+    """The sign of one value of variable ``variable`` (see the module doc): a string hashes
+    its UTF-8 bytes, an integer its decimal text."""
+    data = _value_bytes(value)
+    h = splitmix64_mix(string_to_u64(variable))
+    for byte in data:
+        h = ((h ^ byte) * FNV_PRIME) & MASK64
+    return splitmix64_mix(h)
+
+
+def feature_signs(
+    variable: str, data: NDArray[np.uint8], offsets: NDArray[np.int64]
+) -> NDArray[np.uint64]:
+    """Vectorized :func:`feature_sign` of ``len(offsets) - 1`` values laid out as Arrow lays
+    out a string column: value ``i`` is ``data[offsets[i]:offsets[i + 1]]``.
+
+    A numba kernel (compiled on first use, cached on disk, without the GIL) walks the bytes
+    once: a hub hashes every value of every string column of every batch here.
+    """
+    kernel = _feature_signs_kernel()
+    out = np.empty(max(len(offsets) - 1, 0), dtype=np.uint64)
+    salt = np.uint64(splitmix64_mix(string_to_u64(variable)))
+    kernel(np.ascontiguousarray(data, dtype=np.uint8), np.asarray(offsets, np.int64), salt, out)
+    return out
+
+
+def _feature_signs_kernel() -> Any:
+    """The compiled byte loop of :func:`feature_signs`, imported on first use: numba stays out
+    of ``import sniper.hashing`` for clients that only place variables."""
+    from sniper._hashing_kernel import feature_signs_kernel
+
+    return feature_signs_kernel
+
+
+def _value_bytes(value: bytes | str | int) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if _is_integer(value):
+        return str(int(value)).encode("ascii")
+    raise TypeError(f"a feature value is bytes, a string or an int, got {type(value).__name__}")
 
 
 def _is_integer(value: object) -> bool:

@@ -20,6 +20,7 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 
 SLOW = (
     "tests/cluster/test_kill_anytime.py",
+    "tests/cluster/test_user_table.py",
     "tests/cluster/test_resume.py",
     "tests/cluster/test_ray.py",
     "tests/cluster/test_hosts.py",

@@ -17,6 +17,10 @@ standard input closes, then exits. Requests:
     ``string_to_u64`` of the raw bytes ``<hex>``.
 ``h <sign> <num_shards>``
     ``shard_of_sign``; both are decimal unsigned 64-bit integers.
+``f <variable hex> <value hex>``
+    ``feature_sign`` of the raw value bytes in the variable named by the raw bytes: the sign a
+    feature spec gives a value of a user's column (optional: :func:`check_hash_command` does
+    not ask it, so a port of the placement hashes alone still passes).
 
 An answer is a decimal unsigned 64-bit integer, or ``e <message>`` for a request the port
 refuses. Strings travel as hex so that NUL and newlines in names cannot break the framing.

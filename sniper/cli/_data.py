@@ -1,4 +1,5 @@
-"""``sniper data``: prepare training data (``convert``: Criteo TSV or synthetic to Parquet)."""
+"""``sniper data``: prepare training data (``convert``: Criteo TSV or synthetic to Parquet;
+``inspect``: a user's file's columns and a ``[features]`` table for it)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from sniper.cli._parsing import positive_int
 if TYPE_CHECKING:
     from sniper.cli._parsing import Commands
 
-__all__ = ["add_parser", "run_convert"]
+__all__ = ["add_parser", "run_convert", "run_inspect"]
 
 
 def add_parser(commands: Commands) -> None:
@@ -46,6 +47,11 @@ def add_parser(commands: Commands) -> None:
     )
     convert.add_argument("--seed", type=int, default=0, help="synthetic only")
     convert.set_defaults(run=run_convert)
+    inspect = actions.add_parser(
+        "inspect", help="a Parquet, CSV or TSV file's columns, rows and a [features] table"
+    )
+    inspect.add_argument("path", help="the file")
+    inspect.set_defaults(run=run_inspect)
 
 
 def run_convert(args: argparse.Namespace) -> int:
@@ -62,4 +68,12 @@ def run_convert(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     print(f"wrote {rows:,} examples to {args.out}")
+    return 0
+
+
+def run_inspect(args: argparse.Namespace) -> int:
+    """Print the file's columns, rows and row groups, and a suggested ``[features]`` table."""
+    from sniper.data import inspect_table
+
+    print(inspect_table(args.path))
     return 0

@@ -18,7 +18,9 @@ def add_parser(commands: Commands) -> None:
         "eval", help="score a data file with a job checkpoint's model (no training)"
     )
     parser.add_argument("--checkpoint", required=True, help="a --checkpoint-dir or step-N")
-    parser.add_argument("--data", required=True, help="criteo:PATH or parquet:PATH")
+    parser.add_argument(
+        "--data", required=True, help="criteo:PATH, parquet:PATH, csv:PATH or tsv:PATH"
+    )
     add_config_argument(parser)
     parser.set_defaults(run=run)
 

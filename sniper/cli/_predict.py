@@ -20,7 +20,9 @@ def add_parser(commands: Commands) -> None:
         help="write a data file's scores by a job checkpoint's model to Parquet (no training)",
     )
     parser.add_argument("--checkpoint", required=True, help="a --checkpoint-dir or step-N")
-    parser.add_argument("--data", required=True, help="criteo:PATH or parquet:PATH")
+    parser.add_argument(
+        "--data", required=True, help="criteo:PATH, parquet:PATH, csv:PATH or tsv:PATH"
+    )
     parser.add_argument(
         "--output",
         required=True,

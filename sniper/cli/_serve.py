@@ -85,7 +85,9 @@ def add_parser(commands: Commands) -> None:
     hub = parser.add_argument_group("hub")
     hub.add_argument("--ps", default=None, help="host:port,... of every ps, in cluster order")
     hub.add_argument(
-        "--data", default=None, help="synthetic (default), parquet:PATH or criteo:PATH"
+        "--data",
+        default=None,
+        help="synthetic (default), parquet:PATH, criteo:PATH, csv:PATH or tsv:PATH",
     )
     hub.add_argument("--workload", default=None, help="workload of synthetic data")
     hub.add_argument("--scale", type=float, default=None, help="synthetic size factor")

@@ -32,10 +32,14 @@ def add_parser(commands: Commands) -> None:
         "--cluster-spec", default=None, help="TOML of every ps and hub (started elsewhere)"
     )
     parser.add_argument(
-        "--data", default=None, help="synthetic, criteo:PATH or parquet:PATH (file, dir, glob)"
+        "--data",
+        default=None,
+        help="synthetic, criteo:PATH, parquet:PATH, csv:PATH or tsv:PATH (file, dir, glob)",
     )
     parser.add_argument(
-        "--eval-data", default=None, help="held-out criteo:PATH or parquet:PATH, scored at the end"
+        "--eval-data",
+        default=None,
+        help="held-out criteo:PATH, parquet:PATH, csv:PATH or tsv:PATH, scored at the end",
     )
     parser.add_argument("--epochs", type=positive_int, default=None)
     parser.add_argument("--batch-size", type=positive_int, default=None)

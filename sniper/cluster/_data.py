@@ -10,10 +10,12 @@ or a malformed first line before any process starts.
 
 from __future__ import annotations
 
-from sniper.cluster._spec import DataShape
-from sniper.data import ParquetReader, Reader, SyntheticCtr, Workload, open_reader
+from typing import Any
 
-__all__ = ["check_same_schema", "probe_data"]
+from sniper.cluster._spec import DataShape
+from sniper.data import FeatureSpec, ParquetReader, Reader, SyntheticCtr, Workload, open_reader
+
+__all__ = ["check_same_schema", "probe_data", "resolved_features"]
 
 
 def probe_data(
@@ -24,9 +26,11 @@ def probe_data(
     batch_size: int,
     seed: int,
     num_batches: int = 1,
+    features: FeatureSpec | None = None,
 ) -> tuple[DataShape, Reader]:
     """The shape of ``data`` (a ``data`` config value) and a reader of it (of
-    ``num_batches`` batches per epoch for synthetic data; files are read whole)."""
+    ``num_batches`` batches per epoch for synthetic data; files are read whole), through the
+    feature spec ``features`` for a user's table."""
     if data == "synthetic":
         generator = SyntheticCtr(
             workload, num_batches=num_batches, scale=scale, seed=seed, batch_size=batch_size
@@ -40,7 +44,7 @@ def probe_data(
             generator.label_names,
         )
         return shape, generator
-    reader = open_reader(data, batch_size=batch_size)
+    reader = open_reader(data, batch_size=batch_size, features=features)
     first = next(iter(reader.batches()), None)
     if first is None:
         raise ValueError(f"data {data!r} holds no examples")
@@ -83,3 +87,11 @@ def check_same_schema(evaluation: DataShape, training: DataShape) -> None:
             f"eval_data ({evaluation.source}) has labels {', '.join(evaluation.labels)}, but "
             f"data ({training.source}) has {', '.join(training.labels)}"
         )
+
+
+def resolved_features(reader: Reader) -> dict[str, Any]:
+    """The ``[features]`` table a reader of a user's table read through, with what it measured
+    (``standardize``'s stats): what hubs, evaluation and checkpoints take, so that every one
+    transforms as training did. Empty for other readers."""
+    spec = getattr(reader, "features", None)
+    return spec.to_table() if isinstance(spec, FeatureSpec) else {}

@@ -28,7 +28,7 @@ from sniper.cluster._config import TrainConfig
 from sniper.cluster._data import probe_data
 from sniper.cluster._process import serve_config_command, server_process
 from sniper.cluster._servers import server_config as _server_config
-from sniper.data import Reader, load_workload
+from sniper.data import FeatureSpec, Reader, load_workload
 from sniper.models import ModelConfig, ModelInputs
 from sniper.roles import MANIFEST, DataEvaluator, EvalResult, Predictor, PsCluster
 from sniper.rpc import PsClient, Security
@@ -72,8 +72,15 @@ def score_checkpoint(
     size data is read in, and the model of a checkpoint that does not record its own."""
     log_to_stderr()
     job = load_job(Path(checkpoint).resolve())
+    # The checkpoint's feature spec (with its training statistics), unless the config gives one.
+    table = config.features or job.config.get("features") or {}
     shape, reader = probe_data(
-        data, workload=load_workload("seed_ctr"), scale=1.0, batch_size=config.batch_size, seed=0
+        data,
+        workload=load_workload("seed_ctr"),
+        scale=1.0,
+        batch_size=config.batch_size,
+        seed=0,
+        features=FeatureSpec.from_table(table) if table else None,
     )
     widths = _widths(job)
     missing = [name for name in shape.variables if name not in widths]

@@ -11,9 +11,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 from sniper.cluster._config import TrainConfig
-from sniper.cluster._data import check_same_schema, probe_data
+from sniper.cluster._data import check_same_schema, probe_data, resolved_features
 from sniper.cluster._spec import DataShape, TableSpec
 from sniper.data import Reader, Workload
 from sniper.models import DenseModel, ModelConfig, ModelInputs
@@ -40,6 +41,9 @@ class TrainPlan:
     starts), until an attempt takes it."""
     model_seed: int = 0
     model_threads: int = 0
+    features: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """The ``[features]`` table the data is read through, with the statistics measured on it
+    (``standardize``): what the hubs, the checkpoints and evaluation take. Empty without one."""
 
     def model(self) -> DenseModel:
         """The dense model of an attempt: the one built while planning for the first, a new
@@ -69,11 +73,14 @@ def plan_training(config: TrainConfig, workload: Workload) -> TrainPlan:
         batch_size=config.batch_size,
         seed=config.seed,
     )
-    shape, _ = probe(config.data)
+    shape, reader = probe(config.data, features=config.feature_spec())
+    features = resolved_features(reader)
     tables = config.model_spec(workload.embedding_dim).resolve(shape)
     eval_reader = None
     if config.eval_data:
-        eval_shape, eval_reader = probe(config.eval_data)
+        # Held-out data is read as training reads: the same columns, the training statistics.
+        spec = getattr(reader, "features", None)
+        eval_shape, eval_reader = probe(config.eval_data, features=spec)
         check_same_schema(eval_shape, shape)
     model_config = config.model_config()
     inputs = ModelInputs(
@@ -81,7 +88,15 @@ def plan_training(config: TrainConfig, workload: Workload) -> TrainPlan:
     )
     model = model_config.open(inputs, seed=config.seed, threads=config.blas_threads)
     return TrainPlan(
-        shape, tables, eval_reader, model_config, inputs, [model], config.seed, config.blas_threads
+        shape,
+        tables,
+        eval_reader,
+        model_config,
+        inputs,
+        [model],
+        config.seed,
+        config.blas_threads,
+        features,
     )
 
 

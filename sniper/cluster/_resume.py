@@ -25,7 +25,7 @@ from sniper.cluster._checkpoint import JobCheckpoint
 from sniper.cluster._config import RESUME_CHANGEABLE, TrainConfig
 from sniper.cluster._plan import TrainPlan
 
-__all__ = ["check_resume", "job_config", "nothing_left"]
+__all__ = ["check_resume", "job_config", "nothing_left", "with_checkpoint_features"]
 
 log = logging.getLogger("sniper.train")
 
@@ -33,7 +33,7 @@ _DATA = ("data", "workload", "scale", "num_batches", "epochs")
 """The keys that say which batches there are: with the same ones, a finished job has none left."""
 
 
-_UNRECORDED: dict[str, Any] = {"labels": ["label"]}
+_UNRECORDED: dict[str, Any] = {"labels": ["label"], "features": {}}
 """The value of each recorded key in a checkpoint written before it was recorded."""
 
 
@@ -49,10 +49,30 @@ def job_config(config: TrainConfig, plan: TrainPlan) -> dict[str, Any]:
         "dense_features": plan.data.dense_features,
         "labels": list(plan.data.labels),
         "variables": {name: dataclasses.asdict(table) for name, table in plan.tables.items()},
+        "features": plan.features,
     }
     recorded |= {key: getattr(config, key) for key in RESUME_CHANGEABLE}
     loaded: dict[str, Any] = json.loads(json.dumps(recorded))  # as job.json will hold it
     return loaded
+
+
+def with_checkpoint_features(resume: JobCheckpoint, plan: TrainPlan) -> TrainPlan:
+    """``plan`` reading through the checkpoint's ``[features]`` where it is the same table but
+    for the statistics measured on the data: a resumed job standardizes as it trained, even
+    on other or more data. A table that differs otherwise stays, for :func:`check_resume` to
+    refuse."""
+    recorded = resume.config.get("features") or {}
+    if recorded and _without_stats(recorded) == _without_stats(plan.features):
+        return dataclasses.replace(plan, features=recorded)
+    return plan
+
+
+def _without_stats(table: Mapping[str, Any]) -> dict[str, Any]:
+    columns = {
+        name: {k: v for k, v in column.items() if k != "stats"}
+        for name, column in table.get("columns", {}).items()
+    }
+    return {**table, "columns": {name: c for name, c in columns.items() if c}}
 
 
 def check_resume(resume: JobCheckpoint, config: TrainConfig, plan: TrainPlan) -> None:
@@ -98,6 +118,9 @@ def _changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str, 
         before = old.get(key, _UNRECORDED.get(key))
         if key == "variables":
             changes += [("variables", text) for text in _variable_changes(before or {}, new[key])]
+        elif key == "features":
+            if (before or {}) != new[key]:
+                changes.append((key, _feature_change(before or {}, new[key])))
         elif before != new[key]:
             changes.append((key, f"{key} {_show(before)} -> {_show(new[key])}"))
     return changes
@@ -124,6 +147,12 @@ def _variable_changes(
         which = which or f"{{{_names(names)}}}"
         texts.append(f"variables.{which}.{key} {before} -> {after}")
     return texts
+
+
+def _feature_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    """The ``[features]`` keys that differ, named (the tables can be long)."""
+    keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    return f"the [features] table ({', '.join(f'features.{k}' for k in keys)})"
 
 
 def _names(names: list[str]) -> str:

@@ -30,7 +30,7 @@ from sniper.cluster._machine import check_machine
 from sniper.cluster._plan import oracle_auc, plan_training
 from sniper.cluster._registry import open_launcher
 from sniper.cluster._report import print_report, write_report
-from sniper.cluster._resume import check_resume, nothing_left
+from sniper.cluster._resume import check_resume, nothing_left, with_checkpoint_features
 from sniper.cluster._supervise import Preempted, supervise
 from sniper.data import load_workload
 from sniper.roles import TrainingError, checkpoint_report
@@ -53,6 +53,10 @@ def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = Non
     workload = load_workload(config.workload)
     plan = plan_training(config, workload)  # before any process: a bad config starts nothing
     resume = load_job(Path(config.resume).resolve()) if config.resume else None
+    if resume is not None:
+        plan = with_checkpoint_features(resume, plan)
+    if plan.features:  # hubs read through the spec as measured (standardize's stats)
+        config = dataclasses.replace(config, features=plan.features)
     config = config.with_num_ps(resume)
     check_machine(config, ps_named=bool(ps), hubs_named=bool(hubs))  # before any process
     if resume is not None:

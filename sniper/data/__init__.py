@@ -10,11 +10,15 @@ learnable model),
 :class:`CriteoTsv` (the Criteo TSV format) and :class:`ParquetReader` (sniper's Parquet schema,
 read zero-copy; :func:`write_parquet` and :func:`convert` write it). :func:`open_reader` picks
 one by name (``synthetic``, ``criteo:PATH``, ``parquet:PATH``); a path may name a directory or
-a glob of files, read in order as one :class:`FileSet` that several hubs split.
+a glob of files, read in order as one :class:`FileSet` that several hubs split. A user's own
+table (Parquet, CSV or TSV of any schema) is read by :class:`TableReader` through a
+:class:`FeatureSpec` (the ``[features]`` table), its values hashed into signs with
+:func:`sniper.hashing.feature_sign`.
 """
 
 from sniper.data._batch import Batch as Batch
 from sniper.data._batch import Ragged as Ragged
+from sniper.data._columns import TableError as TableError
 from sniper.data._convert import CONVERT_KINDS as CONVERT_KINDS
 from sniper.data._convert import ConvertKind as ConvertKind
 from sniper.data._convert import convert as convert
@@ -23,7 +27,13 @@ from sniper.data._criteo import CRITEO_VARIABLES as CRITEO_VARIABLES
 from sniper.data._criteo import CriteoFormatError as CriteoFormatError
 from sniper.data._criteo import CriteoTsv as CriteoTsv
 from sniper.data._criteo import criteo_sign as criteo_sign
+from sniper.data._features import POOLINGS as POOLINGS
+from sniper.data._features import ColumnSpec as ColumnSpec
+from sniper.data._features import FeatureSpec as FeatureSpec
+from sniper.data._features import LabelSpec as LabelSpec
 from sniper.data._files import FileSet as FileSet
+from sniper.data._inspect import inspect_table as inspect_table
+from sniper.data._inspect import suggest_features as suggest_features
 from sniper.data._metrics import StreamingAuc as StreamingAuc
 from sniper.data._metrics import log_loss as log_loss
 from sniper.data._metrics import roc_auc as roc_auc
@@ -37,8 +47,9 @@ from sniper.data._reader import Reader as Reader
 from sniper.data._source import DataSource as DataSource
 from sniper.data._source import check_data_value as check_data_value
 from sniper.data._synthetic import SyntheticCtr as SyntheticCtr
+from sniper.data._table_reader import TableReader as TableReader
 from sniper.data._workload import BUILTIN_WORKLOADS as BUILTIN_WORKLOADS
-from sniper.data._workload import LabelSpec as LabelSpec
+from sniper.data._workload import PlantedLabel as PlantedLabel
 from sniper.data._workload import VariableSpec as VariableSpec
 from sniper.data._workload import Workload as Workload
 from sniper.data._workload import WorkloadError as WorkloadError
@@ -52,19 +63,25 @@ __all__ = [
     "CRITEO_DENSE",
     "CRITEO_VARIABLES",
     "DATA_KINDS",
+    "POOLINGS",
     "Batch",
+    "ColumnSpec",
     "ConvertKind",
     "CriteoFormatError",
     "CriteoTsv",
     "DataSource",
+    "FeatureSpec",
     "FileSet",
     "LabelSpec",
     "ParquetFormatError",
     "ParquetReader",
+    "PlantedLabel",
     "Ragged",
     "Reader",
     "StreamingAuc",
     "SyntheticCtr",
+    "TableError",
+    "TableReader",
     "VariableSpec",
     "Workload",
     "WorkloadError",
@@ -72,11 +89,13 @@ __all__ = [
     "check_data_value",
     "convert",
     "criteo_sign",
+    "inspect_table",
     "load_workload",
     "log_loss",
     "open_reader",
     "parquet_schema",
     "roc_auc",
     "signs_of_ranks",
+    "suggest_features",
     "write_parquet",
 ]

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from sniper.data._criteo import CriteoTsv
+from sniper.data._features import FeatureSpec
 from sniper.data._files import FileSet, expand_paths
 from sniper.data._parquet import ParquetReader
 from sniper.data._reader import Reader
 from sniper.data._synthetic import SyntheticCtr
+from sniper.data._table_reader import TableReader
 from sniper.data._workload import Workload, load_workload
 
 __all__ = ["DATA_KINDS", "open_reader"]
 
-DATA_KINDS = ("synthetic", "criteo:PATH", "parquet:PATH")
+DATA_KINDS = ("synthetic", "criteo:PATH", "parquet:PATH", "csv:PATH", "tsv:PATH")
 """The forms of :func:`open_reader`'s ``data``."""
 DEFAULT_BATCH_SIZE = 1024
 
@@ -26,8 +30,10 @@ def open_reader(
     num_batches: int | None = None,
     batch_size: int | None = None,
     seed: int = 0,
+    features: FeatureSpec | Mapping[str, Any] | None = None,
 ) -> Reader:
-    """The reader that ``data`` names: ``synthetic``, ``criteo:PATH`` or ``parquet:PATH``.
+    """The reader that ``data`` names: ``synthetic``, ``criteo:PATH``, ``parquet:PATH``,
+    ``csv:PATH`` or ``tsv:PATH``.
 
     - ``synthetic``: :class:`SyntheticCtr` of ``workload`` (a built-in name, a JSON file or a
       :class:`~sniper.data._workload.Workload`) with ``scale`` and ``seed``; ``num_batches`` batches
@@ -35,6 +41,10 @@ def open_reader(
     - ``criteo:PATH``: :class:`CriteoTsv` (a ``.gz`` is decompressed); ``batch_size``
       defaults to 1024.
     - ``parquet:PATH``: :class:`ParquetReader`; ``batch_size`` defaults to the first file's.
+    - With ``features`` (a :class:`FeatureSpec` or its ``[features]`` table), ``parquet:PATH``
+      is a user's table of any schema, and ``csv:PATH`` or ``tsv:PATH`` (a header row, then
+      one example a line) are read too, as one :class:`TableReader` of all the files;
+      ``batch_size`` defaults to 1024. CSV and TSV need ``features``.
 
     ``PATH`` is a file, a directory (its non-hidden files; for Parquet, its ``*.parquet``
     files) or a glob; several files are read in sorted order as one :class:`FileSet`, which
@@ -44,6 +54,13 @@ def open_reader(
     can name any kind of data. An unknown kind raises ``LookupError`` listing the valid ones.
     """
     kind, colon, path = data.partition(":")
+    if features and kind in ("parquet", "csv", "tsv") and colon:
+        return _open_table(kind, path, features, batch_size, num_batches)
+    if kind in ("csv", "tsv") and colon:
+        raise ValueError(
+            f"{kind} data needs a [features] table: which column is the label, which are "
+            "sparse and which dense"
+        )
     if kind == "synthetic" and not colon:
         if num_batches is None:
             raise ValueError("synthetic data is endless: say how many batches (num_batches)")
@@ -74,3 +91,24 @@ def open_reader(
             return readers[0]
         return FileSet(readers, split_by_file=kind == "criteo")
     raise LookupError(f"unknown data {data!r}; valid forms: {', '.join(DATA_KINDS)}")
+
+
+def _open_table(
+    kind: str,
+    path: str,
+    features: FeatureSpec | Mapping[str, Any],
+    batch_size: int | None,
+    num_batches: int | None,
+) -> TableReader:
+    if not path:
+        raise ValueError(f"{kind} data needs a file: {kind}:PATH")
+    spec = features if isinstance(features, FeatureSpec) else FeatureSpec.from_table(features)
+    suffix = ".parquet" if kind == "parquet" else ""
+    files = expand_paths(path, kind.upper() if kind != "parquet" else "Parquet", suffix)
+    return TableReader(
+        files,
+        spec,
+        format="parquet" if kind == "parquet" else "csv" if kind == "csv" else "tsv",
+        batch_size=batch_size or DEFAULT_BATCH_SIZE,
+        max_batches=num_batches,
+    )

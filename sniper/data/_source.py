@@ -7,9 +7,12 @@ in one place, and the launcher hands a hub exactly the values the training confi
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from sniper._config import RunSettings, check_at_least, check_positive
+from sniper.data._features import FeatureSpec
 from sniper.data._open import open_reader
 from sniper.data._reader import Reader
 
@@ -17,14 +20,15 @@ __all__ = ["DataSource", "check_data_value"]
 
 
 def check_data_value(key: str, value: str, *, synthetic: bool = True) -> None:
-    """``value`` names data (``synthetic``, ``criteo:PATH``, ``parquet:PATH``), or
-    ``ValueError`` names ``key``."""
+    """``value`` names data (``synthetic``, ``criteo:PATH``, ``parquet:PATH``, ``csv:PATH``,
+    ``tsv:PATH``), or ``ValueError`` names ``key``."""
     kind, colon, path = value.partition(":")
     if kind == "synthetic" and not colon and synthetic:
         return
-    if kind in ("criteo", "parquet") and colon and path:
+    if kind in ("criteo", "parquet", "csv", "tsv") and colon and path:
         return
-    forms = "synthetic, criteo:PATH or parquet:PATH" if synthetic else "criteo:PATH or parquet:PATH"
+    files = "criteo:PATH, parquet:PATH, csv:PATH or tsv:PATH"
+    forms = f"synthetic, {files}" if synthetic else files
     raise ValueError(f"{key} must be {forms}, got {value!r}")
 
 
@@ -33,19 +37,41 @@ class DataSource(RunSettings):
     """What a job reads. Every field is a TOML key."""
 
     data: str = "synthetic"
-    """``synthetic``, ``criteo:PATH`` or ``parquet:PATH`` (a file, a directory or a glob)."""
+    """``synthetic``, ``criteo:PATH``, ``parquet:PATH``, ``csv:PATH`` or ``tsv:PATH`` (a file,
+    a directory or a glob; CSV and TSV have a header row and need ``[features]``)."""
     workload: str = "seed_ctr"
     """The shape of synthetic data (a built-in name or a workload JSON file)."""
     scale: float = 0.02
     num_batches: int = 700
     """Batches per epoch of synthetic data; files are read whole."""
     batch_size: int = 1024
+    features: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """The ``[features]`` table: how a user's table (``parquet:``, ``csv:``, ``tsv:``) maps to
+    a label, sparse variables and dense features (:class:`~sniper.data.FeatureSpec`: ``label``
+    or ``labels``, ``sparse``, ``dense``, ``[features.columns.NAME]``...). Empty: sniper's own
+    Parquet schema, Criteo or synthetic data."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_data_value("data", self.data)
         check_at_least(self, 1, "num_batches", "batch_size")
         check_positive(self, "scale")
+        spec = self.feature_spec()
+        kind = self.data.partition(":")[0]
+        if spec is None and kind in ("csv", "tsv"):
+            raise ValueError(
+                f"data = {self.data!r} needs a [features] table: which column is the label, "
+                "which are sparse and which dense"
+            )
+        if spec is not None and kind not in ("parquet", "csv", "tsv"):
+            raise ValueError(
+                f"[features] maps a table's columns: it applies to parquet:, csv: or tsv: "
+                f"data, not {self.data!r}"
+            )
+
+    def feature_spec(self) -> FeatureSpec | None:
+        """``[features]`` validated (errors name ``features.KEY``); None without one."""
+        return FeatureSpec.from_table(self.features) if self.features else None
 
     def open(self) -> Reader:
         """The reader of this data."""
@@ -57,4 +83,5 @@ class DataSource(RunSettings):
             num_batches=self.num_batches if self.data == "synthetic" else None,
             batch_size=self.batch_size,
             seed=self.seed,
+            features=self.feature_spec(),
         )

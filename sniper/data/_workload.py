@@ -19,7 +19,7 @@ from typing import Any
 
 __all__ = [
     "BUILTIN_WORKLOADS",
-    "LabelSpec",
+    "PlantedLabel",
     "VariableSpec",
     "Workload",
     "WorkloadError",
@@ -48,7 +48,7 @@ class VariableSpec:
 
 
 @dataclass(frozen=True)
-class LabelSpec:
+class PlantedLabel:
     """One label of a workload: what synthetic data plants for it."""
 
     name: str
@@ -67,14 +67,14 @@ class Workload:
     positive_rate: float
     zipf_exponent: float
     variables: tuple[VariableSpec, ...]
-    labels: tuple[LabelSpec, ...] = ()
+    labels: tuple[PlantedLabel, ...] = ()
     """The labels of a multi-task workload; empty: one label, ``label``, at
     :attr:`positive_rate`."""
 
     @property
-    def label_specs(self) -> tuple[LabelSpec, ...]:
+    def label_specs(self) -> tuple[PlantedLabel, ...]:
         """Every label, the one of a single-label workload included."""
-        return self.labels or (LabelSpec("label", self.positive_rate),)
+        return self.labels or (PlantedLabel("label", self.positive_rate),)
 
     @property
     def signs_per_batch(self) -> int:
@@ -152,7 +152,7 @@ def _parse(raw: dict[str, Any], source: str) -> Workload:
     )
 
 
-def _parse_labels(raw: list[Any], source: str) -> tuple[LabelSpec, ...]:
+def _parse_labels(raw: list[Any], source: str) -> tuple[PlantedLabel, ...]:
     """``labels``: ``[{"name": ..., "positive_rate": ...}, ...]``, names unique."""
     labels = []
     for i, entry in enumerate(raw):
@@ -162,7 +162,7 @@ def _parse_labels(raw: list[Any], source: str) -> tuple[LabelSpec, ...]:
         rate = float(_field(entry, "positive_rate", (int, float), where))
         if not 0 < rate < 1:
             raise WorkloadError(f"{where}: field 'positive_rate' must be in (0, 1), got {rate}")
-        labels.append(LabelSpec(_field(entry, "name", str, where), rate))
+        labels.append(PlantedLabel(_field(entry, "name", str, where), rate))
     names = [label.name for label in labels]
     if len(set(names)) != len(names):
         raise WorkloadError(f"{source}: labels must have distinct names, got {names}")

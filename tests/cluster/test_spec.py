@@ -117,9 +117,13 @@ def test_the_train_config_checks_its_spec_and_data_keys(tmp_path: Path) -> None:
     cases = [
         ("[variables.C1]\ndim = -1\n", "variables.C1.dim must be in [1, 4096], got -1"),
         ("variables = { C1 = 3 }\n", "variables.C1 must be a table"),
-        ('eval_data = "synthetic"\n', "eval_data must be criteo:PATH or parquet:PATH, got"),
+        (
+            'eval_data = "synthetic"\n',
+            "eval_data must be criteo:PATH, parquet:PATH, csv:PATH or tsv:PATH, got",
+        ),
         ("eval_every_steps = 5\n", "eval_every_steps needs eval_data"),
-        ('data = "csv:x"\n', "data must be synthetic, criteo:PATH or parquet:PATH, got 'csv:x'"),
+        ('data = "csvx"\n', "data must be synthetic, criteo:PATH, parquet:PATH, csv:PATH or "),
+        ('data = "csv:x"\n', "data = 'csv:x' needs a [features] table: which column is the "),
     ]
     for text, message in cases:
         config.write_text(text)

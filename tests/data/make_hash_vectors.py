@@ -20,6 +20,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from sniper._hashing import (  # noqa: E402 - needs the repository root on sys.path first
+    feature_sign,
     ps_for_variable,
     shard_of_sign,
     splitmix64_mix,
@@ -39,6 +40,11 @@ DEFINITION = {
         "z = z ^ (z >> 31)"
     ),
     "shard_of": "splitmix64_mix(sign) mod num_shards, for a sign in [0, 2**64)",
+    "feature_sign": (
+        "h = splitmix64_mix(string_to_u64(variable)); for each byte b of the value: "
+        "h = ((h ^ b) * 0x100000001B3) mod 2**64; sign = splitmix64_mix(h). The value is a "
+        "string's UTF-8 bytes or an integer's decimal text (-12 is the bytes of '-12')"
+    ),
 }
 
 NOTES = [
@@ -48,6 +54,8 @@ NOTES = [
     "utf8_hex is the lowercase hex of the name's UTF-8 bytes: hash these bytes. text is the "
     "same name as a JSON string (ASCII-escaped; astral characters appear as surrogate-pair "
     "escapes, which JSON parsers join back into one character).",
+    "feature_sign: value_hex is the bytes hashed (an int's decimal text, a string's UTF-8); "
+    "kind says which the value was, and value is that value as a JSON string.",
     "Names of 13 or more bytes make the exact polynomial exceed 2**64; a client that does "
     "not wrap (the original system's Python hash) gets them wrong, so several are included.",
 ]
@@ -112,6 +120,31 @@ EDGE_SIGNS = [
 RANDOM_SIGN_COUNT = 8
 RANDOM_SEED = 20240601
 PS_COUNTS = [1, 2, 3, 5, 7, 8]
+FEATURE_VARIABLES = ["user_id", "item_id", "genres", "emb_\U0001f600_0"]
+FEATURE_VALUES: list[str | int] = [
+    "",
+    "a",
+    "Aa",
+    "BB",  # "Aa" and "BB" collide under the 31-polynomial; they must not here
+    "M",
+    "F",
+    "02139",
+    "Comedy|Drama",
+    "caf\xe9",
+    "\u65e5\u672c\u8a9e",
+    "\U0001f600",
+    "\x00",
+    0,
+    1,
+    -1,
+    12,
+    2139,
+    (1 << 31) - 1,
+    -(1 << 31),
+    (1 << 63) - 1,
+    -(1 << 63),
+    U64_MAX,
+]
 
 
 def _signs() -> list[int]:
@@ -151,6 +184,17 @@ def build() -> dict[str, Any]:
             {"sign": str(sign), "num_shards": n, "shard": shard_of_sign(sign, n)}
             for n in SHARD_COUNTS
             for sign in signs
+        ],
+        "feature_sign": [
+            {
+                "variable": variable,
+                "kind": "int" if isinstance(value, int) else "string",
+                "value": str(value),
+                "value_hex": str(value).encode("utf-8").hex(),
+                "sign": str(feature_sign(variable, value)),
+            }
+            for variable in FEATURE_VARIABLES
+            for value in FEATURE_VALUES
         ],
     }
 

@@ -51,7 +51,8 @@ def test_files_ignore_the_synthetic_settings(tmp_path: Path) -> None:
         (
             "parquet",
             LookupError,
-            "unknown data 'parquet'; valid forms: synthetic, criteo:PATH, parquet:PATH",
+            "unknown data 'parquet'; valid forms: synthetic, criteo:PATH, parquet:PATH, "
+            "csv:PATH, tsv:PATH",
         ),
         ("tfrecord:x", LookupError, "unknown data 'tfrecord:x'; valid forms: "),
     ],
@@ -59,7 +60,7 @@ def test_files_ignore_the_synthetic_settings(tmp_path: Path) -> None:
 def test_bad_names_say_what_is_valid(data: str, error: type[Exception], message: str) -> None:
     with pytest.raises(error, match=re.escape(message)):
         open_reader(data)
-    assert DATA_KINDS == ("synthetic", "criteo:PATH", "parquet:PATH")
+    assert DATA_KINDS == ("synthetic", "criteo:PATH", "parquet:PATH", "csv:PATH", "tsv:PATH")
 
 
 def test_a_missing_file_is_named(tmp_path: Path) -> None:

@@ -98,6 +98,10 @@ class HashPort(abc.ABC):
     def shard_of_sign(self, queries: Sequence[tuple[int, int]]) -> list[int]:
         """Return ``splitmix64_mix(sign) % num_shards`` for each ``(sign, num_shards)``."""
 
+    @abc.abstractmethod
+    def feature_sign(self, queries: Sequence[tuple[bytes, bytes]]) -> list[int]:
+        """Return ``feature_sign(variable, value)`` for each ``(variable, value)`` (bytes)."""
+
     def close(self) -> None:  # noqa: B027 - a port with nothing to release keeps the default
         """Release the port's process, if it has one."""
 
@@ -127,6 +131,14 @@ class CPort(HashPort):
         self._shard = lib.sniper_shard_of_sign
         self._shard.argtypes = [ctypes.c_uint64, ctypes.c_uint64]
         self._shard.restype = ctypes.c_uint64
+        self._feature = lib.sniper_feature_sign
+        self._feature.argtypes = [
+            ctypes.c_char_p,
+            ctypes.c_size_t,
+            ctypes.c_char_p,
+            ctypes.c_size_t,
+        ]
+        self._feature.restype = ctypes.c_uint64
 
     def bytes_to_u64(self, items: Sequence[bytes]) -> list[int]:
         return [int(self._hash(item, len(item))) for item in items]
@@ -139,6 +151,9 @@ class CPort(HashPort):
         for sign, num_shards in queries:
             _check_shard_query(sign, num_shards)
         return [int(self._shard(sign, num_shards)) for sign, num_shards in queries]
+
+    def feature_sign(self, queries: Sequence[tuple[bytes, bytes]]) -> list[int]:
+        return [int(self._feature(v, len(v), x, len(x))) for v, x in queries]
 
 
 class ProcessPort(HashPort):
@@ -164,6 +179,9 @@ class ProcessPort(HashPort):
         for sign, num_shards in queries:
             _check_shard_query(sign, num_shards)
         return self._ask([f"h {sign} {num_shards}" for sign, num_shards in queries])
+
+    def feature_sign(self, queries: Sequence[tuple[bytes, bytes]]) -> list[int]:
+        return self._ask([f"f {variable.hex()} {value.hex()}" for variable, value in queries])
 
     def _ask(self, requests: Sequence[str]) -> list[int]:
         """Send one batch and parse its answers, which must all be decimal."""

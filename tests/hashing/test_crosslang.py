@@ -23,7 +23,7 @@ from sniper._contracts._hash import (
     TRICKY_CHARS,
     check_hash_command,
 )
-from sniper._hashing import ps_for_variable, shard_of_sign, string_to_u64
+from sniper._hashing import feature_sign, ps_for_variable, shard_of_sign, string_to_u64
 from tests.hashing._ports import LANGUAGES, U64_MAX, HashPort, Ports, shared_ports
 
 PORT_SETTINGS = settings(
@@ -178,3 +178,24 @@ def test_edge_case_signs_agree_across_all_ports(ports: Ports) -> None:
     # One shard holds everything, and the finalizer fixes 0.
     assert all(shard == 0 for (_, n), shard in zip(queries, expected, strict=True) if n == 1)
     assert shard_of_sign(0, 1 << 63) == 0
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+@PORT_SETTINGS
+@given(
+    queries=st.lists(
+        st.tuples(
+            st.text(max_size=20),
+            st.binary(max_size=40) | st.integers().map(lambda n: str(n).encode("ascii")),
+        ),
+        max_size=16,
+    )
+)
+@example(queries=[("user_id", b""), ("user_id", b"Aa"), ("user_id", b"BB"), ("", b"\x00")])
+def test_feature_sign_agrees_on_arbitrary_values(
+    ports: Ports, language: str, queries: list[tuple[str, bytes]]
+) -> None:
+    """Any variable and value bytes, signed by a port, match Python ``feature_sign``."""
+    expected = [feature_sign(variable, value) for variable, value in queries]
+    encoded = [(variable.encode("utf-8"), value) for variable, value in queries]
+    assert ports.get(language).feature_sign(encoded) == expected

@@ -19,6 +19,8 @@ import numpy as np
 import pytest
 
 from sniper._hashing import (
+    feature_sign,
+    feature_signs,
     ps_for_variable,
     shard_of,
     shard_of_sign,
@@ -155,3 +157,42 @@ def test_port_shards_match_the_file(ports: Ports, language: str, vectors: dict[s
     cases = shard_cases(vectors)
     queries = [(sign, num_shards) for sign, num_shards, _ in cases]
     assert ports.get(language).shard_of_sign(queries) == [shard for _, _, shard in cases]
+
+
+def feature_cases(vectors: dict[str, Any]) -> list[tuple[str, bytes, str | int, int]]:
+    """(variable, bytes hashed, the value as Python holds it, sign) of each feature vector."""
+    cases = []
+    for case in vectors["feature_sign"]:
+        value = int(case["value"]) if case["kind"] == "int" else case["value"]
+        cases.append((case["variable"], bytes.fromhex(case["value_hex"]), value, u64(case["sign"])))
+    return cases
+
+
+def test_feature_vectors_cover_ints_strings_and_salts(vectors: dict[str, Any]) -> None:
+    cases = feature_cases(vectors)
+    assert {type(value) for _, _, value, _ in cases} == {int, str}
+    assert any(isinstance(v, int) and v < 0 for _, _, v, _ in cases)
+    assert len({variable for variable, _, _, _ in cases}) >= 3
+    assert len({sign for _, _, _, sign in cases}) == len(cases)  # no two alike
+    assert "0x100000001B3" in vectors["definition"]["feature_sign"]
+
+
+def test_python_feature_signs_match_the_file(vectors: dict[str, Any]) -> None:
+    cases = feature_cases(vectors)
+    for variable, data, value, sign in cases:
+        assert feature_sign(variable, value) == sign, (variable, value)
+        assert feature_sign(variable, data) == sign, (variable, value)
+    for variable in sorted({variable for variable, _, _, _ in cases}):
+        mine = [(data, sign) for v, data, _, sign in cases if v == variable]
+        offsets = np.cumsum([0] + [len(data) for data, _ in mine]).astype(np.int64)
+        flat = np.frombuffer(b"".join(d for d, _ in mine), dtype=np.uint8)
+        assert feature_signs(variable, flat, offsets).tolist() == [s for _, s in mine]
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_port_feature_signs_match_the_file(
+    ports: Ports, language: str, vectors: dict[str, Any]
+) -> None:
+    cases = feature_cases(vectors)
+    queries = [(variable.encode("utf-8"), data) for variable, data, _, _ in cases]
+    assert ports.get(language).feature_sign(queries) == [sign for _, _, _, sign in cases]

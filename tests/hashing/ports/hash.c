@@ -31,3 +31,14 @@ uint64_t sniper_shard_of_sign(uint64_t sign, uint64_t num_shards) {
     }
     return splitmix64_mix(sign) % num_shards;
 }
+
+/* The sign of a feature value: FNV-1a's byte step from the mixed hash of the variable's name,
+ * then the finalizer. The value is a string's UTF-8 bytes or an integer's decimal text. */
+uint64_t sniper_feature_sign(const unsigned char *variable, size_t variable_len,
+                             const unsigned char *value, size_t value_len) {
+    uint64_t h = splitmix64_mix(sniper_string_to_u64(variable, variable_len));
+    for (size_t i = 0; i < value_len; ++i) {
+        h = (h ^ (uint64_t)value[i]) * UINT64_C(0x100000001B3);
+    }
+    return splitmix64_mix(h);
+}

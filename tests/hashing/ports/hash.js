@@ -11,6 +11,7 @@
 //                           and hashed through stringToU64, which re-encodes it with
 //                           TextEncoder, the way a JavaScript client would hash a variable name
 //   h <sign> <num_shards>   shardOfSign, both decimal u64
+//   f <var hex> <value hex> featureSign of the raw value bytes in the variable
 //
 // An answer is a decimal u64, or "e <message>" for a malformed request.
 'use strict';
@@ -45,6 +46,16 @@ function splitmix64Mix(x) {
   z = BigInt.asUintN(64, (z ^ (z >> 30n)) * MUL1);
   z = BigInt.asUintN(64, (z ^ (z >> 27n)) * MUL2);
   return z ^ (z >> 31n);
+}
+
+// The sign of a feature value: FNV-1a's byte step from the mixed hash of the variable's name,
+// then the finalizer.
+function featureSign(variable, value) {
+  let h = splitmix64Mix(bytesToU64(variable));
+  for (const b of value) {
+    h = BigInt.asUintN(64, (h ^ BigInt(b)) * 0x100000001b3n);
+  }
+  return splitmix64Mix(h);
 }
 
 function shardOfSign(sign, numShards) {
@@ -87,6 +98,13 @@ function answer(line) {
         throw new Error(`expected 'h <sign> <num_shards>', got ${JSON.stringify(line)}`);
       }
       return shardOfSign(parseU64(fields[0], 'sign'), parseU64(fields[1], 'num_shards'));
+    }
+    case 'f': {
+      const fields = rest.split(' ');
+      if (fields.length !== 2) {
+        throw new Error(`expected 'f <variable hex> <value hex>', got ${JSON.stringify(line)}`);
+      }
+      return featureSign(decodeHex(fields[0]), decodeHex(fields[1]));
     }
     default:
       throw new Error(`unknown command ${JSON.stringify(command)}`);

@@ -7,6 +7,7 @@
 //! - `s <hex>`: `<hex>` must be UTF-8; it is decoded into a Rust `String` and hashed through
 //!   `string_to_u64(&str)`, the way a Rust client would hash a variable name
 //! - `h <sign> <num_shards>`: shard_of_sign, both decimal u64
+//! - `f <variable hex> <value hex>`: feature_sign of the raw value bytes in the variable
 //!
 //! An answer is a decimal u64, or `e <message>` for a malformed request.
 
@@ -33,6 +34,16 @@ fn splitmix64_mix(x: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(MUL1);
     z = (z ^ (z >> 27)).wrapping_mul(MUL2);
     z ^ (z >> 31)
+}
+
+/// The sign of a feature value: FNV-1a's byte step from the mixed hash of the variable's
+/// name, then the finalizer.
+fn feature_sign(variable: &[u8], value: &[u8]) -> u64 {
+    let start = splitmix64_mix(bytes_to_u64(variable));
+    let h = value.iter().fold(start, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01B3)
+    });
+    splitmix64_mix(h)
 }
 
 fn shard_of_sign(sign: u64, num_shards: u64) -> Result<u64, String> {
@@ -83,6 +94,15 @@ fn answer(line: &str) -> Result<u64, String> {
                 return Err(format!("too many fields in {line:?}"));
             }
             shard_of_sign(sign, num_shards)
+        }
+        "f" => {
+            let mut fields = rest.split(' ');
+            let variable = decode_hex(fields.next().unwrap_or(""))?;
+            let value = decode_hex(fields.next().ok_or("missing value")?)?;
+            if fields.next().is_some() {
+                return Err(format!("too many fields in {line:?}"));
+            }
+            Ok(feature_sign(&variable, &value))
         }
         _ => Err(format!("unknown command {command:?}")),
     }

@@ -1,0 +1,271 @@
+"""One Arrow chunk of a user's table into sniper's arrays, as a :class:`FeatureSpec` says.
+
+Each function takes an Arrow array (a column of a chunk of rows) and returns numpy: signs and
+offsets of a sparse column, float32 values of a dense column, 0/1 of a label. Every value is
+checked here, with an error naming the file, the row and the column (:class:`TableError`);
+the reader (:mod:`sniper.data._table_reader`) only streams chunks and cuts batches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from numpy.typing import NDArray
+
+from sniper._hashing import feature_signs
+from sniper.data._batch import Ragged
+from sniper.data._features import ColumnSpec, LabelSpec
+
+__all__ = [
+    "TableError",
+    "Where",
+    "check_dense_type",
+    "check_label_type",
+    "check_sparse_type",
+    "dense_values",
+    "label_values",
+    "sparse_signs",
+]
+
+
+class TableError(ValueError):
+    """A user's table does not fit its feature spec; the message names file, row and column."""
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a chunk lies: its file, and the file row of each of its rows (for errors)."""
+
+    file: str
+    rows: NDArray[np.int64]
+
+    def row(self, index: int) -> int:
+        """The file row (0-based, header excluded) of the chunk's row ``index``."""
+        return int(self.rows[index])
+
+
+def _is_sign_type(kind: Any) -> bool:
+    return bool(
+        pa.types.is_integer(kind)
+        or pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or (pa.types.is_dictionary(kind) and _is_sign_type(kind.value_type))
+    )
+
+
+def check_sparse_type(file: str, name: str, kind: Any, column: ColumnSpec) -> None:
+    """A sparse column must hold integers or strings, one or a list per row."""
+    inner = kind
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        inner = kind.value_type
+    if not _is_sign_type(inner):
+        raise TableError(
+            f"{file}: column {name!r} is {kind}, which cannot be a sign: a sparse column holds "
+            "integers or strings, one or a list (list<...>, large_list<...>) per row"
+        )
+    if column.separator and inner is kind and not _is_sign_type(kind):
+        raise TableError(f"{file}: column {name!r} has a separator but is {kind}, not text")
+
+
+def check_dense_type(file: str, name: str, kind: Any) -> None:
+    """A dense column must hold numbers (or booleans)."""
+    if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)):
+        raise TableError(
+            f"{file}: dense column {name!r} is {kind}: dense features are numbers (put a "
+            "string column in features.sparse)"
+        )
+
+
+def check_label_type(file: str, label: LabelSpec, kind: Any) -> None:
+    """A label is numeric or boolean; a string label needs ``positive``."""
+    text = (
+        pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_dictionary(kind)
+    )
+    if text and not label.positive:
+        raise TableError(
+            f"{file}: label column {label.column!r} holds strings; say which are positive: "
+            f'label = {{ column = "{label.column}", positive = \'== "yes"\' }}'
+        )
+    numeric = pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)
+    if not (text or numeric):
+        raise TableError(
+            f"{file}: label column {label.column!r} is {kind}: labels are numbers, booleans "
+            "or strings"
+        )
+    rule = label.rule()
+    if numeric and rule is not None and isinstance(rule[1], str):
+        raise TableError(
+            f"{file}: label column {label.column!r} holds numbers, but positive compares "
+            f"with the string {rule[1]!r}"
+        )
+
+
+def sparse_signs(
+    variable: str, array: Any, column: ColumnSpec
+) -> tuple[Ragged, tuple[NDArray[np.bool_], NDArray[np.int64]]]:
+    """A sparse column's bags as ``(signs, offsets)`` in ``variable``'s salt, and which of
+    its values became signs with each row's count of values before (:func:`bag_weights`
+    drops the same ones).
+
+    A null row is an empty bag; a null or (for delimited text) empty value is dropped.
+    """
+    if pa.types.is_dictionary(array.type):
+        array = array.dictionary_decode()
+    if column.separator and not (
+        pa.types.is_list(array.type) or pa.types.is_large_list(array.type)
+    ):
+        array = pc.split_pattern(array, column.separator)
+    size = len(array)
+    if pa.types.is_list(array.type) or pa.types.is_large_list(array.type):
+        lengths = pc.fill_null(pc.list_value_length(array), 0).to_numpy(zero_copy_only=False)
+        values = array.flatten()
+    else:
+        lengths = np.ones(size, dtype=np.int64)
+        values = array
+    if pa.types.is_dictionary(values.type):
+        values = values.dictionary_decode()
+    keep = np.ones(len(values), dtype=bool)
+    if values.null_count:
+        keep &= values.is_valid().to_numpy(zero_copy_only=False)
+    if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
+        values = pc.cast(values, pa.string())  # an integer's sign is its decimal text's
+    data, starts = _utf8(values)
+    if column.separator:
+        keep &= starts[1:] > starts[:-1]
+    signs = feature_signs(variable, data, starts)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    counts = lengths
+    if not keep.all():
+        signs = signs[keep]
+        rows = np.repeat(np.arange(size), lengths)
+        lengths = np.bincount(rows[keep], minlength=size).astype(np.int64)
+    offsets = np.zeros(size + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return (signs, offsets), (keep, counts)
+
+
+def bag_weights(
+    name: str, weights_name: str, array: Any, kept: tuple[Any, Any], where: Where
+) -> NDArray[np.float32]:
+    """The weights column of sparse column ``name``: a list of finite numbers per row, as long
+    as the row's list of values; the weights of dropped values (``kept``: the values' keep
+    mask and each row's count of values before dropping) go with them."""
+    keep, counts = kept
+    if not (pa.types.is_list(array.type) or pa.types.is_large_list(array.type)):
+        raise TableError(
+            f"{where.file}: weights column {weights_name!r} is {array.type}: weights are a "
+            f"list of numbers parallel to column {name!r}'s"
+        )
+    values = array.flatten()
+    if not (pa.types.is_integer(values.type) or pa.types.is_floating(values.type)):
+        raise TableError(
+            f"{where.file}: weights column {weights_name!r} is {array.type}: weights are numbers"
+        )
+    mine = pc.fill_null(pc.list_value_length(array), 0).to_numpy(zero_copy_only=False)
+    differ = np.flatnonzero(np.asarray(mine, dtype=np.int64) != counts)
+    if differ.size:
+        row = int(differ[0])
+        raise TableError(
+            f"{where.file}: row {where.row(row)}: weights column {weights_name!r} has "
+            f"{int(mine[row])} values where column {name!r} has {int(counts[row])}"
+        )
+    flat = pc.fill_null(pc.cast(values, pa.float64()), np.nan).to_numpy(zero_copy_only=False)
+    bad = np.flatnonzero(~np.isfinite(flat))
+    if bad.size:
+        row = int(np.repeat(np.arange(len(counts)), counts)[bad[0]])
+        raise TableError(
+            f"{where.file}: row {where.row(row)}: weights column {weights_name!r} holds a "
+            "null, NaN or Inf"
+        )
+    return np.asarray(flat[keep], dtype=np.float32)
+
+
+def dense_values(name: str, array: Any, column: ColumnSpec, where: Where) -> NDArray[np.float64]:
+    """A dense column as float64: nulls take ``fill``; NaN or Inf in the file is refused
+    naming the row; then the transform (``stats`` must be resolved for ``standardize``)."""
+    valid = array.is_valid().to_numpy(zero_copy_only=False) if array.null_count else None
+    values = pc.fill_null(pc.cast(array, pa.float64()), 0.0).to_numpy(zero_copy_only=False)
+    values = np.array(values, dtype=np.float64)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise TableError(
+            f"{where.file}: row {where.row(row)}: column {name!r} is {values[row]}: dense "
+            "values must be finite (a missing value is a null, which takes fill)"
+        )
+    if valid is not None:
+        values[~valid] = column.fill
+    return transformed(name, values, column, where)
+
+
+def transformed(
+    name: str, values: NDArray[np.float64], column: ColumnSpec, where: Where
+) -> NDArray[np.float64]:
+    """``values`` after ``column``'s transform."""
+    if column.transform == "log1p":
+        low = np.flatnonzero(values <= -1)
+        if low.size:
+            row = int(low[0])
+            raise TableError(
+                f"{where.file}: row {where.row(row)}: column {name!r} is {values[row]}: log1p "
+                "takes values above -1"
+            )
+        return np.log1p(values)
+    if column.transform == "standardize":
+        mean, std = column.stats
+        return (values - mean) / std
+    if column.transform == "clip":
+        return np.clip(values, column.bounds[0], column.bounds[1])
+    return values
+
+
+def label_values(label: LabelSpec, array: Any, where: Where) -> NDArray[np.float32]:
+    """A label column as 0.0/1.0 (nulls were dropped or refused before)."""
+    rule = label.rule()
+    if pa.types.is_dictionary(array.type):
+        array = array.dictionary_decode()
+    if rule is None:
+        values = pc.cast(array, pa.float64()).to_numpy(zero_copy_only=False)
+        bad = np.flatnonzero((values != 0) & (values != 1))
+        if bad.size:
+            row = int(bad[0])
+            raise TableError(
+                f"{where.file}: row {where.row(row)}: label column {label.column!r} is "
+                f"{values[row]}: labels are 0 or 1; say which are positive: label = "
+                f'{{ column = "{label.column}", positive = ">= 4" }}'
+            )
+        return np.asarray(values, dtype=np.float32)
+    op, value = rule
+    if isinstance(value, float):
+        array = pc.cast(array, pa.float64())
+    compare = {
+        ">=": pc.greater_equal,
+        "<=": pc.less_equal,
+        ">": pc.greater,
+        "<": pc.less,
+        "==": pc.equal,
+        "!=": pc.not_equal,
+    }[op]
+    result = compare(array, pa.scalar(value))
+    return np.asarray(result.to_numpy(zero_copy_only=False), dtype=np.float32)
+
+
+def _utf8(values: Any) -> tuple[NDArray[np.uint8], NDArray[np.int64]]:
+    """A string array's bytes and offsets (rebased to its slice), as numpy views."""
+    if pa.types.is_string(values.type):
+        offset_type: Any = np.int32
+    else:
+        offset_type = np.int64
+    buffers = values.buffers()
+    size = len(values)
+    offsets = np.frombuffer(buffers[1], dtype=offset_type)[values.offset : values.offset + size + 1]
+    data = (
+        np.frombuffer(buffers[2], dtype=np.uint8)
+        if buffers[2] is not None
+        else np.zeros(0, np.uint8)
+    )
+    return data, offsets.astype(np.int64)

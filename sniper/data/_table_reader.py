@@ -1,0 +1,484 @@
+"""A user's Parquet, CSV or TSV files read through a :class:`FeatureSpec`, as batches.
+
+**Streaming.** Parquet is read a row group at a time, in chunks of :data:`READ_ROWS` rows
+(``ParquetFile.iter_batches``), CSV and TSV with pyarrow's streaming CSV reader in blocks of
+:data:`CSV_BLOCK_BYTES`: a file is never in memory whole. Each chunk becomes numpy arrays
+(:mod:`sniper.data._columns`: signs hashed, dense values filled and transformed, labels made
+0/1, every value checked), and batches of exactly ``batch_size`` rows are cut from the chunks
+across row-group and file boundaries; a shard's last batch may be shorter.
+
+**Sharding** (several hubs, every row read once per epoch). Parquet is split into units: its
+row groups, in file order, or, when there are fewer row groups than hubs, each row group cut
+into as many row ranges as there are hubs. Hub ``k`` of ``n`` reads units ``k, k + n, ...``.
+CSV cannot be read in part without parsing what comes before: with at least as many files as
+hubs, hub ``k`` reads files ``k, k + n, ...``; with fewer, every hub parses every file and
+converts (hashes) only its blocks ``k, k + n, ...`` of the blocks of all the files in order.
+A shard's batches are cut from its own rows, so the contract of
+:class:`~sniper.data.Reader` holds per row rather than per global batch number: the ``n``
+shards together yield every row exactly once.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+from numpy.typing import NDArray
+
+from sniper.data._batch import Batch, Ragged, checked_batch
+from sniper.data._checks import check_int
+from sniper.data._columns import (
+    TableError,
+    Where,
+    bag_weights,
+    check_dense_type,
+    check_label_type,
+    check_sparse_type,
+    dense_values,
+    label_values,
+    sparse_signs,
+)
+from sniper.data._features import ColumnSpec, FeatureSpec
+from sniper.data._reader import check_stream
+
+__all__ = ["CSV_BLOCK_BYTES", "READ_ROWS", "TableFormat", "TableReader"]
+
+TableFormat = Literal["parquet", "csv", "tsv"]
+READ_ROWS = 65536
+"""Rows of a Parquet row group decoded at a time."""
+CSV_BLOCK_BYTES = 4 << 20
+"""Bytes of CSV parsed at a time (a block ends at a line's end)."""
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """Rows ``[start, stop)`` of row group ``group`` of file ``file``."""
+
+    file: int
+    group: int
+    start: int
+    stop: int
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """Consecutive rows, converted and checked: what a :class:`Batch` is cut from."""
+
+    labels: NDArray[np.float32]
+    dense: NDArray[np.float32]
+    sparse: dict[str, Ragged]
+    weights: dict[str, NDArray[np.float32]]
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def cut(self, start: int, stop: int) -> _Rows:
+        """Rows ``[start, stop)``."""
+        sparse: dict[str, Ragged] = {}
+        weights: dict[str, NDArray[np.float32]] = {}
+        for name, (signs, offsets) in self.sparse.items():
+            mine = offsets[start : stop + 1]
+            first, last = int(mine[0]), int(mine[-1])
+            sparse[name] = (signs[first:last], mine - first)
+            if name in self.weights:
+                weights[name] = self.weights[name][first:last]
+        return _Rows(self.labels[start:stop], self.dense[start:stop], sparse, weights)
+
+    @staticmethod
+    def join(parts: Sequence[_Rows]) -> _Rows:
+        """``parts`` one after the other."""
+        if len(parts) == 1:
+            return parts[0]
+        first = parts[0]
+        sparse: dict[str, Ragged] = {}
+        for name in first.sparse:
+            signs = np.concatenate([p.sparse[name][0] for p in parts])
+            lengths = np.concatenate([np.diff(p.sparse[name][1]) for p in parts])
+            sparse[name] = (signs, _offsets(lengths))
+        weights = {name: np.concatenate([p.weights[name] for p in parts]) for name in first.weights}
+        return _Rows(
+            np.concatenate([p.labels for p in parts]),
+            np.concatenate([p.dense for p in parts]),
+            sparse,
+            weights,
+        )
+
+    def batch(self) -> Batch:
+        return checked_batch(self.labels, self.dense, self.sparse, self.weights)
+
+
+class TableReader:
+    """A user's table (Parquet, CSV or TSV files of one schema) read through a
+    :class:`FeatureSpec` as a :class:`~sniper.data.Reader` (see the module doc).
+
+    Opening checks every file's schema against the spec (a missing column, a type that cannot
+    be a sign, a dense column of strings, a string label without ``positive``, files that
+    disagree) and, for ``standardize`` columns without ``stats``, measures them in one pass
+    over those columns; :attr:`features` is the spec with them filled in. Every error names the
+    file, the row where it is a value's fault, and the column.
+    """
+
+    def __init__(
+        self,
+        files: Sequence[str | Path],
+        features: FeatureSpec,
+        *,
+        format: TableFormat = "parquet",
+        batch_size: int = 1024,
+        max_batches: int | None = None,
+    ) -> None:
+        """``max_batches`` stops each shard's epoch early."""
+        check_int("batch_size", batch_size)
+        if max_batches is not None:
+            check_int("max_batches", max_batches)
+        if not files:
+            raise ValueError("a table needs at least one file")
+        self.files = tuple(Path(f) for f in files)
+        for file in self.files:
+            if not file.is_file():
+                raise FileNotFoundError(f"{format} file {str(file)!r} does not exist")
+        self.format: TableFormat = format
+        self._batch_size = batch_size
+        self._max_batches = max_batches
+        self._spec = features
+        self._types = self._check_schemas()
+        self._units = self._parquet_units() if format == "parquet" else []
+        if features.needs_stats:
+            self._spec = features.with_stats(self._measure(features.needs_stats))
+
+    @property
+    def features(self) -> FeatureSpec:
+        """The spec, with ``standardize``'s stats measured where it did not give them."""
+        return self._spec
+
+    @property
+    def variables(self) -> tuple[str, ...]:
+        return self._spec.variables
+
+    @property
+    def dense_features(self) -> int:
+        return len(self._spec.dense)
+
+    @property
+    def batch_size(self) -> int:
+        return self._batch_size
+
+    @property
+    def label_names(self) -> tuple[str, ...]:
+        """The label columns, in the order of :attr:`Batch.labels`' columns."""
+        return self._spec.label_names
+
+    def pooling_of(self, variable: str) -> str:
+        """How ``variable``'s bags are pooled (the spec's :meth:`FeatureSpec.pooling_of`)."""
+        return self._spec.pooling_of(variable)
+
+    def batches(self, *, epoch: int = 0, shard: int = 0, num_shards: int = 1) -> Iterator[Batch]:
+        """Shard ``shard`` of ``num_shards`` of the table (every epoch the same rows)."""
+        check_stream(epoch, shard, num_shards)
+        pending: list[_Rows] = []
+        held = 0
+        made = 0
+        for rows in self._chunks(shard, num_shards):
+            pending.append(rows)
+            held += len(rows)
+            if held < self._batch_size:
+                continue
+            joined = _Rows.join(pending)
+            start = 0
+            while held - start >= self._batch_size:
+                yield joined.cut(start, start + self._batch_size).batch()
+                made += 1
+                if self._max_batches is not None and made >= self._max_batches:
+                    return
+                start += self._batch_size
+            pending = [joined.cut(start, len(joined))] if start < len(joined) else []
+            held = len(joined) - start
+        if held:
+            yield _Rows.join(pending).batch()
+
+    def __repr__(self) -> str:
+        first = str(self.files[0])
+        more = f" and {len(self.files) - 1} more" if len(self.files) > 1 else ""
+        return f"TableReader({self.format}: {first!r}{more}, batch_size={self._batch_size})"
+
+    # -- schema -------------------------------------------------------------------------------
+
+    def _columns(self) -> list[str]:
+        """Every column the spec reads, each once."""
+        spec = self._spec
+        names = [*spec.label_names, *spec.dense, *spec.sparse]
+        names += [spec.column(c).weights for c in spec.sparse if spec.column(c).weights]
+        return list(dict.fromkeys(names))
+
+    def _schema(self, file: Path) -> Any:
+        if self.format == "parquet":
+            try:
+                return pq.ParquetFile(file).schema_arrow
+            except (pa.ArrowException, OSError) as exc:
+                raise TableError(f"{file}: not a Parquet file: {exc}") from None
+        try:
+            with pacsv.open_csv(
+                file,
+                read_options=pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES),
+                parse_options=self._parse_options(),
+            ) as stream:
+                return stream.schema
+        except pa.ArrowException as exc:
+            raise TableError(
+                f"{file}: not {self.format.upper()} with a header row: {exc}"
+            ) from None
+
+    def _check_schemas(self) -> dict[str, Any]:
+        """Each used column's type, the same in every file; every error names the file."""
+        spec = self._spec
+        first: dict[str, Any] = {}
+        for index, file in enumerate(self.files):
+            schema = self._schema(file)
+            types = {}
+            for name in self._columns():
+                if schema.get_field_index(name) < 0:
+                    shown = ", ".join(schema.names[:12])
+                    raise TableError(
+                        f"{file}: no column {name!r}, which [features] names; the file has "
+                        f"{shown}{' ...' if len(schema.names) > 12 else ''}"
+                    )
+                types[name] = schema.field(name).type
+            if index == 0:
+                for label in spec.labels:
+                    check_label_type(str(file), label, types[label.column])
+                for name in spec.sparse:
+                    check_sparse_type(str(file), name, types[name], spec.column(name))
+                for name in spec.dense:
+                    check_dense_type(str(file), name, types[name])
+                first = types
+                continue
+            for name, kind in types.items():
+                if not _same_type(kind, first[name], self.format):
+                    raise TableError(
+                        f"{file}: column {name!r} is {kind}, but {self.files[0]} has it as "
+                        f"{first[name]}: every file of an input must have one schema"
+                    )
+        return first
+
+    def _parquet_units(self) -> list[_Unit]:
+        units = []
+        for index, file in enumerate(self.files):
+            meta = pq.ParquetFile(file).metadata
+            units += [
+                _Unit(index, group, 0, meta.row_group(group).num_rows)
+                for group in range(meta.num_row_groups)
+            ]
+        return [unit for unit in units if unit.stop > unit.start]
+
+    def _split(self, num_shards: int) -> list[_Unit]:
+        """The units hubs split: row groups, or row ranges of them when there are fewer
+        groups than hubs (each hub then decodes every group, but each row is its hub's)."""
+        if len(self._units) >= num_shards:
+            return self._units
+        split = []
+        for unit in self._units:
+            bounds = np.linspace(unit.start, unit.stop, num_shards + 1).astype(int)
+            split += [
+                _Unit(unit.file, unit.group, int(a), int(b))
+                for a, b in itertools.pairwise(bounds)
+                if b > a
+            ]
+        return split
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def _chunks(self, shard: int, num_shards: int) -> Iterator[_Rows]:
+        for table, where in self._tables(shard, num_shards, self._columns()):
+            rows = self._convert(table, where)
+            if len(rows):
+                yield rows
+
+    def _tables(
+        self, shard: int, num_shards: int, columns: list[str]
+    ) -> Iterator[tuple[Any, Where]]:
+        """This shard's record batches, each with the file rows it holds."""
+        if self.format == "parquet":
+            for unit in self._split(num_shards)[shard::num_shards]:
+                yield from self._parquet_unit(unit, columns)
+        elif len(self.files) >= num_shards:
+            for index in range(shard, len(self.files), num_shards):
+                yield from self._csv_blocks(self.files[index], columns)
+        else:
+            blocks = (item for file in self.files for item in self._csv_blocks(file, columns))
+            for number, item in enumerate(blocks):
+                if number % num_shards == shard:
+                    yield item
+
+    def _parquet_unit(self, unit: _Unit, columns: list[str]) -> Iterator[tuple[Any, Where]]:
+        file = self.files[unit.file]
+        reader = pq.ParquetFile(file)
+        first = sum(reader.metadata.row_group(g).num_rows for g in range(unit.group))
+        position = 0
+        try:
+            for batch in reader.iter_batches(
+                batch_size=READ_ROWS, row_groups=[unit.group], columns=columns, use_threads=False
+            ):
+                lo = max(unit.start - position, 0)
+                hi = min(unit.stop - position, batch.num_rows)
+                if hi > lo:
+                    rows = np.arange(first + position + lo, first + position + hi, dtype=np.int64)
+                    yield batch.slice(lo, hi - lo), Where(str(file), rows)
+                position += batch.num_rows
+                if position >= unit.stop:
+                    break
+        finally:
+            reader.close()
+
+    def _parse_options(self) -> Any:
+        return pacsv.ParseOptions(delimiter="\t" if self.format == "tsv" else ",")
+
+    def _csv_types(self, columns: list[str]) -> dict[str, Any]:
+        """Sparse columns read as text (an integer's sign is its text's, so CSV and Parquet
+        agree), dense ones as float64, labels as the first block showed them."""
+        spec = self._spec
+        types: dict[str, Any] = {name: pa.string() for name in spec.sparse}
+        types |= {name: pa.float64() for name in spec.dense}
+        for label in spec.label_names:
+            kind = self._types[label]
+            types[label] = pa.string() if pa.types.is_string(kind) else pa.float64()
+        for name in columns:
+            if name not in types:  # a weights column: a list in CSV is not a type
+                types[name] = self._types[name]
+        return {name: types[name] for name in columns}
+
+    def _csv_blocks(self, file: Path, columns: list[str]) -> Iterator[tuple[Any, Where]]:
+        """``file``'s blocks in order, parsed, each with its rows (0 is the line after the
+        header)."""
+        options = pacsv.ConvertOptions(
+            include_columns=columns,
+            column_types=self._csv_types(columns),
+            strings_can_be_null=True,
+        )
+        row = 0
+        try:
+            with pacsv.open_csv(
+                file,
+                read_options=pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES),
+                parse_options=self._parse_options(),
+                convert_options=options,
+            ) as stream:
+                for block in stream:
+                    rows = np.arange(row, row + block.num_rows, dtype=np.int64)
+                    row += block.num_rows
+                    yield block, Where(str(file), rows)
+        except pa.ArrowInvalid as exc:
+            raise TableError(f"{file}: after row {row}: {exc}") from None
+
+    def _convert(self, table: Any, where: Where) -> _Rows:
+        """One record batch as checked arrays (nulls, NaN, transforms: see the module doc)."""
+        spec = self._spec
+        table, where = self._drop_null_labels(table, where)
+        size = table.num_rows
+        if len(spec.labels) == 1:
+            labels = label_values(spec.labels[0], table.column(spec.labels[0].column), where)
+        else:
+            labels = np.stack(
+                [label_values(lab, table.column(lab.column), where) for lab in spec.labels],
+                axis=1,
+            )
+        dense = np.empty((size, len(spec.dense)), dtype=np.float32)
+        for index, name in enumerate(spec.dense):
+            dense[:, index] = dense_values(name, table.column(name), spec.column(name), where)
+        parts: dict[str, list[tuple[Ragged, NDArray[np.float32] | None]]] = {}
+        for name in spec.sparse:
+            column = spec.column(name)
+            variable = spec.variable_of(name)
+            ragged, kept = sparse_signs(variable, table.column(name), column)
+            weights = None
+            if column.weights:
+                weights = bag_weights(
+                    name, column.weights, table.column(column.weights), kept, where
+                )
+            parts.setdefault(variable, []).append((ragged, weights))
+        sparse: dict[str, Ragged] = {}
+        weights_of: dict[str, NDArray[np.float32]] = {}
+        for variable, bags in parts.items():
+            sparse[variable], merged = _merge(bags, size)
+            if merged is not None:
+                weights_of[variable] = merged
+        return _Rows(labels, dense, sparse, weights_of)
+
+    def _drop_null_labels(self, table: Any, where: Where) -> tuple[Any, Where]:
+        spec = self._spec
+        valid = np.ones(table.num_rows, dtype=bool)
+        for label in spec.label_names:
+            column = table.column(label)
+            if column.null_count:
+                valid &= column.is_valid().to_numpy(zero_copy_only=False)
+        if valid.all():
+            return table, where
+        if not spec.skip_null_labels:
+            row = int(np.flatnonzero(~valid)[0])
+            name = next(n for n in spec.label_names if not table.column(n)[row].is_valid)
+            raise TableError(
+                f"{where.file}: row {where.row(row)}: label column {name!r} is null "
+                "(skip_null_labels = true drops such rows)"
+            )
+        return table.filter(pa.array(valid)), Where(where.file, where.rows[valid])
+
+    def _measure(self, names: tuple[str, ...]) -> dict[str, tuple[float, float]]:
+        """Mean and standard deviation of each column over all the files (after ``fill``),
+        read in one pass of those columns alone; a constant column gets std 1."""
+        spec = self._spec
+        sums = dict.fromkeys(names, 0.0)
+        squares = dict.fromkeys(names, 0.0)
+        count = 0
+        for table, where in self._tables(0, 1, list(names)):
+            for name in names:
+                plain = ColumnSpec(fill=spec.column(name).fill)
+                values = dense_values(name, table.column(name), plain, where)
+                sums[name] += float(values.sum())
+                squares[name] += float(np.square(values).sum())
+            count += table.num_rows
+        stats = {}
+        for name in names:
+            mean = sums[name] / count if count else 0.0
+            variance = squares[name] / count - mean * mean if count else 0.0
+            std = float(np.sqrt(variance)) if variance > 1e-24 else 1.0
+            stats[name] = (mean, std)
+        return stats
+
+
+def _merge(
+    bags: list[tuple[Ragged, NDArray[np.float32] | None]], size: int
+) -> tuple[Ragged, NDArray[np.float32] | None]:
+    """The bags of columns sharing one variable, row by row: row ``b``'s signs of the first
+    column, then the second's...; weights 1 for a column without a weights column."""
+    if len(bags) == 1:
+        return bags[0]
+    signs = np.concatenate([ragged[0] for ragged, _ in bags])
+    rows = np.concatenate([np.repeat(np.arange(size), np.diff(ragged[1])) for ragged, _ in bags])
+    order = np.argsort(rows, kind="stable")
+    lengths = np.bincount(rows, minlength=size).astype(np.int64)
+    merged = None
+    if any(w is not None for _, w in bags):
+        weights = [w if w is not None else np.ones(len(r[0]), np.float32) for r, w in bags]
+        merged = np.concatenate(weights)[order]
+    return (signs[order], _offsets(lengths)), merged
+
+
+def _offsets(lengths: NDArray[np.int64]) -> NDArray[np.int64]:
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return offsets
+
+
+def _same_type(kind: Any, first: Any, format: str) -> bool:
+    """Whether two files' types of a column agree (CSV's inferred integer and float widths
+    may differ by block: numbers agree with numbers there)."""
+    if kind == first:
+        return True
+    numeric = (pa.types.is_integer, pa.types.is_floating)
+    return format != "parquet" and any(t(kind) for t in numeric) and any(t(first) for t in numeric)

@@ -1,0 +1,66 @@
+"""A user's table, as the feature-spec tests write it: MovieLens-like columns in Parquet and
+CSV (ints, strings, a list of strings, numbers with nulls, a string label)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+GENRES = ["Comedy", "Drama", "Action", "Horror", "Romance", "Sci-Fi"]
+
+FEATURES: dict[str, Any] = {
+    "label": {"column": "rating", "positive": '== "like"'},
+    "sparse": ["user_id", "item_id", "gender", "genres"],
+    "dense": ["age", "price"],
+    "columns": {
+        "price": {"transform": "log1p", "fill": 1.0},
+        "age": {"transform": "standardize", "fill": 30.0},
+    },
+}
+"""The ``[features]`` table of :func:`user_table`."""
+
+
+def user_table(rows: int, seed: int = 0) -> Any:
+    """A table whose label depends on its columns (a model can learn it)."""
+    rng = np.random.default_rng(seed)
+    users = rng.integers(-50, 200, rows)
+    items = rng.integers(0, 300, rows)
+    gender = np.array(["M", "F"])[rng.integers(0, 2, rows)]
+    genres = [list(rng.choice(GENRES, rng.integers(0, 3), replace=False)) for _ in range(rows)]
+    age = rng.integers(18, 70, rows).astype(float)
+    price = rng.exponential(10.0, rows)
+    score = (items % 3 == 0) * 1.5 + (gender == "F") * 0.5 - 0.7 + rng.normal(0, 0.5, rows)
+    liked = np.where(score > 0, "like", "meh")
+    age_column = pa.array(age, mask=rng.random(rows) < 0.1)
+    price_column = pa.array(price, mask=rng.random(rows) < 0.1)
+    gender_column = pa.array(gender.tolist(), mask=rng.random(rows) < 0.05)
+    return pa.table(
+        {
+            "user_id": pa.array(users, pa.int64()),
+            "item_id": pa.array([f"item-{i}" for i in items]),
+            "gender": gender_column,
+            "genres": pa.array(genres, pa.list_(pa.string())),
+            "age": age_column,
+            "price": price_column,
+            "timestamp": pa.array(np.arange(rows) * 60, pa.int64()),
+            "rating": pa.array(liked.tolist()),
+        }
+    )
+
+
+def write_parquet_table(path: Path, table: Any, row_group_size: int) -> Path:
+    pq.write_table(table, path, row_group_size=row_group_size)
+    return path
+
+
+def write_csv_table(path: Path, table: Any, separator: str = "|", delimiter: str = ",") -> Path:
+    """``table`` as CSV (or TSV with ``delimiter="\\t"``): its list column as delimited text."""
+    joined = [separator.join(v) if v is not None else None for v in table["genres"].to_pylist()]
+    flat = table.set_column(table.schema.get_field_index("genres"), "genres", pa.array(joined))
+    pacsv.write_csv(flat, path, pacsv.WriteOptions(delimiter=delimiter))
+    return path

@@ -1,0 +1,241 @@
+"""``TableReader``: a user's Parquet, CSV or TSV table, streamed into batches through a spec."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from sniper.data import Batch, FeatureSpec, Reader, TableError, TableReader, open_reader
+from sniper.hashing import feature_sign
+from tests.data._tables import (
+    FEATURES,
+    user_table,
+    write_csv_table,
+    write_parquet_table,
+)
+
+CSV_FEATURES = FEATURES | {
+    "columns": FEATURES["columns"] | {"genres": {"separator": "|"}},
+}
+
+
+def _all(reader: Reader, **kwargs: int) -> list[Batch]:
+    return list(reader.batches(**kwargs))
+
+
+def _rows(batches: list[Batch], variable: str) -> list[list[int]]:
+    """Each example's signs of ``variable``, sorted, over the batches in order."""
+    rows = []
+    for batch in batches:
+        signs, offsets = batch.sparse[variable]
+        rows += [sorted(signs[a:b].tolist()) for a, b in itertools.pairwise(offsets.tolist())]
+    return rows
+
+
+@pytest.fixture
+def parquet(tmp_path: Path) -> Path:
+    return write_parquet_table(tmp_path / "events.parquet", user_table(500), row_group_size=120)
+
+
+def test_parquet_batches_are_exact_and_cross_row_groups(parquet: Path) -> None:
+    reader = TableReader([parquet], FeatureSpec.from_table(FEATURES), batch_size=100)
+    assert isinstance(reader, Reader)
+    batches = _all(reader)
+    assert [b.batch_size for b in batches] == [100] * 5
+    assert reader.variables == ("user_id", "item_id", "gender", "genres")
+    assert reader.label_names == ("rating",)
+    assert reader.dense_features == 2
+    table = pq.read_table(parquet)
+    users = table["user_id"].to_pylist()
+    assert _rows(batches, "user_id") == [[feature_sign("user_id", u)] for u in users]
+    genres = table["genres"].to_pylist()
+    assert _rows(batches, "genres") == [
+        sorted(feature_sign("genres", g) for g in v) for v in genres
+    ]
+    gender = table["gender"].to_pylist()
+    assert _rows(batches, "gender") == [
+        [] if g is None else [feature_sign("gender", g)] for g in gender
+    ]
+    labels = np.concatenate([b.labels for b in batches])
+    assert labels.tolist() == [float(r == "like") for r in table["rating"].to_pylist()]
+    price = np.array([p if p is not None else 1.0 for p in table["price"].to_pylist()])
+    dense = np.concatenate([b.dense for b in batches])
+    np.testing.assert_allclose(dense[:, 1], np.log1p(price), rtol=1e-6)
+    age = np.array([a if a is not None else 30.0 for a in table["age"].to_pylist()])
+    mean, std = reader.features.column("age").stats
+    assert mean == pytest.approx(age.mean()) and std == pytest.approx(age.std())
+    np.testing.assert_allclose(dense[:, 0], (age - mean) / std, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("num_shards", [2, 3, 7])
+@pytest.mark.parametrize("groups", [120, 1000])
+def test_shards_read_every_row_once(tmp_path: Path, num_shards: int, groups: int) -> None:
+    """Row groups split between hubs, or (fewer groups than hubs) row ranges of them."""
+    path = write_parquet_table(tmp_path / "t.parquet", user_table(500), row_group_size=groups)
+    reader = TableReader([path, path], FeatureSpec.from_table(FEATURES), batch_size=64)
+    whole = _rows(_all(reader), "user_id")
+    parts = [
+        _rows(_all(reader, shard=k, num_shards=num_shards), "user_id") for k in range(num_shards)
+    ]
+    assert sum(len(p) for p in parts) == len(whole) == 1000
+    assert sorted(row for part in parts for row in part) == sorted(whole)
+    assert all(parts)  # every hub has rows to read
+
+
+def test_csv_and_tsv_give_parquet_signs(tmp_path: Path, parquet: Path) -> None:
+    table = pq.read_table(parquet)
+    csv = write_csv_table(tmp_path / "events.csv", table)
+    tsv = write_csv_table(tmp_path / "events.tsv", table, delimiter="\t")
+    spec = FeatureSpec.from_table(CSV_FEATURES)
+    want = _all(TableReader([parquet], spec, batch_size=128))
+    for path, kind in ((csv, "csv"), (tsv, "tsv")):
+        got = _all(open_reader(f"{kind}:{path}", batch_size=128, features=CSV_FEATURES))
+        for variable in spec.variables:
+            assert _rows(got, variable) == _rows(want, variable), (kind, variable)
+        np.testing.assert_allclose(
+            np.concatenate([b.dense for b in got]), np.concatenate([b.dense for b in want])
+        )
+        assert (
+            np.concatenate([b.labels for b in got]).tolist()
+            == np.concatenate([b.labels for b in want]).tolist()
+        )
+
+
+def test_csv_shards_split_blocks_or_files(tmp_path: Path, parquet: Path) -> None:
+    csv = write_csv_table(tmp_path / "events.csv", pq.read_table(parquet))
+    spec = FeatureSpec.from_table(CSV_FEATURES)
+    for files in ([csv], [csv, csv, csv]):
+        reader = TableReader(files, spec, format="csv", batch_size=50)
+        whole = _rows(_all(reader), "item_id")
+        parts = [_rows(_all(reader, shard=k, num_shards=2), "item_id") for k in range(2)]
+        assert sorted(parts[0] + parts[1]) == sorted(whole)
+
+
+def _write(tmp_path: Path, name: str, columns: dict[str, Any]) -> Path:
+    path = tmp_path / name
+    pq.write_table(pa.table(columns), path)
+    return path
+
+
+def test_shared_tables_weights_multi_labels_and_nulls(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        "t.parquet",
+        {
+            "item": pa.array([1, 2, None, 4], pa.int32()),
+            "history": pa.array([["1", "7"], [], None, ["2"]]),
+            "w": pa.array([[0.5, 2.0], [], None, [3.0]]),
+            "click": pa.array([1, 0, None, 1], pa.int8()),
+            "buy": pa.array([True, False, True, False]),
+            "x": pa.array([1.0, None, 2.0, 3.0]),
+        },
+    )
+    table = {
+        "labels": ["click", "buy"],
+        "sparse": ["item"],
+        "dense": ["x"],
+        "skip_null_labels": True,
+        "columns": {"history": {"table": "item", "weights": "w"}, "x": {"fill": -1.0}},
+    }
+    reader = TableReader([path], FeatureSpec.from_table(table), batch_size=10)
+    (batch,) = _all(reader)
+    assert reader.variables == ("item",)
+    assert batch.labels.tolist() == [[1.0, 1.0], [0.0, 0.0], [1.0, 0.0]]
+    assert batch.dense[:, 0].tolist() == [1.0, -1.0, 3.0]
+    signs, offsets = batch.sparse["item"]
+    sign = {v: feature_sign("item", v) for v in (1, 2, 4, 7)}
+    assert offsets.tolist() == [0, 3, 4, 6]
+    assert signs.tolist() == [sign[1], sign[1], sign[7], sign[2], sign[4], sign[2]]
+    assert batch.weights["item"].tolist() == [1.0, 0.5, 2.0, 1.0, 1.0, 3.0]
+    with pytest.raises(TableError, match=re.escape(f"{path}: row 2: label column 'click' is null")):
+        _all(TableReader([path], FeatureSpec.from_table(table | {"skip_null_labels": False})))
+
+
+def _spec(**table: Any) -> FeatureSpec:
+    return FeatureSpec.from_table({"label": "y"} | table)
+
+
+def test_bad_tables_name_file_row_and_column(tmp_path: Path) -> None:
+    good = {"y": pa.array([0, 1]), "s": pa.array(["a", "b"]), "f": pa.array([1.5, 2.0])}
+    path = _write(tmp_path, "a.parquet", good)
+    cases = [
+        (
+            _spec(sparse=["s", "nope"]),
+            [path],
+            f"{path}: no column 'nope', which [features] names; the file has y, s, f",
+        ),
+        (
+            _spec(sparse=["f"]),
+            [path],
+            f"{path}: column 'f' is double, which cannot be a sign: a sparse column holds "
+            "integers or strings",
+        ),
+        (
+            _spec(dense=["s"]),
+            [path],
+            f"{path}: dense column 's' is string: dense features are numbers",
+        ),
+        (
+            FeatureSpec.from_table({"label": "s", "dense": ["f"]}),
+            [path],
+            f"{path}: label column 's' holds strings; say which are positive: label = "
+            '{ column = "s", positive = \'== "yes"\' }',
+        ),
+    ]
+    struct = _write(tmp_path, "st.parquet", good | {"st": pa.array([{"a": 1}, {"a": 2}])})
+    cases.append(
+        (
+            _spec(sparse=["st"]),
+            [struct],
+            f"{struct}: column 'st' is struct<a: int64>, which cannot be a sign",
+        )
+    )
+    other = _write(tmp_path, "b.parquet", good | {"s": pa.array([1, 2])})
+    cases.append(
+        (
+            _spec(sparse=["s"]),
+            [path, other],
+            f"{other}: column 's' is int64, but {path} has it as string: every file of an "
+            "input must have one schema",
+        )
+    )
+    for spec, files, message in cases:
+        with pytest.raises(TableError, match=re.escape(message)):
+            TableReader(files, spec)
+
+
+def test_bad_values_name_file_row_and_column(tmp_path: Path) -> None:
+    nan = _write(
+        tmp_path, "nan.parquet", {"y": pa.array([0, 1, 1]), "f": pa.array([1.0, 2.0, np.inf])}
+    )
+    with pytest.raises(
+        TableError, match=re.escape(f"{nan}: row 2: column 'f' is inf: dense values must be finite")
+    ):
+        _all(TableReader([nan], _spec(dense=["f"])))
+    rating = _write(tmp_path, "r.parquet", {"y": pa.array([0, 4]), "f": pa.array([1.0, 2.0])})
+    with pytest.raises(
+        TableError, match=re.escape(f"{rating}: row 1: label column 'y' is 4.0: labels are 0 or 1")
+    ):
+        _all(TableReader([rating], _spec(dense=["f"])))
+    low = _write(tmp_path, "l.parquet", {"y": pa.array([0, 1]), "f": pa.array([1.0, -2.0])})
+    with pytest.raises(
+        TableError,
+        match=re.escape(f"{low}: row 1: column 'f' is -2.0: log1p takes values above -1"),
+    ):
+        _all(TableReader([low], _spec(dense=["f"], columns={"f": {"transform": "log1p"}})))
+    csv = tmp_path / "bad.csv"
+    csv.write_text("y,f\n0,1.5\n1,abc\n")
+    with pytest.raises(TableError, match=re.escape(f"{csv}: dense column 'f' is string: dense")):
+        _all(TableReader([csv], _spec(dense=["f"]), format="csv"))
+
+
+def test_csv_needs_features(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=re.escape("csv data needs a [features] table")):
+        open_reader(f"csv:{tmp_path}/x.csv")
