@@ -1182,17 +1182,38 @@ def push_many(plan: np.ndarray) -> None:
         rows = carray(int64_at(plan[p, _U_ROWS]), plan[p, _U_SIGNS])
         offsets = carray(int64_at(plan[p, _U_OFFSETS]), batch + 1)
         grads = carray(float32_at(plan[p, _U_GRADS]), plan[p, _U_GRADS_SIZE])
-        row_stride, col_stride, hits = plan[p, _U_ROW_STRIDE], plan[p, _U_COL_STRIDE], plan[p, _U_HITS]
+        row_stride, col_stride, hits = (
+            plan[p, _U_ROW_STRIDE],
+            plan[p, _U_COL_STRIDE],
+            plan[p, _U_HITS],
+        )
         if plan[p, _U_SCALES]:
             scales = carray(float32_at(plan[p, _U_SCALES]), plan[p, _U_SIGNS])
             unique_rows, summed, n, largest = sum_by_row(
-                rows, offsets, grads, row_stride, col_stride, dim, slot_of_row, counters,
-                shard, hits, scales,
+                rows,
+                offsets,
+                grads,
+                row_stride,
+                col_stride,
+                dim,
+                slot_of_row,
+                counters,
+                shard,
+                hits,
+                scales,
             )
         else:
             unique_rows, summed, n, largest = sum_by_row(
-                rows, offsets, grads, row_stride, col_stride, dim, slot_of_row, counters,
-                shard, hits,
+                rows,
+                offsets,
+                grads,
+                row_stride,
+                col_stride,
+                dim,
+                slot_of_row,
+                counters,
+                shard,
+                hits,
             )
         guard = not largest <= params[4]  # NaN: check
         left = update_rows(

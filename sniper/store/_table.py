@@ -351,9 +351,7 @@ class EmbeddingTable(EmbeddingStore):
             signs_out, shard_offsets, _ = k.split_by_shard(signs, offsets, self._num_shards)
             return ShardedBatch(signs_out, shard_offsets, bags=bags)
         values = scales[:, None] if fed is None else np.stack([fed, scales], axis=1)
-        signs_out, shard_offsets, moved = k.split_by_shard(
-            signs, offsets, self._num_shards, values
-        )
+        signs_out, shard_offsets, moved = k.split_by_shard(signs, offsets, self._num_shards, values)
         return ShardedBatch(
             signs_out,
             shard_offsets,

@@ -51,7 +51,7 @@ def factors(pooling: str, offsets: np.ndarray, weights: np.ndarray) -> np.ndarra
 def reference(
     pooling: str, rows: np.ndarray, offsets: np.ndarray, weights: np.ndarray
 ) -> np.ndarray:
-    scaled = rows.astype(np.float64) * factors(pooling, offsets, weights)[:, None]
+    scaled: np.ndarray = rows.astype(np.float64) * factors(pooling, offsets, weights)[:, None]
     if pooling == "none":
         return scaled
     return np.stack(
