@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from sniper.cluster._config import TrainConfig
 from sniper.cluster._data import check_same_schema, probe_data
-from sniper.cluster._spec import DataShape, TableSpec
+from sniper.cluster._spec import DataShape, TableSpec, model_inputs
 from sniper.data import Reader, Workload
 from sniper.models import DenseModel, ModelConfig, ModelInputs
 from sniper.rpc import Placement
@@ -75,7 +75,7 @@ def plan_training(config: TrainConfig, workload: Workload) -> TrainPlan:
         eval_shape, eval_reader = probe(config.eval_data)
         check_same_schema(eval_shape, shape)
     model_config = config.model_config()
-    inputs = ModelInputs({name: table.dim for name, table in tables.items()}, shape.dense_features)
+    inputs = model_inputs(tables, shape.dense_features)
     model = model_config.open(inputs, seed=config.seed, threads=config.blas_threads)
     return TrainPlan(
         shape, tables, eval_reader, model_config, inputs, [model], config.seed, config.blas_threads

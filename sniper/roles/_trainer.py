@@ -74,10 +74,12 @@ and each hub's position (:attr:`Trainer.positions`)."""
 class Trainer:
     """Runs the pipeline over ``hubs`` and the ps ``cluster`` until the data ends.
 
-    ``dims`` gives every variable's embedding width, in the order of the model's input;
-    ``model`` is the dense model to train (default: the numpy MLP of ``config``), built for
-    ``dims`` and ``dense_features`` by ``model_config`` (recorded in checkpoints; None: not
-    recorded, for a model built by other means).
+    ``dims`` gives every pooled variable's embedding width, in the order of the model's
+    input, and ``sequences`` every unpooled one's (pooling ``none``: looked up beside the
+    input matrix and handed to the model as jagged blocks); ``model`` is the dense model to
+    train (default: the numpy MLP of ``config``), built for them and ``dense_features`` by
+    ``model_config`` (recorded in checkpoints; None: not recorded, for a model built by other
+    means).
     """
 
     def __init__(
@@ -92,18 +94,26 @@ class Trainer:
         balancer: AutoShard | None = None,
         model: DenseModel | None = None,
         model_config: ModelConfig | None = None,
+        *,
+        sequences: Mapping[str, int] | None = None,
     ) -> None:
         if not hubs:
             raise ValueError("the trainer needs at least one hub")
-        inputs = ModelInputs(dims, dense_features)
+        inputs = ModelInputs(dims, dense_features, sequences=sequences or {})
         if model is None:
             model_config = ModelConfig(params={"hidden": list(config.hidden)}, lr=config.lr)
             model = model_config.open(inputs, seed=config.seed)
-        elif (model.inputs.dims, model.inputs.dense_features) != (inputs.dims, dense_features):
+        elif _layout(model.inputs) != _layout(inputs):
             raise ValueError(
                 f"the model was built for {model.inputs.dims} and "
                 f"{model.inputs.dense_features} dense features; the data has {inputs.dims} "
                 f"and {dense_features}"
+                + (
+                    f" (sequences: the model's {model.inputs.sequences}, the data's "
+                    f"{inputs.sequences})"
+                    if model.inputs.sequences != inputs.sequences
+                    else ""
+                )
             )
         self.hubs = list(hubs)
         self.cluster = cluster
@@ -120,6 +130,7 @@ class Trainer:
             cluster,
             inputs.columns,
             (inputs.embedding_width, inputs.width),
+            sequences=list(inputs.sequences),
             prefetch=config.prefetch,
             max_staleness=config.max_staleness,
             eval_every=config.eval_every,
@@ -263,6 +274,7 @@ class Trainer:
             ready.labels,
             self._train_auc,
             lambda: self.pipeline.settle(ticket),
+            ready.sequences,
         )
         self.pipeline.inputs.give(ready.inputs)
         report.steps += 1
@@ -274,7 +286,7 @@ class Trainer:
             window.clear()
 
     async def _evaluate(self, ready: Ready, report: TrainReport) -> None:
-        probs = await self._step.score(ready.inputs)
+        probs = await self._step.score(ready.inputs, ready.sequences)
         self.pipeline.inputs.give(ready.inputs)
         with self._live_lock:
             self._held_out.add(ready.labels, probs)
@@ -418,3 +430,8 @@ def _score(report: TrainReport, train_auc: StreamingAuc, held_out: HeldOutScores
     if held_out.batches:
         report.eval_auc, report.eval_logloss = held_out.late()
         report.eval_auc_whole_run = held_out.whole.value()
+
+
+def _layout(inputs: ModelInputs) -> tuple[object, ...]:
+    """What a model built for ``inputs`` expects of its input."""
+    return (inputs.dims, inputs.dense_features, inputs.sequences)
