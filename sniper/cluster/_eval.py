@@ -31,7 +31,7 @@ from sniper.cluster._servers import server_config as _server_config
 from sniper.data import FeatureSpec, Reader, load_workload
 from sniper.models import ModelConfig, ModelInputs
 from sniper.roles import MANIFEST, DataEvaluator, EvalResult, Predictor, PsCluster
-from sniper.rpc import PsClient, Security
+from sniper.rpc import PsClient, Security, VariableConfig
 from sniper.runtime import log_to_stderr
 
 __all__ = ["run_eval", "score_checkpoint"]
@@ -43,14 +43,14 @@ Consume = Callable[[DataEvaluator, Predictor, int], Awaitable[T]]
 """What is done with the scoring: ``(evaluator, predict, the checkpoint's step)``."""
 
 
-def _widths(job: JobCheckpoint) -> dict[str, int]:
-    """Every variable's width, from the ps manifests of the checkpoint."""
-    widths = {}
+def _variables(job: JobCheckpoint) -> dict[str, VariableConfig]:
+    """Every variable's configuration, from the ps manifests of the checkpoint."""
+    configs = {}
     for index in range(job.num_ps):
         manifest = json.loads((job.ps_directory(index) / MANIFEST).read_text())
         for entry in manifest["variables"]:
-            widths[entry["name"]] = int(entry["config"]["dim"])
-    return widths
+            configs[entry["name"]] = VariableConfig.from_dict(entry["config"])
+    return configs
 
 
 def _model_config(job: JobCheckpoint, config: TrainConfig) -> ModelConfig:
@@ -82,8 +82,8 @@ def score_checkpoint(
         seed=0,
         features=FeatureSpec.from_table(table) if table else None,
     )
-    widths = _widths(job)
-    missing = [name for name in shape.variables if name not in widths]
+    variables = _variables(job)
+    missing = [name for name in shape.variables if name not in variables]
     if missing:
         raise ValueError(
             f"data {data!r} has variables the checkpoint lacks: {', '.join(missing[:5])}"
@@ -95,7 +95,10 @@ def score_checkpoint(
             f"predicts {', '.join(labels)}"
         )
     inputs = ModelInputs(
-        {name: widths[name] for name in shape.variables}, shape.dense_features, labels
+        {n: variables[n].dim for n in shape.variables if variables[n].pooling != "none"},
+        shape.dense_features,
+        labels,
+        sequences={n: variables[n].dim for n in shape.variables if variables[n].pooling == "none"},
     )
     model = _model_config(job, config).open(inputs, seed=config.seed, threads=config.blas_threads)
     model.load_state(job.trainer["model"])

@@ -27,7 +27,7 @@ from sniper.cluster._preemption import Preemption
 from sniper.cluster._progress import show_progress, trainer_metrics
 from sniper.cluster._reshard import reshard
 from sniper.cluster._resume import job_config
-from sniper.cluster._spec import TableSpec
+from sniper.cluster._spec import TableSpec, model_inputs
 from sniper.data import Reader
 from sniper.models import DenseModel, ModelConfig
 from sniper.roles import (
@@ -81,6 +81,7 @@ def variable_configs(tables: Mapping[str, TableSpec], seed: int) -> dict[str, Va
             admission_min_count=table.min_count,
             eviction=table.eviction,
             seed=seed,
+            pooling=table.pooling,
         )
         for name, table in tables.items()
     }
@@ -154,10 +155,11 @@ async def train(
             window=config.auto_shard_window,
             max_moves=config.auto_shard_max_moves,
         )
+    inputs = model_inputs(tables, dense_features, tuple(labels))
     trainer = Trainer(
         hubs,
         cluster,
-        {name: table.dim for name, table in tables.items()},
+        inputs.dims,
         dense_features,
         config,
         evaluator,
@@ -166,6 +168,7 @@ async def train(
         model,
         model_config,
         labels,
+        sequences=inputs.sequences,
     )
     if resume is not None:
         trainer.resume_from(resume.trainer)

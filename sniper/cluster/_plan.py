@@ -15,8 +15,8 @@ from typing import Any
 
 from sniper.cluster._config import TrainConfig
 from sniper.cluster._data import check_same_schema, probe_data, resolved_features
-from sniper.cluster._spec import DataShape, TableSpec
-from sniper.data import Reader, Workload
+from sniper.cluster._spec import DataShape, TableSpec, model_inputs
+from sniper.data import FeatureSpec, Reader, Workload
 from sniper.models import DenseModel, ModelConfig, ModelInputs
 from sniper.rpc import Placement
 
@@ -76,16 +76,16 @@ def plan_training(config: TrainConfig, workload: Workload) -> TrainPlan:
     shape, reader = probe(config.data, features=config.feature_spec())
     features = resolved_features(reader)
     tables = config.model_spec(workload.embedding_dim).resolve(shape)
+    spec = getattr(reader, "features", None)
+    if isinstance(spec, FeatureSpec):
+        tables = _pooled_as_features_say(tables, spec)
     eval_reader = None
     if config.eval_data:
         # Held-out data is read as training reads: the same columns, the training statistics.
-        spec = getattr(reader, "features", None)
         eval_shape, eval_reader = probe(config.eval_data, features=spec)
         check_same_schema(eval_shape, shape)
     model_config = config.model_config()
-    inputs = ModelInputs(
-        {name: table.dim for name, table in tables.items()}, shape.dense_features, shape.labels
-    )
+    inputs = model_inputs(tables, shape.dense_features, shape.labels)
     model = model_config.open(inputs, seed=config.seed, threads=config.blas_threads)
     return TrainPlan(
         shape,
@@ -98,6 +98,24 @@ def plan_training(config: TrainConfig, workload: Workload) -> TrainPlan:
         config.blas_threads,
         features,
     )
+
+
+def _pooled_as_features_say(
+    tables: dict[str, TableSpec], spec: FeatureSpec
+) -> dict[str, TableSpec]:
+    """Each variable pooled as its ``[features]`` column says (``pooling``), where the model
+    spec (``[variables]``) leaves it at the default; a model spec that says otherwise for the
+    same variable is refused, naming both keys."""
+    pooled = {}
+    for name, table in tables.items():
+        wanted = spec.pooling_of(name)
+        if table.pooling not in ("sum", wanted) and wanted != "sum":
+            raise ValueError(
+                f"variables.{name}.pooling is {table.pooling!r} but the [features] column of "
+                f"{name} says pooling = {wanted!r}: say it in one place"
+            )
+        pooled[name] = dataclasses.replace(table, pooling=wanted) if wanted != "sum" else table
+    return pooled
 
 
 def oracle_auc(config: TrainConfig, workload: Workload) -> float | None:

@@ -11,6 +11,11 @@ names another ``optimizer`` (or ``initializer``) than the default's does not inh
 default's ``params`` (or ``init``), which belong to the other one. The same holds between
 ``[variables.default]`` and the built-in default, Adagrad with ``lr = 0.05``.
 
+Pooling: ``pooling = "sum"`` (the default), ``"mean"``, ``"sqrtn"`` or ``"none"`` says how
+the ps combines an example's rows (:data:`sniper.store.BAG_POOLINGS`); a ``none`` variable is a
+sequence, handed to the model unpooled (:attr:`sniper.models.ModelInputs.sequences`), which
+the numpy MLP refuses and a torch model takes as a jagged pair.
+
 Sizing: ``capacity = 0`` and ``shards = 0`` size a table by ``sniper.placement``'s one policy
 (:func:`~sniper.placement.auto_capacity`, :func:`~sniper.placement.auto_shards`); initializers
 are the store's (:func:`~sniper.store.make_initializer`).
@@ -24,9 +29,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sniper._config import from_mapping
+from sniper.models import ModelInputs
 from sniper.placement import auto_capacity, auto_shards
 from sniper.roles import MAX_DIM
 from sniper.store import (
+    BAG_POOLINGS,
     EVICTION_POLICIES,
     MAX_TABLE_SHARDS,
     Optimizer,
@@ -34,7 +41,7 @@ from sniper.store import (
     make_optimizer,
 )
 
-__all__ = ["DEFAULT", "DataShape", "ModelSpec", "TableSpec"]
+__all__ = ["DEFAULT", "DataShape", "ModelSpec", "TableSpec", "model_inputs"]
 
 DEFAULT = "default"
 """The ``[variables]`` key whose entry applies to every variable."""
@@ -59,6 +66,9 @@ class TableSpec:
     min_count: int = 0
     """Admission: a sign gets a row once seen this many times (0 or 1: at once)."""
     eviction: str = "lru"
+    pooling: str = "sum"
+    """How an example's rows are combined: ``sum``, ``mean``, ``sqrtn``, or ``none`` (a
+    sequence feature: every value's row reaches the model, unpooled)."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.dim <= MAX_DIM:
@@ -76,6 +86,10 @@ class TableSpec:
         if self.eviction not in EVICTION_POLICIES:
             raise ValueError(
                 f"eviction must be one of {', '.join(EVICTION_POLICIES)}, got {self.eviction!r}"
+            )
+        if self.pooling not in BAG_POOLINGS:
+            raise ValueError(
+                f"pooling must be one of {', '.join(BAG_POOLINGS)}, got {self.pooling!r}"
             )
         self.make_optimizer()
         self.initializer_args()
@@ -146,6 +160,19 @@ class ModelSpec:
             name: _sized(self.overrides.get(name, self.default), name, data)
             for name in data.variables
         }
+
+
+def model_inputs(
+    tables: Mapping[str, TableSpec], dense_features: int, labels: tuple[str, ...] = ("label",)
+) -> ModelInputs:
+    """What a model for ``tables`` takes: the pooled variables' widths in the input matrix,
+    and the unpooled ones (pooling ``none``) as sequences beside it; one output per label."""
+    return ModelInputs(
+        {name: table.dim for name, table in tables.items() if table.pooling != "none"},
+        dense_features,
+        labels,
+        sequences={name: table.dim for name, table in tables.items() if table.pooling == "none"},
+    )
 
 
 def _merge(base: Mapping[str, Any], entry: Mapping[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,13 @@ loss. The seam is one batch at a time:
   (:meth:`TrainStep.update`) runs after, while the push is under way;
 - :meth:`DenseModel.predict` scores held-out batches and the evaluation data.
 
+Sequence variables (pooling ``none``: DIN/BST-style behaviour sequences) are not pooled, so
+they have no columns in the matrix: :attr:`ModelInputs.sequences` names them, and
+``train_step`` and ``predict`` take them as ``sequences``, each a jagged block
+``(values float32[n, dim], offsets int64[batch + 1])`` (example ``b``'s values are
+``values[offsets[b]:offsets[b + 1]]``); :attr:`TrainStep.input_grads` gives ``[n, dim]`` for
+each. A model built without sequences is never passed the keyword.
+
 Every call of one model comes from one thread, the trainer's model thread, one at a time and in
 order, so a model needs no lock; none comes from the event loop.
 """
@@ -26,9 +33,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["DenseModel", "ModelInputs", "TrainStep"]
+__all__ = ["DenseModel", "Jagged", "ModelInputs", "TrainStep"]
 
 F32 = NDArray[np.float32]
+Jagged = tuple[NDArray[np.float32], NDArray[np.int64]]
+"""A sequence variable's batch: ``(values float32[n, dim], offsets int64[batch + 1])``."""
 
 
 @dataclass(frozen=True)
@@ -41,20 +50,27 @@ class ModelInputs:
     """Dense features per example; they follow the embeddings in the input matrix."""
     labels: tuple[str, ...] = ("label",)
     """The label names, one output column each."""
+    sequences: Mapping[str, int] = field(default_factory=dict)
+    """Each sequence variable's embedding width (pooling ``none``): not in the input
+    matrix; its values come as a :data:`Jagged` block of ``sequences``."""
     columns: Mapping[str, tuple[int, int]] = field(init=False)
     """Each variable's ``(start, stop)`` columns in the input matrix."""
 
     def __post_init__(self) -> None:
         if self.dense_features < 0:
             raise ValueError(f"dense_features must be at least 0, got {self.dense_features}")
-        bad = {name: dim for name, dim in self.dims.items() if dim < 1}
+        bad = {name: dim for name, dim in {**self.dims, **self.sequences}.items() if dim < 1}
         if bad:
             raise ValueError(f"embedding widths must be at least 1, got {bad}")
         if not self.labels:
             raise ValueError("a model needs at least one label")
+        both = sorted(set(self.dims) & set(self.sequences))
+        if both:
+            raise ValueError(f"variable {both[0]!r} cannot be both pooled and a sequence")
         bounds = np.cumsum([0, *self.dims.values()])
         columns = {name: (int(bounds[i]), int(bounds[i + 1])) for i, name in enumerate(self.dims)}
         object.__setattr__(self, "dims", dict(self.dims))
+        object.__setattr__(self, "sequences", dict(self.sequences))
         object.__setattr__(self, "columns", columns)
 
     @property
@@ -77,9 +93,10 @@ class TrainStep(ABC):
     """The model's predictions for the batch (probabilities for binary labels), ``[batch]``
     for one label: the trainer's training AUC is computed over them."""
     input_grads: dict[str, F32]
-    """``d(loss)/d(pooled embedding)`` of each variable, ``[batch, dim]`` float32: what the
-    trainer pushes to the ps. The arrays must not change after :meth:`DenseModel.train_step`
-    returns (a push may read them while :meth:`update` runs)."""
+    """``d(loss)/d(pooled embedding)`` of each variable, ``[batch, dim]`` float32 (``[n, dim]``
+    for a sequence variable: one row per value): what the trainer pushes to the ps. The
+    arrays must not change after :meth:`DenseModel.train_step` returns (a push may read them
+    while :meth:`update` runs)."""
 
     @abstractmethod
     def update(self) -> None:
@@ -98,15 +115,18 @@ class DenseModel(ABC):
     """The input layout the model was built for."""
 
     @abstractmethod
-    def train_step(self, inputs: F32, labels: F32) -> TrainStep:
+    def train_step(
+        self, inputs: F32, labels: F32, *, sequences: Mapping[str, Jagged] | None = None
+    ) -> TrainStep:
         """Forward and backward on one batch: its loss for ``labels`` (``[batch]`` for one
         label), predictions, and the gradient with respect to each variable's pooled
         embedding. ``inputs`` is the ``[batch, width]`` matrix of :class:`ModelInputs`; the
         trainer reuses it once the step and its update are done, so keep no reference to it
-        past :meth:`TrainStep.update`."""
+        past :meth:`TrainStep.update`. ``sequences``: each sequence variable's block, given
+        only to a model built with :attr:`ModelInputs.sequences`."""
 
     @abstractmethod
-    def predict(self, inputs: F32) -> F32:
+    def predict(self, inputs: F32, *, sequences: Mapping[str, Jagged] | None = None) -> F32:
         """Predictions for a batch without training (``[batch]`` for one label)."""
 
     @abstractmethod

@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sniper.data import log_loss
-from sniper.models._abc import DenseModel, ModelInputs, TrainStep
+from sniper.models._abc import DenseModel, Jagged, ModelInputs, TrainStep
 from sniper.models._kernels import adam_update
 
 __all__ = ["Backward", "Mlp", "MlpModel", "sigmoid", "start_dense_kernels"]
@@ -239,12 +239,21 @@ class MlpModel(DenseModel):
         lr: float = 0.002,
         seed: int = 0,
     ) -> None:
+        if inputs.sequences:
+            name = next(iter(inputs.sequences))
+            raise ValueError(
+                f"the mlp model takes pooled embeddings only; variable {name!r} has pooling "
+                "'none' (a sequence): pool it (sum, mean or sqrtn) or use a torch model that "
+                "takes sequences"
+            )
         self.inputs = inputs
         self.network = Mlp(inputs.width, tuple(hidden), lr, seed, outputs=len(inputs.labels))
         self._names = list(inputs.columns)
         self._ranges = list(inputs.columns.values())
 
-    def train_step(self, inputs: F32, labels: F32) -> TrainStep:
+    def train_step(
+        self, inputs: F32, labels: F32, *, sequences: Mapping[str, Jagged] | None = None
+    ) -> TrainStep:
         logits, activations = self.network.forward(inputs)
         probs = sigmoid(logits)
         backward = self.network.backward_input(
@@ -252,7 +261,7 @@ class MlpModel(DenseModel):
         )
         return _MlpStep(_log_loss(labels, probs), probs, backward, self._names)
 
-    def predict(self, inputs: F32) -> F32:
+    def predict(self, inputs: F32, *, sequences: Mapping[str, Jagged] | None = None) -> F32:
         logits, _ = self.network.forward(inputs)
         return sigmoid(logits)
 

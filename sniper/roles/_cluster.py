@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sniper.placement import Placement
-from sniper.rpc import LookupTarget, Pooled, PsApi, Signs
+from sniper.rpc import LookupTarget, Pooled, PsApi, Signs, Weights
 
 __all__ = ["PsCluster", "gather"]
 
@@ -128,14 +128,22 @@ class PsCluster:
             if close is not None:
                 close()
 
-    async def feed_sample(self, batch_id: int, variables: Mapping[str, Signs]) -> None:
+    async def feed_sample(
+        self, batch_id: int, variables: Mapping[str, Signs], *, weights: Weights | None = None
+    ) -> None:
         while self._switching is not None:
             await self._switching.wait()
         self._feeding += 1
+        weights = weights or {}
         try:
             await gather(
                 [
-                    _bind(self.members[ps].feed_sample, batch_id, {n: variables[n] for n in names})
+                    _bind(
+                        self.members[ps].feed_sample,
+                        batch_id,
+                        {n: variables[n] for n in names},
+                        **_weights_of(weights, names),
+                    )
                     for ps, names in self._by_owner(list(variables)).items()
                 ]
             )
@@ -170,6 +178,13 @@ class PsCluster:
             ]
         )
         return sum(dropped)
+
+
+def _weights_of(weights: Weights, names: Sequence[str]) -> dict[str, Weights]:
+    """The ``weights`` keyword of a FeedSample of ``names``: none when no bag is weighted, so
+    a ps or client written before weighted bags is called as it was."""
+    mine = {name: weights[name] for name in names if name in weights}
+    return {"weights": mine} if mine else {}
 
 
 def _bind(

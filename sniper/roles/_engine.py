@@ -39,7 +39,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from sniper._config import Validated, check_at_least, check_positive
 from sniper.roles._errors import AlreadyPushedError, UnknownBatchError, UnknownVariableError
-from sniper.rpc import LookupTarget, Pooled
+from sniper.rpc import LookupTarget, PendingFeed, Pooled
 from sniper.scheduler import Scheduler, TaskHandle, TaskKey, wait_all
 from sniper.store import (
     CapacityError,
@@ -192,23 +192,42 @@ class PsEngine:
 
     # -- batches ---------------------------------------------------------------------------------
 
-    def feed(self, batch_id: int, name: str, signs: ArrayLike, offsets: ArrayLike) -> None:
-        """Keep a variable's signs of one batch, split by shard, until it is pushed."""
-        self.feed_many(batch_id, [(name, signs, offsets)])
+    def feed(
+        self,
+        batch_id: int,
+        name: str,
+        signs: ArrayLike,
+        offsets: ArrayLike,
+        weights: ArrayLike | None = None,
+    ) -> None:
+        """Keep a variable's signs of one batch (weighted by ``weights``, if given), split by
+        shard, until it is pushed."""
+        self.feed_many(
+            batch_id, [(name, signs, offsets)], {} if weights is None else {name: weights}
+        )
 
     def feed_many(
-        self, batch_id: int, variables: Iterable[tuple[str, ArrayLike, ArrayLike]]
+        self,
+        batch_id: int,
+        variables: Iterable[tuple[str, ArrayLike, ArrayLike]],
+        weights: Mapping[str, ArrayLike] | None = None,
     ) -> None:
-        """Feed several variables of one batch: all are validated before any is kept."""
-        handles = self._submit_pins(self._keep(batch_id, variables))
+        """Feed several variables of one batch: all are validated before any is kept. A
+        variable named in ``weights`` has weighted bags (one weight per sign)."""
+        handles = self._submit_pins(self._keep(batch_id, variables, weights))
         self._count(pair for handle in handles for pair in handle.result())
 
     def _keep(
-        self, batch_id: int, variables: Iterable[tuple[str, ArrayLike, ArrayLike]]
+        self,
+        batch_id: int,
+        variables: Iterable[tuple[str, ArrayLike, ArrayLike]],
+        weights: Mapping[str, ArrayLike] | None = None,
     ) -> list[_Part]:
         """Validate, split and hold a batch's variables; the parts of the batches held."""
+        weights = weights or {}
         split = [
-            (name, self.table(name).split(signs, offsets)) for name, signs, offsets in variables
+            (name, self.table(name).split(signs, offsets, weights.get(name)))
+            for name, signs, offsets in variables
         ]
         parts: list[_Part] = []
         with self._lock:
@@ -286,14 +305,17 @@ class PsEngine:
         return entry.batch
 
     async def feed_async(
-        self, batch_id: int, variables: Iterable[tuple[str, ArrayLike, ArrayLike]]
+        self,
+        batch_id: int,
+        variables: Iterable[tuple[str, ArrayLike, ArrayLike]],
+        weights: Mapping[str, ArrayLike] | None = None,
     ) -> None:
         """:meth:`feed_many` as scheduler tasks: splitting by shard is kernel work, kept off
         the event loop and keyed by the first variable; then the pins, planned like a lookup."""
         items = list(variables)
         signs = sum(np.size(signs) for _, signs, _ in items)
         key = TaskKey(items[0][0] if items else "__feed__", small=self._small(signs))
-        held = await self.scheduler.run(key, self._keep, batch_id, items)
+        held = await self.scheduler.run(key, self._keep, batch_id, items, weights)
         self._count(pair for task in await wait_all(self._submit_pins(held)) for pair in task)
 
     def batches_of(self, name: str) -> list[tuple[int, ShardedBatch]]:
@@ -303,14 +325,16 @@ class PsEngine:
             self._expire(time.monotonic())
             return [(key[0], entry.batch) for key, entry in self._batches.items() if key[1] == name]
 
-    def adopt(self, name: str, batches: Iterable[tuple[int, ArrayLike, ArrayLike]]) -> int:
+    def adopt(self, name: str, batches: Iterable[PendingFeed]) -> int:
         """Keep batches of ``name`` fed to another ps (a move), except those fed here already:
         a feed here is newer. All are validated before any is kept; returns how many were.
         Their ``batch_ttl`` starts again, and they count against the pending limits without
         being refused by them: they were within the old owner's. They are not pinned: their
         lookups map them, as every lookup did before rows were mapped at feed time."""
         table = self.table(name)
-        split = [(batch_id, table.split(signs, offsets)) for batch_id, signs, offsets in batches]
+        split = [
+            (feed.batch_id, table.split(*feed[1:])) for feed in map(PendingFeed._make, batches)
+        ]
         with self._lock:
             now = time.monotonic()
             kept = 0
@@ -425,8 +449,9 @@ class PsEngine:
         parts = self._parts(batch_id, names)
         if into is not None:
             for part in parts:  # a target that does not fit fails now, before any task
-                into.check_rows(part.batch.batch_size)
-                into.column(part.name, part.table.dim)
+                if part.batch.bags is None:  # an unpooled variable is answered on its own
+                    into.check_rows(part.batch.batch_size)
+                    into.column(part.name, part.table.dim)
         return PendingLookup(self._submit(parts, _lookup_parts, into), self._count, into)
 
     def _count(self, seconds: Iterable[tuple[str, float]]) -> None:
@@ -609,7 +634,8 @@ def _shards(name: str, table: EmbeddingTable, batch: ShardedBatch) -> list[_Part
     return [_Part(name, table, batch, shard, size) for shard, size in enumerate(batch.shard_sizes)]
 
 
-_Done = tuple[str, NDArray[np.float32], float]
+_Done = tuple[str, NDArray[np.float32], float, NDArray[np.int64] | None]
+"""A part's name, pool, share of kernel seconds, and its batch's bag offsets if unpooled."""
 
 
 def _lookup_parts(parts: list[_Part], into: LookupTarget | None = None) -> list[_Done]:
@@ -619,13 +645,13 @@ def _lookup_parts(parts: list[_Part], into: LookupTarget | None = None) -> list[
     pooled = pool_shards([_pool_target(part, into) for part in parts])
     shares = _shares(parts, time.perf_counter() - start)
     done = zip(parts, pooled, shares, strict=True)
-    return [(part.name, block, share) for part, block, share in done]
+    return [(part.name, block, share, part.batch.bags) for part, block, share in done]
 
 
 def _pool_target(part: _Part, into: LookupTarget | None) -> PoolPart:
     """Where a part pools to: its variable's block of ``into`` if it is the variable's only
     shard, else an array of its own, summed with the other shards' when collected."""
-    if into is not None and part.batch.num_shards == 1:
+    if into is not None and part.batch.num_shards == 1 and part.batch.bags is None:
         return (part.table, part.batch, part.shard, into.matrix, into.columns[part.name])
     out = np.empty((part.batch.batch_size, part.table.dim), dtype=np.float32)
     return (part.table, part.batch, part.shard, out, 0)
@@ -664,15 +690,23 @@ def _shared(parts: list[_Part], call: Callable[[], object]) -> list[tuple[str, f
 
 def _collect(tasks: list[list[_Done]], into: LookupTarget | None = None) -> dict[str, Pooled]:
     """Sum each variable's partial pools and kernel times over the tasks that held them (into
-    its block of ``into``, where given: a variable of one shard is there already)."""
+    its block of ``into``, where given: a variable of one shard is there already; an unpooled
+    variable has no block and is answered with its offsets)."""
     partials: dict[str, list[NDArray[np.float32]]] = {}
     seconds: dict[str, float] = {}
+    bags: dict[str, NDArray[np.int64] | None] = {}
     for task in tasks:
-        for name, part, elapsed in task:
+        for name, part, elapsed, offsets in task:
             partials.setdefault(name, []).append(part)
             seconds[name] = seconds.get(name, 0.0) + elapsed
+            bags[name] = offsets
     return {
-        name: Pooled(_summed(name, parts, into), seconds[name]) for name, parts in partials.items()
+        name: Pooled(
+            _summed(name, parts, None if bags[name] is not None else into),
+            seconds[name],
+            bags[name],
+        )
+        for name, parts in partials.items()
     }
 
 
@@ -695,4 +729,7 @@ _PUSHED_REMEMBERED = 1 << 16
 
 
 def _nbytes(batch: ShardedBatch) -> int:
-    return int(batch.signs.nbytes + batch.shard_offsets.nbytes)
+    extras = (batch.weights, batch.scales, batch.bags)
+    return int(batch.signs.nbytes + batch.shard_offsets.nbytes) + sum(
+        int(extra.nbytes) for extra in extras if extra is not None
+    )

@@ -288,7 +288,9 @@ class HubRole:
         while True:
             version = self.cluster.placement.version
             try:
-                await self.cluster.feed_sample(batch_id, batch.sparse)
+                # A weighted bag's weights (``sniper.data.Batch.weights``) go with its signs.
+                weights = getattr(batch, "weights", None) or None
+                await self.cluster.feed_sample(batch_id, batch.sparse, weights=weights)
                 return
             except GRPCError as exc:
                 if exc.status != Status.NOT_FOUND or time.monotonic() > deadline:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -39,13 +39,14 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from numpy.typing import NDArray
 
 from sniper._metrics import Histogram
+from sniper.models import Jagged
 from sniper.roles._batch_id import BatchId
 from sniper.roles._cluster import PsCluster
 from sniper.roles._errors import RPC_ERRORS, TrainingError, describe_error
 from sniper.roles._reading import HubReader, Ticket
-from sniper.rpc import HubApi, LookupTarget
+from sniper.rpc import HubApi, LookupTarget, Pooled
 
-__all__ = ["InputPool", "Pipeline", "Ready"]
+__all__ = ["InputPool", "Pipeline", "Ready", "jagged"]
 
 _WAKE = -1
 """Not a ticket number: a worker that stopped tells the training loop to look again."""
@@ -63,6 +64,8 @@ class Ready:
     """The model's input: each variable's pooled embeddings (the lookup wrote them in place)
     and the dense features."""
     held_out: bool
+    sequences: dict[str, Jagged] = field(default_factory=dict)
+    """Each sequence variable's (pooling ``none``) values and offsets, beside the matrix."""
 
 
 class InputPool:
@@ -93,6 +96,20 @@ class InputPool:
             self._free.append(matrix)
 
 
+def jagged(answers: Mapping[str, Pooled], names: Sequence[str]) -> dict[str, Jagged]:
+    """The sequence variables' ``(values, offsets)`` of a lookup's answers."""
+    blocks = {}
+    for name in names:
+        answer = answers[name]
+        if answer.offsets is None:
+            raise TrainingError(
+                f"variable {name!r} was answered pooled, but the model takes it as a sequence "
+                "(pooling 'none'): the ps holds it with another pooling"
+            )
+        blocks[name] = (answer.pooled, answer.offsets)
+    return blocks
+
+
 async def timed(histogram: Histogram, awaitable: Awaitable[Any]) -> Any:
     """``await awaitable``, its seconds recorded in ``histogram``."""
     start = time.perf_counter()
@@ -105,7 +122,9 @@ class Pipeline:
     """Prefetches batches from ``hubs`` with their embeddings from ``cluster``.
 
     ``columns`` gives each variable's columns in the model's input, ``dense_columns`` the
-    dense features'. ``histograms`` must hold ``ReadSample`` and ``EmbeddingLookup``.
+    dense features'; ``sequences`` names the unpooled variables, looked up in the same
+    EmbeddingLookup and handed over beside the matrix. ``histograms`` must hold
+    ``ReadSample`` and ``EmbeddingLookup``.
     """
 
     def __init__(
@@ -119,10 +138,12 @@ class Pipeline:
         max_staleness: int,
         eval_every: int,
         histograms: Mapping[str, Histogram],
+        sequences: Sequence[str] = (),
     ) -> None:
         self.hubs = list(hubs)
         self.cluster = cluster
         self.variables = list(columns)
+        self.sequences = list(sequences)
         self._starts = {name: start for name, (start, _) in columns.items()}
         self._dense_columns = dense_columns
         self._prefetch = prefetch
@@ -314,11 +335,11 @@ class Pipeline:
         await self._fresh_enough(ticket.number)
         inputs = self._input_matrix(ticket, sample.labels, sample.dense)
         try:
-            await timed(
+            answers = await timed(
                 self._lookups,
                 self.cluster.embedding_lookup(
                     sample.batch_id,
-                    self.variables,
+                    self.variables + self.sequences,
                     release=held_out,
                     into=LookupTarget(inputs, self._starts),
                 ),
@@ -327,7 +348,9 @@ class Pipeline:
             raise TrainingError(
                 f"EmbeddingLookup of batch {sample.batch_id} failed: {describe_error(exc)}"
             ) from exc
-        return Ready(sample.batch_id, sample.labels, inputs, held_out)
+        return Ready(
+            sample.batch_id, sample.labels, inputs, held_out, jagged(answers, self.sequences)
+        )
 
     def _input_matrix(
         self, ticket: Ticket, labels: NDArray[np.float32], dense: NDArray[np.float32]

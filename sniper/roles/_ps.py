@@ -50,11 +50,13 @@ from sniper.rpc import (
     LatencySummary,
     LookupTarget,
     MovedVariable,
+    PendingFeed,
     Pooled,
     PsStats,
     Signs,
     VariableConfig,
     VariableStats,
+    Weights,
 )
 from sniper.scheduler import Scheduler, scheduler_names
 from sniper.store import (
@@ -254,10 +256,14 @@ class PsRole:
 
     # -- the training step ----------------------------------------------------------------------
 
-    async def feed_sample(self, batch_id: int, variables: Mapping[str, Signs]) -> None:
+    async def feed_sample(
+        self, batch_id: int, variables: Mapping[str, Signs], *, weights: Weights | None = None
+    ) -> None:
         with self.call("FeedSample"):
             await self.engine.feed_async(
-                batch_id, [(name, signs, offsets) for name, (signs, offsets) in variables.items()]
+                batch_id,
+                [(name, signs, offsets) for name, (signs, offsets) in variables.items()],
+                weights,
             )
 
     async def embedding_lookup(
@@ -402,7 +408,8 @@ class PsRole:
                     raise UnknownVariableError(f"unknown variable {name!r}")
                 rows = await self.engine.run_exclusive(self.engine.table(name).export)
                 pending = tuple(
-                    (batch_id, *batch.unsplit()) for batch_id, batch in self.engine.batches_of(name)
+                    PendingFeed(batch_id, *batch.unsplit())
+                    for batch_id, batch in self.engine.batches_of(name)
                 )
                 return MovedVariable(
                     config, rows.signs, rows.weights, rows.state, rows.steps, pending
@@ -417,8 +424,8 @@ class PsRole:
                 data = TableExport(moved.signs, moved.weights, moved.state, moved.steps)
                 (table,) = self._fresh_tables([(moved.config, data)], "move")
                 table.check_import(data)
-                for _, signs, offsets in moved.pending:
-                    table.split(signs, offsets)  # validates; the engine splits them again
+                for feed in moved.pending:
+                    table.split(*feed[1:])  # validates; the engine splits them again
                 await self.engine.run_exclusive(table.import_, data)
                 name = moved.config.name
                 self.engine.put_variable(name, table)

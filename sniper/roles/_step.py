@@ -20,10 +20,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sniper._metrics import Histogram
-from sniper.models import DenseModel, TrainStep
+from sniper.models import DenseModel, Jagged, TrainStep
 from sniper.roles._cluster import PsCluster
 from sniper.roles._errors import RPC_ERRORS, TrainingError, describe_error
-from sniper.roles._pipeline import timed
+from sniper.roles._pipeline import jagged, timed
 from sniper.roles._scores import Scores
 from sniper.rpc import Pooled
 from sniper.scheduler import Scheduler, TaskHandle, open_scheduler
@@ -40,12 +40,15 @@ class Predictor:
     """Predictions from pooled embeddings and dense features, with a dense model.
 
     The model's input is ``[pooled embedding of each of variables ‖ dense features]``: the
-    trainer and ``sniper eval`` build it the same way, here.
+    trainer and ``sniper eval`` build it the same way, here. The model's sequence variables
+    (:attr:`~sniper.models.ModelInputs.sequences`) are left out of ``variables`` and of the
+    matrix, and handed to it as jagged blocks.
     """
 
     def __init__(self, model: DenseModel, variables: Sequence[str]) -> None:
         self.model = model
-        self.variables = list(variables)
+        self.sequences = list(model.inputs.sequences)
+        self.variables = [name for name in variables if name not in model.inputs.sequences]
 
     def model_input(self, pooled: Mapping[str, Pooled], dense: F32) -> F32:
         """``[pooled embedding of each variable ‖ dense features]``, one row per example."""
@@ -54,7 +57,10 @@ class Predictor:
 
     def __call__(self, pooled: Mapping[str, Pooled], dense: F32) -> F32:
         """Predictions for a batch (no training)."""
-        return self.model.predict(self.model_input(pooled, dense))
+        inputs = self.model_input(pooled, dense)
+        if not self.sequences:
+            return self.model.predict(inputs)
+        return self.model.predict(inputs, sequences=jagged(pooled, self.sequences))
 
 
 class DenseStep:
@@ -96,9 +102,11 @@ class DenseStep:
         labels: F32,
         scores: Scores,
         pushed: Callable[[], None],
+        sequences: Mapping[str, Jagged] | None = None,
     ) -> float:
         """Train on one batch; its loss. ``pushed()`` is called once its gradients are on the
-        ps.
+        ps. ``sequences``: the model's sequence variables' blocks (their gradients are
+        pushed with the others).
 
         The model's step computes the input gradients; they are pushed while the model's update
         runs on its thread, and ``pushed`` runs as soon as they are on the ps, so the next
@@ -111,7 +119,7 @@ class DenseStep:
         its 0.5 ms to every criteo batch's critical path (CHANGELOG.md, 2026-11-27).
         """
         start = time.perf_counter()
-        step = self._on_thread(_forward_backward, self.model, inputs, labels, scores)
+        step = self._on_thread(_forward_backward, self.model, inputs, labels, scores, sequences)
         update = self._on_thread(_update_after, step)
         try:
             done = await step.wait()
@@ -135,9 +143,11 @@ class DenseStep:
             raise failures[0]
         return done.loss
 
-    async def score(self, inputs: F32) -> F32:
+    async def score(self, inputs: F32, sequences: Mapping[str, Jagged] | None = None) -> F32:
         """The model's predictions for a held-out batch, on the model's thread."""
-        return await self._on_thread(self.model.predict, inputs).wait()
+        if not sequences:
+            return await self._on_thread(self.model.predict, inputs).wait()
+        return await self._on_thread(_predict, self.model, inputs, sequences).wait()
 
     async def _push(self, batch_id: int, grads: dict[str, F32]) -> None:
         try:
@@ -148,11 +158,25 @@ class DenseStep:
             ) from exc
 
 
-def _forward_backward(model: DenseModel, inputs: F32, labels: F32, scores: Scores) -> TrainStep:
-    """The model's step on one batch (on the model's thread), counted in the training AUCs."""
-    step = model.train_step(inputs, labels)
+def _forward_backward(
+    model: DenseModel,
+    inputs: F32,
+    labels: F32,
+    scores: Scores,
+    sequences: Mapping[str, Jagged] | None = None,
+) -> TrainStep:
+    """The model's step on one batch (on the model's thread), counted in the training AUCs.
+    A model without sequence variables is called as it always was."""
+    if sequences:
+        step = model.train_step(inputs, labels, sequences=sequences)
+    else:
+        step = model.train_step(inputs, labels)
     scores.add_train(labels, step.predictions)
     return step
+
+
+def _predict(model: DenseModel, inputs: F32, sequences: Mapping[str, Jagged]) -> F32:
+    return model.predict(inputs, sequences=sequences)
 
 
 def _update_after(step: TaskHandle[TrainStep]) -> float:

@@ -73,10 +73,11 @@ and each hub's position (:attr:`Trainer.positions`)."""
 class Trainer:
     """Runs the pipeline over ``hubs`` and the ps ``cluster`` until the data ends.
 
-    ``dims`` gives every variable's embedding width, in the order of the model's input, and
-    ``labels`` the data's label names; ``model`` is the dense model to train (default: the
-    numpy MLP of ``config``), built for ``dims``, ``dense_features`` and ``labels`` by
-    ``model_config`` (recorded in checkpoints; None: not
+    ``dims`` gives every pooled variable's embedding width, in the order of the model's
+    input, ``sequences`` every unpooled one's (pooling ``none``: looked up beside the input
+    matrix and handed to the model as jagged blocks) and ``labels`` the data's label names;
+    ``model`` is the dense model to train (default: the numpy MLP of ``config``), built for
+    them and ``dense_features`` by ``model_config`` (recorded in checkpoints; None: not
     recorded, for a model built by other means).
     """
 
@@ -93,18 +94,21 @@ class Trainer:
         model: DenseModel | None = None,
         model_config: ModelConfig | None = None,
         labels: Sequence[str] = ("label",),
+        *,
+        sequences: Mapping[str, int] | None = None,
     ) -> None:
         if not hubs:
             raise ValueError("the trainer needs at least one hub")
-        inputs = ModelInputs(dims, dense_features, tuple(labels))
+        inputs = ModelInputs(dims, dense_features, tuple(labels), sequences=sequences or {})
         if model is None:
             model_config = ModelConfig(params={"hidden": list(config.hidden)}, lr=config.lr)
             model = model_config.open(inputs, seed=config.seed)
         elif _layout(model.inputs) != _layout(inputs):
             built, data = _layout(model.inputs), _layout(inputs)
             raise ValueError(
-                f"the model was built for {built[0]}, {built[1]} dense features and labels "
-                f"{built[2]}; the data has {data[0]}, {data[1]} and {data[2]}"
+                f"the model was built for {built[0]}, {built[1]} dense features, labels "
+                f"{built[2]} and sequences {built[3]}; the data has {data[0]}, {data[1]}, "
+                f"{data[2]} and {data[3]}"
             )
         self.hubs = list(hubs)
         self.cluster = cluster
@@ -121,6 +125,7 @@ class Trainer:
             cluster,
             inputs.columns,
             (inputs.embedding_width, inputs.width),
+            sequences=list(inputs.sequences),
             prefetch=config.prefetch,
             max_staleness=config.max_staleness,
             eval_every=config.eval_every,
@@ -263,6 +268,7 @@ class Trainer:
             ready.labels,
             self._scores,
             lambda: self.pipeline.settle(ticket),
+            ready.sequences,
         )
         self.pipeline.inputs.give(ready.inputs)
         report.steps += 1
@@ -274,7 +280,7 @@ class Trainer:
             window.clear()
 
     async def _evaluate(self, ready: Ready, report: TrainReport) -> None:
-        probs = await self._step.score(ready.inputs)
+        probs = await self._step.score(ready.inputs, ready.sequences)
         self.pipeline.inputs.give(ready.inputs)
         with self._live_lock:
             self._scores.add_held_out(ready.labels, probs)
@@ -384,9 +390,11 @@ def checkpoint_report(state: dict[str, Any], labels: Sequence[str] = ("label",))
     return report
 
 
-def _layout(inputs: ModelInputs) -> tuple[dict[str, int], int, tuple[str, ...]]:
-    """What a model is built for: the widths, the dense features and the labels."""
-    return dict(inputs.dims), inputs.dense_features, inputs.labels
+def _layout(
+    inputs: ModelInputs,
+) -> tuple[dict[str, int], int, tuple[str, ...], dict[str, int]]:
+    """What a model is built for: the widths, the dense features, the labels, the sequences."""
+    return dict(inputs.dims), inputs.dense_features, inputs.labels, dict(inputs.sequences)
 
 
 def _restore(report: TrainReport, state: dict[str, Any], labels: Sequence[str]) -> Scores:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from sniper.rpc import VariableConfig
 from sniper.store import (
+    BAG_POOLINGS,
     DEFAULT_INITIALIZER,
     Admission,
     EmbeddingTable,
@@ -85,6 +86,10 @@ def table_from_config(
         raise ValueError(f"dim must be in [1, {MAX_DIM}], got {config.dim}")
     if config.capacity < 1:
         raise ValueError(f"capacity must be at least 1, got {config.capacity}")
+    if config.pooling not in BAG_POOLINGS:
+        raise ValueError(
+            f"pooling must be one of {', '.join(BAG_POOLINGS)}, got {config.pooling!r}"
+        )
     optimizer = _optimizer(config)
     admission = _admission(config)
     shards = config.shards or 1
@@ -108,4 +113,5 @@ def table_from_config(
         seed=config.seed,
         lock=lock,
         pooling=pooling,
+        bag_pooling=config.pooling,
     )

@@ -22,10 +22,12 @@ from sniper.rpc._api import Checkpointed as Checkpointed
 from sniper.rpc._api import HubApi as HubApi
 from sniper.rpc._api import LookupTarget as LookupTarget
 from sniper.rpc._api import MovedVariable as MovedVariable
+from sniper.rpc._api import PendingFeed as PendingFeed
 from sniper.rpc._api import Pooled as Pooled
 from sniper.rpc._api import PsApi as PsApi
 from sniper.rpc._api import Sample as Sample
 from sniper.rpc._api import Signs as Signs
+from sniper.rpc._api import Weights as Weights
 from sniper.rpc._client import HubClient as HubClient
 from sniper.rpc._client import PsClient as PsClient
 from sniper.rpc._codec import SniperCodec as SniperCodec
@@ -57,6 +59,7 @@ from sniper.rpc._tensor import decode as decode_tensor
 from sniper.rpc._tensor import decode_floats as decode_floats
 from sniper.rpc._tensor import encode as encode
 from sniper.rpc._tensor import encode as encode_tensor
+from sniper.rpc._tensor import present as tensor_present
 from sniper.rpc._variable import VariableConfig as VariableConfig
 from sniper.rpc._variable import config_from_message as config_from_message
 from sniper.rpc._variable import config_to_message as config_to_message
@@ -83,6 +86,7 @@ __all__ = [
     "LookupTarget",
     "MovedVariable",
     "PeerError",
+    "PendingFeed",
     "Placement",
     "Pooled",
     "PsApi",
@@ -99,6 +103,7 @@ __all__ = [
     "VariableGradientView",
     "VariableSignsView",
     "VariableStats",
+    "Weights",
     "check_wire_dtype",
     "config_from_message",
     "config_to_message",
@@ -116,4 +121,5 @@ __all__ = [
     "placement_to_message",
     "stats_from_message",
     "stats_to_message",
+    "tensor_present",
 ]

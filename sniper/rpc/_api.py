@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -35,14 +35,20 @@ __all__ = [
     "HubApi",
     "LookupTarget",
     "MovedVariable",
+    "PendingFeed",
     "Pooled",
     "PsApi",
     "Sample",
     "Signs",
+    "Weights",
 ]
 
 Signs = tuple[NDArray[np.uint64], NDArray[np.int64]]
 """One variable's signs of a batch and the ``batch + 1`` offsets that split them by example."""
+
+Weights = Mapping[str, NDArray[np.float32]]
+"""The per-sign weights (float32 ``[n]``, in the order of the signs) of the variables of a
+batch whose bags are weighted; a variable left out has every weight 1."""
 
 
 @dataclass(frozen=True)
@@ -50,10 +56,15 @@ class Pooled:
     """One variable's answer to EmbeddingLookup."""
 
     pooled: NDArray[np.float32]
-    """``[batch, dim]`` sum of each example's rows."""
+    """``[batch, dim]`` pool of each example's rows, as the variable's pooling says; for
+    pooling ``none``, ``[values, dim]``: every value's row, example ``b``'s at
+    ``pooled[offsets[b]:offsets[b + 1]]``."""
     kernel_seconds: float
     """Seconds the store kernels spent on this variable, summed over its shards: the load a
     variable puts on its ps (the seeds' ``time_spends``), whatever the other tasks did."""
+    offsets: NDArray[np.int64] | None = None
+    """Pooling ``none`` only: ``[batch + 1]`` offsets of each example's values in
+    :attr:`pooled` (None for a pooled variable)."""
 
 
 @dataclass(frozen=True)
@@ -134,6 +145,16 @@ class Checkpointed:
     records it, so a ps's part can live on the ps's own disk and still be verified."""
 
 
+class PendingFeed(NamedTuple):
+    """A batch fed to a ps and not yet pushed, as it moves with its variable."""
+
+    batch_id: int
+    signs: NDArray[np.uint64]
+    offsets: NDArray[np.int64]
+    weights: NDArray[np.float32] | None = None
+    """Its signs' weights, if the batch was fed weighted."""
+
+
 @dataclass(frozen=True)
 class MovedVariable:
     """A variable on its way from one ps to another (ExportVariable, then ImportVariable).
@@ -151,8 +172,12 @@ class MovedVariable:
     """``[rows, slots, dim]`` the optimizer's per-row state."""
     steps: NDArray[np.int32]
     """``[rows]`` optimizer steps (Adam), or empty."""
-    pending: tuple[tuple[int, NDArray[np.uint64], NDArray[np.int64]], ...]
-    """``(batch id, signs, offsets)`` of each batch fed and not yet pushed."""
+    pending: tuple[PendingFeed, ...]
+    """Each batch fed and not yet pushed (a plain ``(batch id, signs, offsets)`` tuple is
+    taken as an unweighted one)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "pending", tuple(PendingFeed(*p) for p in self.pending))
 
 
 class PsApi(Protocol):
@@ -162,8 +187,11 @@ class PsApi(Protocol):
         """Create a variable; False if it already existed with this configuration."""
         ...
 
-    async def feed_sample(self, batch_id: int, variables: Mapping[str, Signs]) -> None:
-        """Keep each variable's signs of the batch until it is pushed or released."""
+    async def feed_sample(
+        self, batch_id: int, variables: Mapping[str, Signs], *, weights: Weights | None = None
+    ) -> None:
+        """Keep each variable's signs of the batch until it is pushed or released; a
+        variable in ``weights`` has weighted bags."""
         ...
 
     async def embedding_lookup(
@@ -176,11 +204,13 @@ class PsApi(Protocol):
     ) -> dict[str, Pooled]:
         """Pooled embeddings of a fed batch; ``release`` frees it (an evaluation batch).
         With ``into``, each answer is written into its block of ``into.matrix`` and the
-        returned arrays are those blocks."""
+        returned arrays are those blocks (except an unpooled variable's, which has no block:
+        it is answered as an array of its own, with its offsets)."""
         ...
 
     async def push_grad(self, batch_id: int, grads: Mapping[str, NDArray[np.float32]]) -> int:
-        """Apply gradients and free the batch; returns how many were dropped as non-finite."""
+        """Apply gradients (``[batch, dim]``; ``[values, dim]`` for pooling ``none``) and
+        free the batch; returns how many were dropped as non-finite."""
         ...
 
     async def pull(self, name: str, signs: NDArray[np.uint64]) -> NDArray[np.float32]:

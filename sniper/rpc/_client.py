@@ -26,7 +26,15 @@ from grpclib.exceptions import GRPCError
 from numpy.typing import NDArray
 
 from sniper.placement import Placement
-from sniper.rpc._api import Checkpointed, LookupTarget, MovedVariable, Pooled, Sample, Signs
+from sniper.rpc._api import (
+    Checkpointed,
+    LookupTarget,
+    MovedVariable,
+    Pooled,
+    Sample,
+    Signs,
+    Weights,
+)
 from sniper.rpc._generated.sniper.v1 import (
     AckSampleRequest,
     DropVariableRequest,
@@ -159,13 +167,16 @@ class PsClient:
         response = await self._retry(lambda: self.stub.create_variable(request))
         return response.created
 
-    async def feed_sample(self, batch_id: int, variables: Mapping[str, Signs]) -> None:
+    async def feed_sample(
+        self, batch_id: int, variables: Mapping[str, Signs], *, weights: Weights | None = None
+    ) -> None:
         request = feed_sample_wire(
             batch_id,
             [
                 (name, wire_array(signs), wire_array(offsets))
                 for name, (signs, offsets) in variables.items()
             ],
+            {name: wire_array(w) for name, w in (weights or {}).items() if name in variables},
         )
         await self._retry(lambda: self._feed(request, timeout=self.timeout))
 
@@ -187,13 +198,17 @@ class PsClient:
         items = await (self._call(call) if release else self._retry(call))
         if items and items[0][1] is not None:
             self._answered = items[0][1].dtype or "float32"
-        decoded = (
-            (name, decode_floats(pooled, name, 2), seconds) for name, pooled, seconds in items
-        )
-        return {
-            name: Pooled(pooled if into is None else into.place(name, pooled), seconds)
-            for name, pooled, seconds in decoded
-        }
+        answers = {}
+        for name, pooled_tensor, seconds, offsets_tensor in items:
+            pooled = decode_floats(pooled_tensor, name, 2)
+            if offsets_tensor is not None:  # unpooled: no block of ``into`` holds it
+                offsets = decode(offsets_tensor, f"{name} offsets", "int64", 1)
+                answers[name] = Pooled(pooled, seconds, offsets)
+            else:
+                answers[name] = Pooled(
+                    pooled if into is None else into.place(name, pooled), seconds
+                )
+        return answers
 
     async def push_grad(self, batch_id: int, grads: Mapping[str, NDArray[np.float32]]) -> int:
         """Apply gradients; returns how many the ps dropped as non-finite. Never retried."""

@@ -6,9 +6,9 @@ client does the opposite. One pair of functions, so both ends agree on every fie
 
 from __future__ import annotations
 
-from sniper.rpc._api import MovedVariable
+from sniper.rpc._api import MovedVariable, PendingFeed
 from sniper.rpc._generated.sniper.v1 import PendingBatch, VariableData
-from sniper.rpc._tensor import decode, encode
+from sniper.rpc._tensor import decode, encode, present
 from sniper.rpc._variable import config_from_message, config_to_message
 
 __all__ = ["moved_from_message", "moved_to_message"]
@@ -23,8 +23,13 @@ def moved_to_message(moved: MovedVariable) -> VariableData:
         state=encode(moved.state),
         steps=encode(moved.steps),
         pending=[
-            PendingBatch(batch_id=batch_id, signs=encode(signs), offsets=encode(offsets))
-            for batch_id, signs, offsets in moved.pending
+            PendingBatch(
+                batch_id=p.batch_id,
+                signs=encode(p.signs),
+                offsets=encode(p.offsets),
+                weights=encode(p.weights) if p.weights is not None else None,  # type: ignore[arg-type]
+            )
+            for p in moved.pending
         ],
     )
 
@@ -40,10 +45,13 @@ def moved_from_message(message: VariableData) -> MovedVariable:
         state=decode(message.state, "state", "float32", 3),
         steps=decode(message.steps, "steps", "int32", 1),
         pending=tuple(
-            (
+            PendingFeed(
                 p.batch_id,
                 decode(p.signs, f"pending[{i}].signs", "uint64", 1),
                 decode(p.offsets, f"pending[{i}].offsets", "int64", 1),
+                decode(p.weights, f"pending[{i}].weights", "float32", 1)
+                if present(p.weights)
+                else None,
             )
             for i, p in enumerate(message.pending)
         ),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+import betterproto
 import numpy as np
 from numpy.typing import NDArray
 
@@ -26,6 +27,7 @@ __all__ = [
     "decode_floats",
     "encode",
     "narrow",
+    "present",
     "wire_array",
 ]
 
@@ -44,6 +46,14 @@ pass each way (:mod:`sniper.rpc._halves`)."""
 
 class TensorError(ValueError):
     """A tensor field is missing or inconsistent; the message names the field."""
+
+
+def present(tensor: Tensor | RawTensor | None) -> bool:
+    """Whether an optional Tensor field was sent: a parsed view is; betterproto gives an
+    unset message field a default instance, which is present only if set or received."""
+    if tensor is None:
+        return False
+    return not isinstance(tensor, Tensor) or betterproto.serialized_on_wire(tensor)
 
 
 def wire_array(array: NDArray[Any]) -> NDArray[Any]:

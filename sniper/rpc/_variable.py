@@ -61,6 +61,12 @@ class VariableConfig:
     """Rows of that sketch (0: 4)."""
     seed: int = 0
     """A new row's values are a function of ``(seed, sign)`` only."""
+    pooling: str = "sum"
+    """How a lookup combines an example's rows (``sniper.store.BAG_POOLINGS``): ``sum``,
+    ``mean`` (divided by the bag's weight sum), ``sqrtn`` (by the root of its squared
+    weights' sum) or ``none`` (every value's row, unpooled: a sequence feature). The wire
+    and a manifest write ``sum`` as no value at all, so configurations written before this
+    field existed read as ``sum``."""
 
     def __post_init__(self) -> None:
         # The config is kept by the ps it is handed to (in process, by reference): a copy of
@@ -97,12 +103,14 @@ def config_to_message(config: VariableConfig) -> CreateVariableRequest:
         ),
         eviction=config.eviction,
         seed=config.seed,
+        pooling="" if config.pooling == "sum" else config.pooling,
     )
 
 
 def config_from_message(message: CreateVariableRequest) -> VariableConfig:
     """The configuration a CreateVariable message carries; the wire's unset fields take their
-    documented meaning (no initializer: the default one; 0 shards: 1; no eviction: ``lru``)."""
+    documented meaning (no initializer: the default one; 0 shards: 1; no eviction: ``lru``;
+    no pooling: ``sum``)."""
     optimizer, initializer, admission = message.optimizer, message.initializer, message.admission
     return VariableConfig(
         message.name,
@@ -119,4 +127,5 @@ def config_from_message(message: CreateVariableRequest) -> VariableConfig:
         admission_sketch_width=admission.sketch_width if admission is not None else 0,
         admission_sketch_depth=admission.sketch_depth if admission is not None else 0,
         seed=message.seed,
+        pooling=message.pooling or "sum",
     )

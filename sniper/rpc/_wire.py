@@ -21,7 +21,7 @@ fields are skipped, as proto3 requires.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
 
@@ -36,7 +36,7 @@ from sniper.rpc._generated.sniper.v1 import (
     VariableGradient,
     VariableSigns,
 )
-from sniper.rpc._tensor import narrow
+from sniper.rpc._tensor import narrow, present
 
 __all__ = [
     "DECODERS",
@@ -205,6 +205,7 @@ class VariableSignsView:
     name: str
     signs: RawTensor | None
     offsets: RawTensor | None
+    weights: RawTensor | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +219,12 @@ class FeedSampleView:
         return FeedSampleRequest(
             batch_id=self.batch_id,
             variables=[
-                VariableSigns(name=v.name, signs=_message(v.signs), offsets=_message(v.offsets))
+                VariableSigns(
+                    name=v.name,
+                    signs=_message(v.signs),
+                    offsets=_message(v.offsets),
+                    weights=_message(v.weights),
+                )
                 for v in self.variables
             ],
         )
@@ -246,8 +252,10 @@ class PushGradView:
 
 def decode_feed_sample(data: Buffer) -> FeedSampleView:
     def variable(buf: memoryview) -> VariableSignsView:
-        parts = _named_tensors(buf, {2: "signs", 3: "offsets"})
-        return VariableSignsView(parts["name"], parts.get("signs"), parts.get("offsets"))
+        parts = _named_tensors(buf, {2: "signs", 3: "offsets", 4: "weights"})
+        return VariableSignsView(
+            parts["name"], parts.get("signs"), parts.get("offsets"), parts.get("weights")
+        )
 
     return FeedSampleView(*_batch_message(data, variable))
 
@@ -268,17 +276,25 @@ class LookupArrays:
     """
 
 
-LookupItem = tuple[str, RawTensor | None, float]
+LookupItem = tuple[str, RawTensor | None, float, RawTensor | None]
 
 
 def decode_lookup_items(data: Buffer) -> list[LookupItem]:
-    """``(name, pooled tensor or None, kernel seconds)`` of each embedding in the answer."""
+    """``(name, pooled tensor or None, kernel seconds, offsets tensor or None)`` of each
+    embedding in the answer (offsets: an unpooled variable's)."""
     items = []
     for number, wire_type, value in _fields(memoryview(data)):
         if number == 1:
             _expect(wire_type, LEN, "embeddings")
-            parts = _named_tensors(value, {2: "pooled"}, double_field=3)
-            items.append((parts["name"], parts.get("pooled"), parts.get("double", 0.0)))
+            parts = _named_tensors(value, {2: "pooled", 4: "offsets"}, double_field=3)
+            items.append(
+                (
+                    parts["name"],
+                    parts.get("pooled"),
+                    parts.get("double", 0.0),
+                    parts.get("offsets"),
+                )
+            )
     return items
 
 
@@ -289,8 +305,9 @@ def decode_lookup_response(data: Buffer) -> EmbeddingLookupResponse:
                 name=name,
                 pooled=_message(pooled),
                 kernel_seconds=seconds,
+                offsets=_message(offsets),
             )
-            for name, pooled, seconds in decode_lookup_items(data)
+            for name, pooled, seconds, offsets in decode_lookup_items(data)
         ]
     )
 
@@ -334,11 +351,19 @@ def _tensor_parts(tensor: Tensor | None) -> list[Buffer]:
 
 
 def _pooled_parts(
-    name: str, dtype: str, shape: Sequence[int], data: Buffer, seconds: float
+    name: str,
+    dtype: str,
+    shape: Sequence[int],
+    data: Buffer,
+    seconds: float,
+    offsets: list[Buffer] | None = None,
 ) -> list[Buffer]:
+    """A PooledEmbedding; ``offsets``: an unpooled variable's, as Tensor fields."""
     inner = [*_text_field(1, name), *_len_field(2, _tensor_fields(dtype, shape, data))]
     if seconds:
         inner += [_put_varint(3 << 3 | I64), _DOUBLE.pack(seconds)]
+    if offsets is not None:
+        inner += _len_field(4, offsets)
     return _len_field(1, inner)
 
 
@@ -348,7 +373,10 @@ def encode_lookup_response(message: EmbeddingLookupResponse) -> bytes:
     parts: list[Buffer] = []
     for e in message.embeddings:
         pooled = e.pooled or Tensor()
-        parts += _pooled_parts(e.name, pooled.dtype, pooled.shape, pooled.data, e.kernel_seconds)
+        offsets = _tensor_parts(e.offsets) if present(e.offsets) else None
+        parts += _pooled_parts(
+            e.name, pooled.dtype, pooled.shape, pooled.data, e.kernel_seconds, offsets
+        )
     return b"".join(parts)
 
 
@@ -371,14 +399,18 @@ class EncodedLookupResponse(EmbeddingLookupResponse):
 
 
 def lookup_response(
-    items: Sequence[tuple[str, np.ndarray, float]], dtype: str = "float32"
+    items: Sequence[tuple[str, np.ndarray, float] | tuple[str, np.ndarray, float, Any]],
+    dtype: str = "float32",
 ) -> EncodedLookupResponse:
-    """Encode ``(name, pooled float32 array, kernel seconds)`` items without betterproto, the
-    arrays as ``dtype`` (see :func:`sniper.rpc._tensor.narrow`)."""
+    """Encode ``(name, pooled float32 array, kernel seconds[, offsets])`` items without
+    betterproto, the arrays as ``dtype`` (see :func:`sniper.rpc._tensor.narrow`); an item's
+    int64 ``offsets`` (an unpooled variable's; None: a pooled one) go as they are."""
     parts: list[Buffer] = []
-    for name, pooled, seconds in items:
+    for name, pooled, seconds, *rest in items:
         array = narrow(pooled, dtype)
-        parts += _pooled_parts(name, dtype, array.shape, _byte_view(array), seconds)
+        offsets = rest[0] if rest else None
+        fields = None if offsets is None else _array_fields(np.ascontiguousarray(offsets))
+        parts += _pooled_parts(name, dtype, array.shape, _byte_view(array), seconds, fields)
     return EncodedLookupResponse(b"".join(parts))
 
 
@@ -397,6 +429,7 @@ def encode_feed_sample(message: FeedSampleRequest) -> bytes:
                 *_text_field(1, v.name),
                 *_len_field(2, _tensor_parts(v.signs)),
                 *_len_field(3, _tensor_parts(v.offsets)),
+                *(_len_field(4, _tensor_parts(v.weights)) if present(v.weights) else []),
             ]
             for v in message.variables
         ],
@@ -433,21 +466,26 @@ def _array_fields(array: np.ndarray) -> list[Buffer]:
     return _tensor_fields(array.dtype.name, array.shape, _byte_view(array))
 
 
-def feed_sample_wire(batch_id: int, items: Sequence[tuple[str, np.ndarray, np.ndarray]]) -> Encoded:
-    """A FeedSampleRequest of ``(name, signs, offsets)``; arrays as from ``wire_array``."""
-    return Encoded(
-        _batch_bytes(
-            batch_id,
-            [
-                [
-                    *_text_field(1, name),
-                    *_len_field(2, _array_fields(signs)),
-                    *_len_field(3, _array_fields(offsets)),
-                ]
-                for name, signs, offsets in items
-            ],
-        )
-    )
+def feed_sample_wire(
+    batch_id: int,
+    items: Sequence[tuple[str, np.ndarray, np.ndarray]],
+    weights: Mapping[str, np.ndarray] | None = None,
+) -> Encoded:
+    """A FeedSampleRequest of ``(name, signs, offsets)``, with the ``weights`` of the variables
+    named there; arrays as from ``wire_array``."""
+    weights = weights or {}
+
+    def fields(name: str, signs: np.ndarray, offsets: np.ndarray) -> list[Buffer]:
+        parts = [
+            *_text_field(1, name),
+            *_len_field(2, _array_fields(signs)),
+            *_len_field(3, _array_fields(offsets)),
+        ]
+        if name in weights:
+            parts += _len_field(4, _array_fields(weights[name]))
+        return parts
+
+    return Encoded(_batch_bytes(batch_id, [fields(*item) for item in items]))
 
 
 def push_grad_wire(

@@ -41,10 +41,12 @@ from sniper.store._optimizers import Adam as Adam
 from sniper.store._optimizers import Ftrl as Ftrl
 from sniper.store._optimizers import Optimizer as Optimizer
 from sniper.store._optimizers import make_optimizer as make_optimizer
+from sniper.store._table import BAG_POOLINGS as BAG_POOLINGS
 from sniper.store._table import EVICTION_POLICIES as EVICTION_POLICIES
 from sniper.store._table import LOCK_MODES as LOCK_MODES
 from sniper.store._table import POOLINGS as POOLINGS
 from sniper.store._table import Admission as Admission
+from sniper.store._table import BagPooling as BagPooling
 from sniper.store._table import CapacityError as CapacityError
 from sniper.store._table import EmbeddingTable as EmbeddingTable
 from sniper.store._table import LockMode as LockMode
@@ -52,6 +54,7 @@ from sniper.store._table import Pooling as Pooling
 from sniper.store._warm import load_kernels as load_kernels
 
 __all__ = [
+    "BAG_POOLINGS",
     "DEFAULT_INITIALIZER",
     "EVICTION_POLICIES",
     "FLOAT32_MAX",
@@ -65,6 +68,7 @@ __all__ = [
     "Adagrad",
     "Adam",
     "Admission",
+    "BagPooling",
     "CapacityError",
     "EmbeddingStore",
     "EmbeddingTable",

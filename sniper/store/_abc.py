@@ -99,17 +99,39 @@ class ShardedBatch:
     __slots__ = (
         "_offsets_at",
         "_views",
+        "bags",
         "batch_size",
         "num_shards",
         "row_cache",
+        "scales",
         "shard_offsets",
         "shard_sizes",
         "signs",
+        "weights",
     )
 
-    def __init__(self, signs: NDArray[np.uint64], shard_offsets: NDArray[np.int64]) -> None:
+    def __init__(
+        self,
+        signs: NDArray[np.uint64],
+        shard_offsets: NDArray[np.int64],
+        *,
+        weights: NDArray[np.float32] | None = None,
+        scales: NDArray[np.float32] | None = None,
+        bags: NDArray[np.int64] | None = None,
+    ) -> None:
         self.signs = signs
         self.shard_offsets = shard_offsets
+        self.weights = weights
+        """Each sign's weight as fed (a weighted bag), in the order of :attr:`signs`; None:
+        unweighted. Kept to move the batch (:meth:`unsplit`); the kernels read :attr:`scales`."""
+        self.scales = scales
+        """Each sign's factor in its pool, in the order of :attr:`signs`
+        (:func:`~sniper.store._kernels.bag_scales`: its weight over its bag's divisor); None:
+        a plain sum, pooled and pushed by the kernels of an unweighted batch."""
+        self.bags = bags
+        """An unpooled batch (pooling ``none``): the ``[batch + 1]`` offsets of its examples,
+        as fed. Its signs were split as bags of one each, so a lookup answers one row per
+        value, ``[values, dim]``, and a push takes one gradient per value."""
         self.num_shards: int = shard_offsets.shape[0]
         """Shards the batch was split into (the table's shard count)."""
         self.batch_size: int = shard_offsets.shape[1] - 1
@@ -128,9 +150,13 @@ class ShardedBatch:
     def __repr__(self) -> str:
         return f"ShardedBatch(signs={self.signs!r}, shard_offsets={self.shard_offsets!r})"
 
-    def unsplit(self) -> tuple[NDArray[np.uint64], NDArray[np.int64]]:
-        """The batch as ``(signs, offsets)`` again, each example's signs grouped by shard in
-        shard order (splitting that again gives this batch back: to move it to another ps)."""
+    def unsplit(
+        self,
+    ) -> tuple[NDArray[np.uint64], NDArray[np.int64], NDArray[np.float32] | None]:
+        """The batch as ``(signs, offsets, weights)`` again, each example's signs grouped by
+        shard in shard order (splitting that again gives this batch back: to move it to
+        another ps); ``weights`` is None for an unweighted batch, ``offsets`` an unpooled
+        batch's examples (:attr:`bags`)."""
         starts = self.shard_offsets[:, :-1].T.reshape(-1)
         lengths = np.diff(self.shard_offsets, axis=1).T.reshape(-1)
         ends = np.cumsum(lengths)
@@ -139,7 +165,9 @@ class ShardedBatch:
         )
         per_example = lengths.reshape(self.batch_size, self.num_shards).sum(axis=1)
         offsets = np.concatenate([[0], np.cumsum(per_example)]).astype(np.int64)
-        return self.signs[index], offsets
+        weights = None if self.weights is None else self.weights[index]
+        # An unpooled batch's examples are bags of one, so its signs come back in feed order.
+        return self.signs[index], offsets if self.bags is None else self.bags.copy(), weights
 
     def shard_view(self, shard: int) -> tuple[NDArray[np.uint64], NDArray[np.int64]]:
         """Shard ``shard``'s signs and its offsets from 0 (``shard`` must be in range).
@@ -170,6 +198,13 @@ class ShardedBatch:
                 )
             at = self._offsets_at[shard] = address(offsets)
         return at
+
+    def scales_at(self, shard: int) -> int:
+        """Where shard ``shard``'s :attr:`scales` start (0: the batch has none), for a
+        grouped kernel's plan."""
+        if self.scales is None:
+            return 0
+        return address(self.scales) + 4 * int(self.shard_offsets[shard, 0])
 
     def shard_size(self, shard: int) -> int:
         """Signs that fall into ``shard``: a measure of that shard task's work."""

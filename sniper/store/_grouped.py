@@ -63,7 +63,8 @@ PoolPart = tuple["EmbeddingTable", "ShardedBatch", int, NDArray[np.float32], int
 """``(table, batch, shard, out, col)``: pool shard ``shard`` of ``batch`` into columns
 ``[col, col + dim)`` of ``out``, overwriting them."""
 PushPart = tuple["EmbeddingTable", "ShardedBatch", int, NDArray[np.float32]]
-"""``(table, batch, shard, grads)``: apply ``grads`` (``[batch, dim]``) to shard ``shard``."""
+"""``(table, batch, shard, grads)``: apply ``grads`` (``[batch, dim]``) to shard ``shard``
+(each sign's gradient times its scale, for a batch with :attr:`~ShardedBatch.scales`)."""
 
 GLOBAL_LOCK = threading.Lock()
 """The lock every table of lock mode ``"global"`` shares (taken first by a grouped call)."""
@@ -206,6 +207,7 @@ def _pool_row(part: PoolPart, mapped: RowMap, offsets_at: int, out_at: int) -> t
         out_at,
         out.shape[1],
         col,
+        batch.scales_at(part[2]),
     )
 
 
@@ -242,6 +244,7 @@ def push_shards(parts: Sequence[PushPart]) -> None:
                         n if reused else 0,
                         address(grads),
                         *layout,
+                        batch.scales_at(shard),
                     )
                 )
             k.push_many(np.array(plan, dtype=np.int64).reshape(len(plan), k.PUSH_PLAN_COLUMNS))

@@ -184,13 +184,17 @@ def first_decrease(offsets: np.ndarray) -> int:
 
 @kernel
 def split_by_shard(
-    signs: np.ndarray, offsets: np.ndarray, num_shards: int
-) -> tuple[np.ndarray, np.ndarray]:
+    signs: np.ndarray, offsets: np.ndarray, num_shards: int, values: Any = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Stable-partition a ragged batch by shard.
 
-    Returns ``(signs_out, shard_offsets)`` where shard ``s``'s signs of example ``b`` are
-    ``signs_out[shard_offsets[s, b]:shard_offsets[s, b + 1]]``; examples keep their order inside
-    a shard, so every per-shard kernel sees an ordinary ragged batch.
+    Returns ``(signs_out, shard_offsets, values_out)`` where shard ``s``'s signs of example
+    ``b`` are ``signs_out[shard_offsets[s, b]:shard_offsets[s, b + 1]]``; examples keep their
+    order inside a shard, so every per-shard kernel sees an ordinary ragged batch.
+    ``values`` (``[n, k]`` float32, or None) are per-sign values that move with their signs
+    (a weighted bag's weights and scales) into ``values_out``; without them ``values_out`` is
+    empty, and numba compiles the kernel without their branch (it prunes ``is None`` tests
+    of an argument typed None), so an unweighted batch runs the loop it always ran.
     """
     batch = offsets.shape[0] - 1
     n = np.uint64(num_shards)
@@ -213,13 +217,45 @@ def split_by_shard(
             counts[b, s], position = position, position + counts[b, s]
             shard_offsets[s, b + 1] = position
     signs_out = np.empty_like(signs)
+    values_out = np.empty((0, 0), dtype=np.float32)
+    if values is not None:
+        values_out = np.empty((signs.shape[0], values.shape[1]), dtype=np.float32)
     for b in range(batch):
         for j in range(offsets[b], offsets[b + 1]):
             s = shard[j]
             p = counts[b, s]
             signs_out[p] = signs[j]
+            if values is not None:
+                values_out[p] = values[j]
             counts[b, s] = p + 1
-    return signs_out, shard_offsets
+    return signs_out, shard_offsets, values_out
+
+
+# How a weighted or normalized bag scales its rows (:func:`bag_scales`).
+BAG_SUM = 0
+BAG_MEAN = 1
+BAG_SQRTN = 2
+
+
+@kernel
+def bag_scales(offsets: np.ndarray, weights: np.ndarray, mode: int) -> np.ndarray:
+    """Each sign's factor in its example's pool: ``weights[j] / divisor(b)``, where the
+    divisor is 1 (``BAG_SUM``), the bag's weight sum (``BAG_MEAN``) or the root of its squared
+    weights' sum (``BAG_SQRTN``), and a zero divisor gives 0 (TensorFlow's
+    ``embedding_lookup_sparse`` combiners, with its ``div_no_nan``). A pool is then
+    ``sum(scales[j] * row_j)`` and sign ``j``'s gradient ``grad[b] * scales[j]``."""
+    scales = np.empty(weights.shape[0], dtype=np.float32)
+    for b in range(offsets.shape[0] - 1):
+        total = 0.0
+        for j in range(offsets[b], offsets[b + 1]):
+            w = np.float64(weights[j])
+            total += w if mode == BAG_MEAN else w * w
+        if mode == BAG_SQRTN:
+            total = math.sqrt(total)
+        factor = 1.0 if mode == BAG_SUM else (1.0 / total if total != 0.0 else 0.0)
+        for j in range(offsets[b], offsets[b + 1]):
+            scales[j] = np.float32(np.float64(weights[j]) * factor)
+    return scales
 
 
 @kernel
@@ -641,6 +677,34 @@ def pool_rows_any(
 
 
 @kernel
+def pool_rows_scaled(
+    weights: np.ndarray,
+    rows: np.ndarray,
+    scales: np.ndarray,
+    offsets: np.ndarray,
+    out: np.ndarray,
+    col: int = 0,
+) -> None:
+    """``out[b, col:col + dim] = sum(scales[j] * weights[rows[j]] for j in example b)``,
+    skipping negative rows: a weighted, mean or sqrtn bag (:func:`bag_scales`). A kernel of
+    its own, so that plain sums keep :func:`pool_rows` as it is."""
+    dim = weights.shape[1]
+    n = rows.shape[0]
+    out[:, col : col + dim] = 0
+    for b in range(offsets.shape[0] - 1):
+        for j in range(offsets[b], offsets[b + 1]):
+            if j + GATHER_PREFETCH_DISTANCE < n:
+                ahead = rows[j + GATHER_PREFETCH_DISTANCE]
+                if ahead >= 0:
+                    prefetch(weights, ahead * dim)
+            row = rows[j]
+            if row >= 0:
+                scale = scales[j]
+                for d in range(dim):
+                    out[b, col + d] += scale * weights[row, d]
+
+
+@kernel
 def gather_rows(weights: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """``[n, dim]`` copy of ``weights[rows]``, zeros for negative rows: the first half of
     lookup-then-pool, which materializes every occurrence's row (the seeds' Embedding op)."""
@@ -675,10 +739,13 @@ def sum_by_row(
     counters: np.ndarray,
     shard: int,
     hits: int,
+    scales: Any = None,
 ) -> tuple[np.ndarray, np.ndarray, int, float]:
     """Sum the gradients of each distinct row of a ragged batch, in one pass.
 
-    Sign ``j`` of example ``b`` (row ``rows[j]``) contributes example ``b``'s gradient,
+    Sign ``j`` of example ``b`` (row ``rows[j]``) contributes example ``b``'s gradient (times
+    ``scales[j]`` where given: a weighted, mean or sqrtn bag; without them numba compiles
+    this kernel without that branch, so a plain sum runs the loop it always ran),
     ``grads[b * row_stride + d * col_stride]`` for ``d < dim``: the gradients come as the flat
     memory of a strided matrix (the trainer's are blocks of one transposed product, pushed
     without a copy each; a C-contiguous matrix has strides ``dim`` and 1). Returns
@@ -702,6 +769,7 @@ def sum_by_row(
     # Each example's gradient is gathered here once, so that the loops over its signs read a
     # contiguous row and vectorize whatever the strides.
     g = np.empty(dim, dtype=np.float32)
+    example = np.empty(dim, dtype=np.float32)
     n = 0
     dropped = 0
     for b in range(offsets.shape[0] - 1):
@@ -709,6 +777,8 @@ def sum_by_row(
             continue
         for d in range(dim):
             g[d] = grads[b * row_stride + d * col_stride]
+        if scales is not None:
+            example[:] = g
         for j in range(offsets[b], offsets[b + 1]):
             if j + PREFETCH_DISTANCE < n_signs and rows[j + PREFETCH_DISTANCE] >= 0:
                 prefetch(slot_of_row, rows[j + PREFETCH_DISTANCE])
@@ -716,6 +786,10 @@ def sum_by_row(
             if row < 0:
                 dropped += 1
                 continue
+            if scales is not None:
+                scale = scales[j]
+                for d in range(dim):
+                    g[d] = example[d] * scale
             tagged = slot_of_row[row]
             if tagged & MARK:
                 position = np.int64(tagged & LOW_MASK)
@@ -1007,21 +1081,21 @@ def ftrl_update(
 # Columns of a grouped pool's plan (sniper.store._grouped: one int64 row per shard): the
 # table's, then the shard's.
 _P_WEIGHTS, _P_CAPACITY, _P_DIM, _P_SEPARATE = range(4)
-_P_ROWS, _P_SIGNS, _P_OFFSETS, _P_BATCH, _P_OUT, _P_WIDTH, _P_COL = range(4, 11)
+_P_ROWS, _P_SIGNS, _P_OFFSETS, _P_BATCH, _P_OUT, _P_WIDTH, _P_COL, _P_SCALES = range(4, 12)
 
 # Columns of a grouped push's plan: the table's, then the shard's.
 _U_WEIGHTS, _U_CAPACITY, _U_DIM, _U_KIND, _U_PARAMS, _U_STATE, _U_SLOTS = range(7)
 _U_STEPS, _U_STEP_COUNT, _U_SLOT_OF_ROW, _U_COUNTERS, _U_NUM_SHARDS = range(7, 12)
 _U_ROWS, _U_SIGNS, _U_OFFSETS, _U_BATCH, _U_SHARD, _U_HITS = range(12, 18)
-_U_GRADS, _U_ROW_STRIDE, _U_COL_STRIDE, _U_GRADS_SIZE = range(18, 22)
+_U_GRADS, _U_ROW_STRIDE, _U_COL_STRIDE, _U_GRADS_SIZE, _U_SCALES = range(18, 23)
 # Columns of a grouped map's plan (pins): the table's, then the shard's.
 _M_SLOTS, _M_SLOT_TOTAL, _M_SLOT_OF_ROW, _M_STAMPS, _M_CAPACITY, _M_META = range(6)
 _M_COUNTERS, _M_NUM_SHARDS, _M_SKETCH, _M_DEPTH, _M_WIDTH, _M_MIN_COUNT = range(6, 12)
 _M_WEIGHTS, _M_DIM, _M_STATE, _M_STATE_SLOTS, _M_STATE_INIT, _M_STEPS = range(12, 18)
 _M_STEP_COUNT, _M_SEED, _M_INIT_KIND, _M_INIT_PARAMS = range(18, 22)
 _M_SHARD, _M_SIGNS_AT, _M_SIGNS, _M_ROWS, _M_SEQ, _M_LOW_WATER, _M_STAMP = range(22, 29)
-POOL_PLAN_COLUMNS = _P_COL + 1
-PUSH_PLAN_COLUMNS = _U_GRADS_SIZE + 1
+POOL_PLAN_COLUMNS = _P_SCALES + 1
+PUSH_PLAN_COLUMNS = _U_SCALES + 1
 MAP_PLAN_COLUMNS = _M_STAMP + 1
 
 
@@ -1071,14 +1145,18 @@ def initial_rows(
 @kernel
 def pool_many(plan: np.ndarray) -> None:
     """Pool each planned shard into its block (:func:`~sniper.store._kernels.pool_rows`, or
-    gathered first then summed for ``pooling="separate"``)."""
+    gathered first then summed for ``pooling="separate"``; a shard with per-sign scales, a
+    weighted or normalized bag, by :func:`pool_rows_scaled`)."""
     for p in range(plan.shape[0]):
         weights = carray(float32_at(plan[p, _P_WEIGHTS]), (plan[p, _P_CAPACITY], plan[p, _P_DIM]))
         rows = carray(int64_at(plan[p, _P_ROWS]), plan[p, _P_SIGNS])
         offsets = carray(int64_at(plan[p, _P_OFFSETS]), plan[p, _P_BATCH] + 1)
         out = carray(float32_at(plan[p, _P_OUT]), (plan[p, _P_BATCH], plan[p, _P_WIDTH]))
         col = plan[p, _P_COL]
-        if plan[p, _P_SEPARATE]:
+        if plan[p, _P_SCALES]:
+            scales = carray(float32_at(plan[p, _P_SCALES]), plan[p, _P_SIGNS])
+            pool_rows_scaled(weights, rows, scales, offsets, out, col)
+        elif plan[p, _P_SEPARATE]:
             block = out[:, col : col + plan[p, _P_DIM]]
             block[...] = 0
             pool_gathered(gather_rows(weights, rows), offsets, block)
@@ -1104,18 +1182,39 @@ def push_many(plan: np.ndarray) -> None:
         rows = carray(int64_at(plan[p, _U_ROWS]), plan[p, _U_SIGNS])
         offsets = carray(int64_at(plan[p, _U_OFFSETS]), batch + 1)
         grads = carray(float32_at(plan[p, _U_GRADS]), plan[p, _U_GRADS_SIZE])
-        unique_rows, summed, n, largest = sum_by_row(
-            rows,
-            offsets,
-            grads,
+        row_stride, col_stride, hits = (
             plan[p, _U_ROW_STRIDE],
             plan[p, _U_COL_STRIDE],
-            dim,
-            slot_of_row,
-            counters,
-            shard,
             plan[p, _U_HITS],
         )
+        if plan[p, _U_SCALES]:
+            scales = carray(float32_at(plan[p, _U_SCALES]), plan[p, _U_SIGNS])
+            unique_rows, summed, n, largest = sum_by_row(
+                rows,
+                offsets,
+                grads,
+                row_stride,
+                col_stride,
+                dim,
+                slot_of_row,
+                counters,
+                shard,
+                hits,
+                scales,
+            )
+        else:
+            unique_rows, summed, n, largest = sum_by_row(
+                rows,
+                offsets,
+                grads,
+                row_stride,
+                col_stride,
+                dim,
+                slot_of_row,
+                counters,
+                shard,
+                hits,
+            )
         guard = not largest <= params[4]  # NaN: check
         left = update_rows(
             plan[p, _U_KIND], params, weights, state, steps, unique_rows[:n], summed[:n], guard

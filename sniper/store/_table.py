@@ -59,9 +59,11 @@ from sniper.store._pointers import address
 from sniper.store._warm import load_kernels
 
 __all__ = [
+    "BAG_POOLINGS",
     "LOCK_MODES",
     "POOLINGS",
     "Admission",
+    "BagPooling",
     "CapacityError",
     "EmbeddingTable",
     "LockMode",
@@ -75,6 +77,16 @@ POOLINGS: tuple[Pooling, ...] = ("fused", "separate")
 """How a lookup pools: ``fused`` sums rows straight into the answer; ``separate`` first copies
 every occurrence's row into an ``[n, dim]`` array, then sums it (the seeds' Embedding op
 followed by SeqPool, kept for the experiment that compares them)."""
+BagPooling = Literal["sum", "mean", "sqrtn", "none"]
+BAG_POOLINGS: tuple[BagPooling, ...] = ("sum", "mean", "sqrtn", "none")
+"""How a table combines the rows of an example's bag, each sign with its weight ``w_j`` (1
+unless the batch is weighted): ``sum`` gives ``sum(w_j * row_j)``; ``mean`` divides it by
+``sum(w_j)`` and ``sqrtn`` by ``sqrt(sum(w_j ** 2))`` (the count and its root when
+unweighted; a zero divisor gives zeros), TensorFlow's ``embedding_lookup_sparse`` combiners;
+``none`` does not pool: a lookup answers each value's ``w_j * row_j``, ``[values, dim]``, and
+a push takes one gradient per value. A sign's gradient is its bag's times the same factor. An
+empty bag pools to zeros. An unweighted ``sum`` or ``none`` batch runs the plain kernels."""
+_BAG_MODES = {"sum": k.BAG_SUM, "mean": k.BAG_MEAN, "sqrtn": k.BAG_SQRTN, "none": k.BAG_SUM}
 EVICTION_POLICIES = ("lru",)
 MAX_LOAD_FACTOR = 0.75
 _TABLE_ORDER = itertools.count()
@@ -140,11 +152,18 @@ class EmbeddingTable(EmbeddingStore):
         lock: LockMode = "shard",
         seed: int = 0,
         pooling: Pooling = "fused",
+        bag_pooling: BagPooling = "sum",
     ) -> None:
         _check_args(dim, capacity, num_shards, eviction, lock, seed)
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
+        if bag_pooling not in BAG_POOLINGS:
+            raise ValueError(
+                f"pooling must be one of {', '.join(BAG_POOLINGS)}, got {bag_pooling!r}"
+            )
         self.pooling: Pooling = pooling
+        self.bag_pooling: BagPooling = bag_pooling
+        """How an example's rows are combined (:data:`BAG_POOLINGS`): the variable's own."""
         self._dim = dim
         self._capacity = capacity
         self._num_shards = num_shards
@@ -286,17 +305,60 @@ class EmbeddingTable(EmbeddingStore):
 
     # -- batch operations -----------------------------------------------------------------------
 
-    def split(self, signs: ArrayLike, offsets: ArrayLike) -> ShardedBatch:
+    def split(
+        self, signs: ArrayLike, offsets: ArrayLike, weights: ArrayLike | None = None
+    ) -> ShardedBatch:
+        """:meth:`EmbeddingStore.split`, with each sign's ``weights`` in its bag (float32
+        ``[n]``; None: 1), pooled as :attr:`bag_pooling` says."""
         signs_u64, offsets_i64 = _check_batch(signs, offsets)
+        fed = None if weights is None else _check_weights(weights, signs_u64.shape[0])
+        bags = None
+        if self.bag_pooling == "none":
+            bags, offsets_i64 = offsets_i64.copy(), np.arange(signs_u64.shape[0] + 1)
+        scales = None
+        if fed is not None or self.bag_pooling in ("mean", "sqrtn"):
+            ones = np.ones(signs_u64.shape[0], dtype=np.float32)
+            scales = k.bag_scales(offsets_i64, ones if fed is None else fed, self._bag_mode)
         if self._num_shards == 1:
             # Copies: a caller reusing its buffers must not change a batch held for PushGrad
             # (the kernels trust validated offsets and do no bounds checks).
-            batch = ShardedBatch(signs_u64.copy(), offsets_i64.reshape(1, -1).copy())
+            batch = ShardedBatch(
+                signs_u64.copy(),
+                offsets_i64.reshape(1, -1).copy(),
+                weights=None if fed is None else fed.copy(),
+                scales=scales,
+                bags=bags,
+            )
         else:
-            signs_out, shard_offsets = k.split_by_shard(signs_u64, offsets_i64, self._num_shards)
-            batch = ShardedBatch(signs_out, shard_offsets)
+            batch = self._split_shards(signs_u64, offsets_i64, fed, scales, bags)
         self._check_fits(batch)
         return batch
+
+    @property
+    def _bag_mode(self) -> int:
+        return _BAG_MODES[self.bag_pooling]
+
+    def _split_shards(
+        self,
+        signs: NDArray[np.uint64],
+        offsets: NDArray[np.int64],
+        fed: NDArray[np.float32] | None,
+        scales: NDArray[np.float32] | None,
+        bags: NDArray[np.int64] | None,
+    ) -> ShardedBatch:
+        """A checked batch split by shard, its weights and scales moved with their signs."""
+        if scales is None:
+            signs_out, shard_offsets, _ = k.split_by_shard(signs, offsets, self._num_shards)
+            return ShardedBatch(signs_out, shard_offsets, bags=bags)
+        values = scales[:, None] if fed is None else np.stack([fed, scales], axis=1)
+        signs_out, shard_offsets, moved = k.split_by_shard(signs, offsets, self._num_shards, values)
+        return ShardedBatch(
+            signs_out,
+            shard_offsets,
+            weights=None if fed is None else np.ascontiguousarray(moved[:, 0]),
+            scales=np.ascontiguousarray(moved[:, -1]),
+            bags=bags,
+        )
 
     def _check_fits(self, batch: ShardedBatch) -> None:
         """Refuse a batch with more distinct signs in a shard than the shard has rows.
@@ -665,15 +727,27 @@ class EmbeddingTable(EmbeddingStore):
             if (entry := batch.row_cache.get(key)) is not None and entry.pinned
         ]
 
-    def lookup_pool(self, signs: ArrayLike, offsets: ArrayLike) -> NDArray[np.float32]:
-        batch = self.split(signs, offsets)
+    def lookup_pool(
+        self, signs: ArrayLike, offsets: ArrayLike, weights: ArrayLike | None = None
+    ) -> NDArray[np.float32]:
+        """Pooled ``[batch, dim]`` rows as :attr:`bag_pooling` says (``[values, dim]`` for
+        ``none``), each sign weighted by ``weights`` (None: 1)."""
+        batch = self.split(signs, offsets, weights)
         out = self.lookup_shard(batch, 0)
         for shard in range(1, self._num_shards):
             out += self.lookup_shard(batch, shard)
         return out
 
-    def push_grad(self, signs: ArrayLike, offsets: ArrayLike, grads: ArrayLike) -> None:
-        batch = self.split(signs, offsets)
+    def push_grad(
+        self,
+        signs: ArrayLike,
+        offsets: ArrayLike,
+        grads: ArrayLike,
+        weights: ArrayLike | None = None,
+    ) -> None:
+        """One optimizer step with ``grads[batch, dim]`` (``[values, dim]`` for pooling
+        ``none``), each sign's gradient scaled as its lookup's pool scaled its row."""
+        batch = self.split(signs, offsets, weights)
         checked = _check_grads(grads, batch.batch_size, self._dim)
         for shard in range(self._num_shards):
             self.push_grad_shard(batch, shard, checked)
@@ -840,6 +914,19 @@ def _check_batch(
             f"{offsets_i64[decrease]} < offsets[{decrease - 1}] = {offsets_i64[decrease - 1]}"
         )
     return signs_u64, offsets_i64
+
+
+def _check_weights(weights: ArrayLike, n: int) -> NDArray[np.float32]:
+    """A weighted bag's weights: finite float32, one per sign."""
+    array = np.asarray(weights)
+    if array.dtype != np.float32 or array.shape != (n,):
+        raise ValueError(
+            f"weights must be float32 of shape ({n},), one per sign, "
+            f"got {array.dtype} of shape {array.shape}"
+        )
+    if not np.isfinite(array).all():
+        raise ValueError("weights must be finite, got NaN or Inf")
+    return np.ascontiguousarray(array)
 
 
 def _check_grads(

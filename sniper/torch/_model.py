@@ -6,6 +6,13 @@ order of :attr:`~sniper.models.ModelInputs.dims`, and the ``[batch, dense_featur
 and returns ``[batch, len(labels)]`` logits. The loss is binary cross-entropy with logits,
 averaged over the batch and the labels (the numpy MLP's log loss for one label).
 
+Sequence variables (pooling ``none``, :attr:`~sniper.models.ModelInputs.sequences`) come in
+the same dict as a jagged pair ``(values, offsets)``: ``values`` is ``[n, dim]`` float32, every
+value's embedding of the batch, and ``offsets`` ``[batch + 1]`` int64, example ``b``'s values
+being ``values[offsets[b]:offsets[b + 1]]`` (what ``torch.nn.functional.embedding_bag``'s
+offsets and torchrec's ``JaggedTensor`` mean); attend over them, or pool them as the model
+likes. ``d(loss)/d(values)``, ``[n, dim]``, is pushed to the ps, one gradient per value.
+
 Zero copies on the CPU. The trainer's lookups write one ``[batch, width]`` float32 matrix;
 ``torch.from_numpy`` views it, and each variable's embedding is a column block of that view
 made a leaf that requires grad. After ``backward`` each leaf's ``.grad`` is
@@ -23,13 +30,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 import torch
 from numpy.typing import NDArray
 from torch.nn import functional
 
-from sniper.models import DenseModel, ModelInputs, TrainStep
+from sniper.models import DenseModel, Jagged, ModelInputs, TrainStep
 from sniper.torch._state import load_module, load_optimizer, module_arrays, optimizer_arrays
 
 __all__ = ["TorchModel", "open_optimizer", "resolve_device"]
@@ -110,9 +118,14 @@ class TorchModel(DenseModel):
         self._threads_set: set[int] = set()
         self._ranges = list(inputs.columns.items())
         self._labels = len(inputs.labels)
+        empty = {
+            name: (np.zeros((0, dim), dtype=np.float32), np.zeros(3, dtype=np.int64))
+            for name, dim in inputs.sequences.items()
+        }
         with self._running(), torch.no_grad():
             self.module.eval()
-            logits = self._forward(np.zeros((2, inputs.width), dtype=np.float32), grad=False)[0]
+            zeros = np.zeros((2, inputs.width), dtype=np.float32)
+            logits = self._forward(zeros, empty, grad=False)[0]
         if tuple(logits.shape) != (2, self._labels):
             raise ValueError(
                 f"the model {type(module).__name__} returns {tuple(logits.shape)} logits for "
@@ -152,25 +165,37 @@ class TorchModel(DenseModel):
             self._threads_set.add(me)
         yield
 
-    def _forward(self, inputs: F32, *, grad: bool) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Logits ``[batch, labels]`` and the embeddings' leaf tensors (views of ``inputs``
-        on the CPU: no copy)."""
+    def _forward(
+        self, inputs: F32, sequences: Mapping[str, Jagged] | None, *, grad: bool
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Logits ``[batch, labels]`` and the leaf tensors of the embeddings and sequence
+        values (views of ``inputs`` on the CPU: no copy)."""
         matrix = torch.from_numpy(inputs)
         if self.device.type != "cpu":
             matrix = matrix.to(self.device, non_blocking=True)
-        embeddings = {}
+        leaves = {}
         for name, (start, stop) in self._ranges:
             block = matrix[:, start:stop]
-            embeddings[name] = block.detach().requires_grad_(True) if grad else block
+            leaves[name] = block.detach().requires_grad_(True) if grad else block
+        features: dict[str, torch.Tensor | tuple[torch.Tensor, torch.Tensor]] = dict(leaves)
+        for name in self.inputs.sequences:
+            if sequences is None or name not in sequences:
+                raise ValueError(f"sequence variable {name!r} was not given to the model")
+            values, offsets = (_writable(array) for array in sequences[name])
+            leaf = torch.from_numpy(values).to(self.device)
+            leaves[name] = leaf.requires_grad_(True) if grad else leaf
+            features[name] = (leaves[name], torch.from_numpy(offsets).to(self.device))
         dense = matrix[:, self.inputs.embedding_width :]
-        logits = self.module(embeddings, dense)
-        return logits, embeddings
+        logits = self.module(features, dense)
+        return logits, leaves
 
-    def train_step(self, inputs: F32, labels: F32) -> TrainStep:
+    def train_step(
+        self, inputs: F32, labels: F32, *, sequences: Mapping[str, Jagged] | None = None
+    ) -> TrainStep:
         with self._running():
             self.module.train()
-            logits, embeddings = self._forward(inputs, grad=True)
-            targets = torch.from_numpy(np.ascontiguousarray(labels, dtype=np.float32))
+            logits, embeddings = self._forward(inputs, sequences, grad=True)
+            targets = torch.from_numpy(_writable(np.asarray(labels, dtype=np.float32)))
             targets = targets.to(self.device).reshape(logits.shape)
             loss = functional.binary_cross_entropy_with_logits(logits, targets)
             self.optimizer.zero_grad(set_to_none=True)
@@ -178,15 +203,16 @@ class TorchModel(DenseModel):
             grads = {}
             for name, leaf in embeddings.items():
                 grad = leaf.grad
-                assert grad is not None, "every embedding is an input of the loss"
+                if grad is None:  # a sequence of empty bags only, or one the model ignores
+                    grad = torch.zeros_like(leaf)
                 grads[name] = np.ascontiguousarray(grad.detach().cpu().numpy(), dtype=np.float32)
             predictions = self._probabilities(logits.detach())
             return _TorchStep(float(loss.detach()), predictions, grads, self.optimizer)
 
-    def predict(self, inputs: F32) -> F32:
+    def predict(self, inputs: F32, *, sequences: Mapping[str, Jagged] | None = None) -> F32:
         with self._running(), torch.no_grad():
             self.module.eval()
-            logits, _ = self._forward(inputs, grad=False)
+            logits, _ = self._forward(inputs, sequences, grad=False)
             return self._probabilities(logits)
 
     def _probabilities(self, logits: torch.Tensor) -> F32:
@@ -201,3 +227,11 @@ class TorchModel(DenseModel):
     def load_state(self, arrays: Mapping[str, NDArray[np.generic]]) -> None:
         load_module(self.module, arrays)
         load_optimizer(self.optimizer, arrays)
+
+
+def _writable(array: NDArray[Any]) -> NDArray[Any]:
+    """``array``, or a contiguous copy of it where torch cannot view it (a read-only view of
+    received bytes: a gRPC lookup's answer)."""
+    if array.flags.writeable and array.flags.c_contiguous:
+        return array
+    return np.array(array, order="C")

@@ -50,6 +50,7 @@ from sniper.rpc import (
     moved_to_message,
     placement_from_message,
     stats_to_message,
+    tensor_present,
 )
 from sniper.rpc.v1 import (
     AckSampleRequest,
@@ -177,6 +178,7 @@ class PsService(PsBase):
     async def feed_sample(self, request: FeedSampleRequest | FeedSampleView) -> FeedSampleResponse:
         start = time.perf_counter()
         variables: dict[str, Signs] = {}
+        weights: dict[str, np.ndarray] = {}
         received: Sequence[VariableSigns | VariableSignsView] = request.variables
         for i, var in enumerate(received):
             if var.name in variables:
@@ -185,8 +187,11 @@ class PsService(PsBase):
                 decode(var.signs, f"variables[{i}].signs ({var.name!r})", "uint64", 1),
                 decode(var.offsets, f"variables[{i}].offsets ({var.name!r})", "int64", 1),
             )
+            if tensor_present(var.weights):
+                field = f"variables[{i}].weights ({var.name!r})"
+                weights[var.name] = decode(var.weights, field, "float32", 1)
         self.role.record("FeedSample.decode", time.perf_counter() - start)
-        await self.role.feed_sample(request.batch_id, variables)
+        await self.role.feed_sample(request.batch_id, variables, weights=weights)
         return FeedSampleResponse()
 
     @_rpc("EmbeddingLookup")
@@ -198,7 +203,7 @@ class PsService(PsBase):
         )
         start = time.perf_counter()
         response = lookup_response(
-            [(name, r.pooled, r.kernel_seconds) for name, r in results.items()], dtype
+            [(name, r.pooled, r.kernel_seconds, r.offsets) for name, r in results.items()], dtype
         )
         self.role.record("EmbeddingLookup.encode", time.perf_counter() - start)
         return response

@@ -44,6 +44,7 @@ from sniper.rpc import (
     Sample,
     Signs,
     VariableConfig,
+    Weights,
 )
 from sniper.transport._abc import Transport
 from sniper.transport._errors import grpc_error
@@ -169,8 +170,10 @@ class InProcessPsClient:
         created: bool = await self._endpoint.call("create_variable", config)
         return created
 
-    async def feed_sample(self, batch_id: int, variables: Mapping[str, Signs]) -> None:
-        await self._endpoint.call("feed_sample", batch_id, variables)
+    async def feed_sample(
+        self, batch_id: int, variables: Mapping[str, Signs], *, weights: Weights | None = None
+    ) -> None:
+        await self._endpoint.call("feed_sample", batch_id, variables, weights=weights)
 
     async def embedding_lookup(
         self,

@@ -63,7 +63,7 @@ ERRORS: list[tuple[dict[str, Any], str]] = [
     (
         {"C2": {"size": 3}},
         "variables.C2: unknown key 'size'; known keys: capacity, dim, eviction, init, "
-        "initializer, min_count, optimizer, params, shards",
+        "initializer, min_count, optimizer, params, pooling, shards",
     ),
     (
         {"C2": {"optimizer": "rmsprop"}},
@@ -149,3 +149,13 @@ def test_sniper_train_refuses_a_spec_that_does_not_fit_before_starting(tmp_path:
         "'embedding_3'; its variables are C1, C2, C3, C4, C5, C6, C7, C8 ... (26 in all)"
     ]
     assert "started" not in done.stdout  # no ps or hub was started
+
+
+def test_pooling_is_a_key_of_a_variable_and_checked() -> None:
+    spec = ModelSpec.parse({"C2": {"pooling": "none"}, "default": {"pooling": "mean"}})
+    assert (spec.default.pooling, spec.overrides["C2"].pooling) == ("mean", "none")
+    with pytest.raises(
+        ValueError,
+        match=r"^variables\.C2\.pooling must be one of sum, mean, sqrtn, none, got 'max'$",
+    ):
+        ModelSpec.parse({"C2": {"pooling": "max"}})

@@ -107,7 +107,7 @@ def test_inspect_suggests_a_features_table_that_parses(tmp_path: Path) -> None:
     out = done.stdout
     assert "format: parquet, 100 rows in 4 row groups" in out
     assert "genres     list<element: string>" in out
-    table = tomllib.loads(out[out.index("[features]") :])["features"]
+    table = tomllib.loads(out[out.index("\n[features]") :])["features"]
     assert table["label"]["column"] == "rating"
     assert table["sparse"] == ["user_id", "item_id", "gender", "genres"]
     assert table["dense"] == ["age", "price", "timestamp"]

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from sniper.models import DenseModel, ModelInputs, TrainStep
+from sniper.models import DenseModel, Jagged, ModelInputs, TrainStep
 
 F32 = NDArray[np.float32]
 
@@ -44,14 +44,16 @@ class Linear(DenseModel):
         probs: F32 = (1.0 / (1.0 + np.exp(-logits))).astype(np.float32)
         return probs
 
-    def train_step(self, inputs: F32, labels: F32) -> TrainStep:
+    def train_step(
+        self, inputs: F32, labels: F32, *, sequences: Mapping[str, Jagged] | None = None
+    ) -> TrainStep:
         probs = self._probs(inputs)
         clipped = np.clip(probs, 1e-7, 1 - 1e-7)
         loss = float(-np.mean(labels * np.log(clipped) + (1 - labels) * np.log(1 - clipped)))
         d_logits = ((probs - labels) / len(labels)).astype(np.float32)
         return _Step(self, inputs.copy(), probs, d_logits, loss)
 
-    def predict(self, inputs: F32) -> F32:
+    def predict(self, inputs: F32, *, sequences: Mapping[str, Jagged] | None = None) -> F32:
         return self._probs(inputs)
 
     def state(self) -> dict[str, NDArray[np.generic]]:

@@ -412,8 +412,8 @@ def test_a_feed_that_races_a_drop_keeps_nothing_for_the_dropped_variable() -> No
         engine.create_variable("a", dropped)
         split = dropped.split
 
-        def split_then_drop(signs: Any, offsets: Any) -> Any:
-            batch = split(signs, offsets)
+        def split_then_drop(signs: Any, offsets: Any, weights: Any = None) -> Any:
+            batch = split(signs, offsets, weights)
             engine.drop_variable("a")  # what a DropVariable on the event loop may do here
             return batch
 

@@ -18,7 +18,7 @@ from sniper.data import ParquetReader, SyntheticCtr, load_workload, write_parque
 from sniper.hashing import ps_for_variable
 from sniper.placement import Placement
 from sniper.roles import BatchId, HubConfig, HubRole, PsCluster, PsEngine, PsRole, Unavailable
-from sniper.rpc import Sample, Signs
+from sniper.rpc import Sample, Signs, Weights
 from sniper.scheduler import open_scheduler
 from sniper.transport import InProcessTransport
 from tests.roles._roles import created
@@ -29,9 +29,11 @@ pytestmark = pytest.mark.anyio
 class SlowFeeds(PsRole):
     """A real ps whose FeedSample takes a random 0-20 ms, so feeds finish out of order."""
 
-    async def feed_sample(self, batch_id: int, variables: Mapping[str, Signs]) -> None:
+    async def feed_sample(
+        self, batch_id: int, variables: Mapping[str, Signs], *, weights: Weights | None = None
+    ) -> None:
         await anyio.sleep(random.random() * 0.02)
-        await super().feed_sample(batch_id, variables)
+        await super().feed_sample(batch_id, variables, weights=weights)
 
 
 async def read(hub: HubRole) -> Sample | None:
@@ -131,7 +133,9 @@ class FailsFromBatch(PsRole):
 
     first_bad = 3
 
-    async def feed_sample(self, batch_id: int, variables: Mapping[str, Signs]) -> None:
+    async def feed_sample(
+        self, batch_id: int, variables: Mapping[str, Signs], *, weights: Weights | None = None
+    ) -> None:
         index = BatchId.unpack(batch_id).index
         if index == self.first_bad - 1:
             await anyio.sleep(0.2)

@@ -15,6 +15,7 @@ from grpclib.exceptions import GRPCError
 from sniper.data import SyntheticCtr, load_workload
 from sniper.placement import Placement
 from sniper.roles import HubConfig, HubRole, PsCluster, PsRoleConfig
+from sniper.rpc import PendingFeed
 from sniper.store import LOCK_MODES
 from sniper.testing import running_ps
 from sniper.transport import GrpcTransport
@@ -34,7 +35,7 @@ async def test_a_variable_moves_with_its_rows_state_and_fed_batches() -> None:
 
         moved = await source.export_variable("emb")
         assert len(moved.signs) == 5 and moved.state.shape == (5, 1, 4)
-        assert [batch_id for batch_id, _, _ in moved.pending] == [2]
+        assert [feed.batch_id for feed in moved.pending] == [2]
         await create(target)  # empty, as auto_shard makes it before the hubs switch
         assert await target.import_variable(moved) == 5
         assert await source.drop_variable("emb") is True
@@ -66,7 +67,7 @@ async def test_a_bad_import_is_refused_and_changes_nothing() -> None:
             await target.import_variable(short)
         assert info.value.status == Status.INVALID_ARGUMENT
         bad_batch = dataclasses.replace(
-            moved, pending=((3, SIGNS, np.array([0, 9, 3, 6], dtype=np.int64)),)
+            moved, pending=(PendingFeed(3, SIGNS, np.array([0, 9, 3, 6], dtype=np.int64)),)
         )
         with pytest.raises(GRPCError) as info:
             await target.import_variable(bad_batch)
@@ -79,7 +80,7 @@ async def test_a_bad_import_is_refused_and_changes_nothing() -> None:
         after = await target.export_variable("emb")
         assert np.array_equal(after.signs, before.signs)  # the rows batch 7's feed mapped
         assert np.array_equal(after.weights, before.weights)
-        assert [b for b, _, _ in after.pending] == [7]
+        assert [feed.batch_id for feed in after.pending] == [7]
         await expect(Status.NOT_FOUND, "unknown variable 'nope'", target.export_variable("nope"))
 
 

@@ -44,7 +44,14 @@ messages = st.one_of(
         FeedSampleRequest,
         batch_id=u64,
         variables=st.lists(
-            st.builds(VariableSigns, name=names, signs=tensors, offsets=tensors), max_size=3
+            st.builds(
+                VariableSigns,
+                name=names,
+                signs=tensors,
+                offsets=tensors,
+                weights=st.one_of(st.none(), tensors),
+            ),
+            max_size=3,
         ),
     ),
     st.builds(
@@ -60,6 +67,7 @@ messages = st.one_of(
                 name=names,
                 pooled=tensors,
                 kernel_seconds=st.floats(allow_nan=False),
+                offsets=st.one_of(st.none(), tensors),
             ),
             max_size=3,
         ),
@@ -149,15 +157,22 @@ def test_lookup_items_carry_what_the_betterproto_message_carries(message: Any) -
     """PsClient's fast path (LookupArrays) sees the same names, tensors and seconds."""
     items = DECODERS[LookupArrays](normalized(message))
     expected = DECODERS[EmbeddingLookupResponse](normalized(message)).embeddings
-    assert [name for name, _, _ in items] == [e.name for e in expected]
-    assert [seconds for _, _, seconds in items] == [e.kernel_seconds for e in expected]
-    for (_, raw, _), e in zip(items, expected, strict=True):
+    assert [name for name, _, _, _ in items] == [e.name for e in expected]
+    assert [seconds for _, _, seconds, _ in items] == [e.kernel_seconds for e in expected]
+    for (_, raw, _, offsets), e in zip(items, expected, strict=True):
         assert raw is not None and e.pooled is not None
         assert (raw.dtype, raw.shape, bytes(raw.data)) == (
             e.pooled.dtype,
             e.pooled.shape,
             bytes(e.pooled.data),
         )
+        assert (offsets is None) == (e.offsets is None)
+        if offsets is not None:
+            assert (offsets.dtype, offsets.shape, bytes(offsets.data)) == (
+                e.offsets.dtype,
+                e.offsets.shape,
+                bytes(e.offsets.data),
+            )
 
 
 @settings(max_examples=100, deadline=None)

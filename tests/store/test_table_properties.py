@@ -55,8 +55,14 @@ def test_export_import_round_trip() -> None:
 class HalvesGradients(EmbeddingTable):
     """A store with a bug: its gradients arrive at half their size."""
 
-    def push_grad(self, signs: ArrayLike, offsets: ArrayLike, grads: ArrayLike) -> None:
-        super().push_grad(signs, offsets, np.asarray(grads) / 2)
+    def push_grad(
+        self,
+        signs: ArrayLike,
+        offsets: ArrayLike,
+        grads: ArrayLike,
+        weights: ArrayLike | None = None,
+    ) -> None:
+        super().push_grad(signs, offsets, np.asarray(grads) / 2, weights)
 
 
 def test_the_reference_check_catches_a_wrong_store() -> None:

@@ -46,7 +46,7 @@ async def test_the_loop_owning_form_gives_the_trainer_s_losses() -> None:
     trainer_losses: list[float] = []
     train_step = through_trainer.train_step
 
-    def recorded(inputs: Any, labels: Any) -> TrainStep:
+    def recorded(inputs: Any, labels: Any, **_: Any) -> TrainStep:
         step = train_step(inputs, labels)
         trainer_losses.append(step.loss)
         return step

@@ -80,6 +80,17 @@ class CreateVariableRequest(betterproto.Message):
     eviction: str = betterproto.string_field(7)
     admission: "AdmissionConfig" = betterproto.message_field(8)
     seed: int = betterproto.uint64_field(9)
+    pooling: str = betterproto.string_field(10)
+    """
+    How a lookup combines the rows of an example's bag (its signs, each with weight w_i: the
+     FeedSample's weights, or 1): "" or "sum": sum(w_i * row_i); "mean": that sum divided by
+     sum(w_i) (the bag's count when unweighted); "sqrtn": divided by sqrt(sum(w_i^2)) (the
+     square root of the count when unweighted); a zero divisor gives zeros (TensorFlow's
+     embedding_lookup_sparse combiners). An empty bag pools to zeros. PushGrad gives row i the
+     bag's gradient times w_i and the same factor. "none": not pooled: the lookup answers
+     every value's row w_i * row_i, [values, dim] with the bag offsets (a sequence feature),
+     and PushGrad takes one gradient per value, [values, dim].
+    """
 
 
 @dataclass(eq=False, repr=False)
@@ -95,6 +106,7 @@ class VariableSigns(betterproto.Message):
     name: str = betterproto.string_field(1)
     signs: "Tensor" = betterproto.message_field(2)
     offsets: "Tensor" = betterproto.message_field(3)
+    weights: "Tensor" = betterproto.message_field(4)
 
 
 @dataclass(eq=False, repr=False)
@@ -126,6 +138,10 @@ class PooledEmbedding(betterproto.Message):
     name: str = betterproto.string_field(1)
     pooled: "Tensor" = betterproto.message_field(2)
     kernel_seconds: float = betterproto.double_field(3)
+    offsets: "Tensor" = betterproto.message_field(4)
+    """
+    Pooling "none" only: int64 [batch + 1], example b's values are pooled[offsets[b]:offsets[b+1]].
+    """
 
 
 @dataclass(eq=False, repr=False)
@@ -137,6 +153,9 @@ class EmbeddingLookupResponse(betterproto.Message):
 class VariableGradient(betterproto.Message):
     name: str = betterproto.string_field(1)
     grad: "Tensor" = betterproto.message_field(2)
+    """
+    float32 [batch, dim]: d(loss)/d(pooled embedding); [values, dim] for pooling "none"
+    """
 
 
 @dataclass(eq=False, repr=False)
@@ -259,6 +278,7 @@ class PendingBatch(betterproto.Message):
     batch_id: int = betterproto.uint64_field(1)
     signs: "Tensor" = betterproto.message_field(2)
     offsets: "Tensor" = betterproto.message_field(3)
+    weights: "Tensor" = betterproto.message_field(4)
 
 
 @dataclass(eq=False, repr=False)
