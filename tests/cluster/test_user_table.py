@@ -8,6 +8,8 @@ import json
 import tomllib
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tests.cluster._sniper import sniper
@@ -112,3 +114,52 @@ def test_inspect_suggests_a_features_table_that_parses(tmp_path: Path) -> None:
     assert table["sparse"] == ["user_id", "item_id", "gender", "genres"]
     assert table["dense"] == ["age", "price", "timestamp"]
     assert pq.read_metadata(tmp_path / "t.parquet").num_rows == 100
+
+
+TWO_LABELS = """\
+data = "parquet:t.parquet"
+eval_every = 4
+batch_size = 128
+launcher = "inprocess"
+hidden = [16]
+epochs = 2
+checkpoint_dir = "ck"
+checkpoint_every = 20
+
+[features]
+labels = ["click", "buy"]
+sparse = ["user_id", "item_id", "gender", "genres"]
+dense = ["age", "price"]
+
+[features.columns.genres]
+pooling = "mean"
+weights = "genre_weights"
+
+[features.columns.item_id]
+pooling = "sqrtn"
+"""
+
+
+def test_a_two_label_table_with_weighted_and_mean_bags_trains_each_label(tmp_path: Path) -> None:
+    """``labels = [...]`` trains one output per label and scores each; a column's pooling and
+    weights reach its variable on the ps (recorded in the checkpoint)."""
+    table = user_table(3000, seed=4)
+    click = pc.equal(table["rating"], "like")
+    buy = pc.and_(click, pc.greater(table["price"].fill_null(0.0), 12.0))
+    weights = [[1.0 + i for i in range(len(g))] for g in table["genres"].to_pylist()]
+    table = table.append_column("click", pc.cast(click, pa.int64()))
+    table = table.append_column("buy", pc.cast(buy, pa.int64()))
+    table = table.append_column("genre_weights", pa.array(weights, pa.list_(pa.float32())))
+    write_parquet_table(tmp_path / "t.parquet", table, 500)
+    (tmp_path / "job.toml").write_text(TWO_LABELS)
+
+    done = sniper(tmp_path, "train", "--config", "job.toml", "--quiet")
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((tmp_path / "train_report.json").read_text())
+    assert set(report["per_label"]) == {"click", "buy"}
+    assert report["per_label"]["click"]["eval_auc"] > 0.7  # it depends on item_id and gender
+    assert report["per_label"]["buy"]["eval_auc"] > 0.6
+    job = json.loads(sorted((tmp_path / "ck").glob("step-*/job.json"))[-1].read_text())
+    pooling = {name: v["pooling"] for name, v in job["config"]["variables"].items()}
+    assert pooling == {"user_id": "sum", "item_id": "sqrtn", "gender": "sum", "genres": "mean"}
+    assert job["config"]["labels"] == ["click", "buy"]
