@@ -37,6 +37,7 @@ from sniper.roles import (
     CorruptCheckpointError,
     DataEvaluator,
     PsCluster,
+    Ranks,
     Trainer,
     TrainerConfig,
     TrainingError,
@@ -133,6 +134,7 @@ async def train(
     watch: Watch | None = None,
     model: DenseModel | None = None,
     model_config: ModelConfig | None = None,
+    ranks: Ranks | None = None,
 ) -> TrainReport:
     """Train on ``hubs``' batches until their data ends (or ``max_steps``); the report.
 
@@ -140,6 +142,8 @@ async def train(
     with ``resume``, the trainer continues from that checkpoint's model and counters (the ps
     and hubs must have been restored and positioned from it). ``model`` (built by
     ``model_config``) is the dense model to train; None: the numpy MLP of ``config``.
+    With ``ranks``, this is rank 0 of several: it trains on its own hubs of ``hubs`` (hub
+    ``h`` is rank ``h % size``'s), and checkpoints, scores and reports for them all.
     """
     evaluator = DataEvaluator(eval_reader, cluster, list(tables)) if eval_reader else None
     balancer = None
@@ -152,8 +156,9 @@ async def train(
             window=config.auto_shard_window,
             max_moves=config.auto_shard_max_moves,
         )
+    own = list(hubs) if ranks is None else list(hubs)[ranks.rank :: ranks.size]
     trainer = Trainer(
-        hubs,
+        own,
         cluster,
         {name: table.dim for name, table in tables.items()},
         dense_features,
@@ -163,6 +168,8 @@ async def train(
         balancer,
         model,
         model_config,
+        ranks,
+        len(hubs),
     )
     if resume is not None:
         trainer.resume_from(resume.trainer)
@@ -189,10 +196,13 @@ async def run_job(
     connect_hubs: HubConnector,
     resume: JobCheckpoint | None,
     preemption: Preemption | None = None,
+    join_ranks: Callable[[], Ranks] | None = None,
 ) -> TrainReport:
     """The job on ps already running, whatever carries the calls: restore them (resuming),
     create the variables, start the hubs, then train with checkpoints and progress; while it
-    trains with checkpoints, ``preemption`` reaches its trainer.
+    trains with checkpoints, ``preemption`` reaches its trainer. ``join_ranks`` (blocking:
+    it waits for the other ranks): this trainer is rank 0 of the ranks it joins, once the
+    job's servers are ready.
 
     A ps or hub that fails a call before training is a :class:`TrainingError` naming what
     the job was doing, as it is during training."""
@@ -230,19 +240,25 @@ async def run_job(
                     with preemption.attached(trainer):
                         yield
 
-    return await train(
-        cluster,
-        hubs,
-        plan.tables,
-        plan.data.dense_features,
-        config.trainer(),
-        plan.eval_reader,
-        checkpoint if job is not None else None,
-        resume,
-        watch,
-        plan.model(),
-        plan.model_config,
-    )
+    ranks = await anyio.to_thread.run_sync(join_ranks) if join_ranks is not None else None
+    try:
+        return await train(
+            cluster,
+            hubs,
+            plan.tables,
+            plan.data.dense_features,
+            config.trainer(),
+            plan.eval_reader,
+            checkpoint if job is not None else None,
+            resume,
+            watch,
+            plan.model(),
+            plan.model_config,
+            ranks,
+        )
+    finally:
+        if ranks is not None:
+            ranks.close()
 
 
 @contextlib.contextmanager

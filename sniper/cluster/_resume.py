@@ -30,6 +30,9 @@ __all__ = ["check_resume", "job_config", "nothing_left"]
 log = logging.getLogger("sniper.train")
 
 _DATA = ("data", "workload", "scale", "num_batches", "epochs")
+
+_BEFORE_RECORDED = {"num_trainers": 1}
+"""Keys a checkpoint of an older sniper does not record, and what it was trained with."""
 """The keys that say which batches there are: with the same ones, a finished job has none left."""
 
 
@@ -38,6 +41,7 @@ def job_config(config: TrainConfig, plan: TrainPlan) -> dict[str, Any]:
     recorded = {
         "batch_size": config.batch_size,
         "num_hubs": config.num_hubs,
+        "num_trainers": config.num_trainers,
         "seed": config.seed,
         "model.factory": plan.model_config.factory,
         "model.optimizer": plan.model_config.optimizer,
@@ -92,8 +96,8 @@ def _changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str, 
         if key == "variables":
             before = old.get(key, {})
             changes += [("variables", text) for text in _variable_changes(before, new[key])]
-        elif old.get(key) != new[key]:
-            changes.append((key, f"{key} {_show(old.get(key))} -> {_show(new[key])}"))
+        elif (before := old.get(key, _BEFORE_RECORDED.get(key))) != new[key]:
+            changes.append((key, f"{key} {_show(before)} -> {_show(new[key])}"))
     return changes
 
 

@@ -11,6 +11,7 @@
 """
 
 from sniper.models._abc import DenseModel as DenseModel
+from sniper.models._abc import GradientAverage as GradientAverage
 from sniper.models._abc import ModelInputs as ModelInputs
 from sniper.models._abc import TrainStep as TrainStep
 from sniper.models._config import ModelConfig as ModelConfig
@@ -27,6 +28,7 @@ __all__ = [
     "MODEL_NAMES",
     "SETTINGS",
     "DenseModel",
+    "GradientAverage",
     "Mlp",
     "MlpModel",
     "ModelConfig",

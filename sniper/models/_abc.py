@@ -20,15 +20,21 @@ order, so a model needs no lock; none comes from the event loop.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["DenseModel", "ModelInputs", "TrainStep"]
+__all__ = ["DenseModel", "GradientAverage", "ModelInputs", "TrainStep"]
 
 F32 = NDArray[np.float32]
+
+GradientAverage = Callable[[list[Any]], bool]
+"""Averages a list of gradients (numpy arrays or torch tensors) in place across the job's
+trainer ranks (``num_trainers`` > 1); False: no rank trained this step, so there is nothing to
+apply (``sniper.roles._ranks``)."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,16 @@ class TrainStep(ABC):
     def update(self) -> None:
         """Apply the optimizer's step for this batch. Called once, on the model's thread,
         before the model's next :meth:`DenseModel.train_step` or :meth:`DenseModel.predict`."""
+
+    def update_averaged(self, average: GradientAverage) -> None:
+        """:meth:`update`, with the gradients of the model's parameters first averaged across
+        the job's trainer ranks by ``average`` (and nothing applied where it answers False), so
+        that every rank applies the same step. A model that trains with ``num_trainers`` > 1
+        overrides this; the numpy MLP and :class:`~sniper.torch.TorchModel` do."""
+        raise NotImplementedError(
+            f"{type(self).__name__} cannot train with num_trainers > 1: it does not average "
+            "its gradients across ranks (TrainStep.update_averaged)"
+        )
 
 
 class DenseModel(ABC):
