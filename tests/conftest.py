@@ -26,6 +26,7 @@ SLOW = (
     "tests/cluster/test_hosts.py",
     "tests/cluster/test_per_host_checkpoints.py",
     "tests/cluster/test_preempt.py",
+    "tests/cluster/test_ranks.py",
     "tests/cluster/test_failure_lines.py",
     "tests/experiment/test_run.py",
     "tests/torch/test_kill.py",

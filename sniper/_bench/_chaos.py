@@ -91,18 +91,21 @@ class RunningJob:
         self.wait_until(lambda: self.count(text) >= count, f"line {count} with {text!r}", timeout)
 
     def roles(self) -> dict[str, int]:
-        """The role processes the job runs now, by name (``"ps 0"``, ``"hub 0"``): its children
-        serving ``ps.toml`` (in the order they started) or ``hub-N.toml``."""
+        """The role processes the job runs now, by name (``"ps 0"``, ``"hub 0"``, ``"trainer
+        1"``): its children serving ``ps.toml`` (in the order they started) or ``hub-N.toml``,
+        or training as rank N from ``trainer-N.toml``."""
         ps: list[tuple[int, int]] = []
         hubs: dict[str, int] = {}
         for pid, start, command in _children(self.process.pid):
-            if "serve" not in command or "sniper-train-" not in " ".join(command):
+            if not {"serve", "train"} & set(command) or "sniper-train-" not in " ".join(command):
                 continue
             config = Path(command[-1]).name if command else ""
             if config == "ps.toml":
                 ps.append((start, pid))
             elif config.startswith("hub-") and config.endswith(".toml"):
                 hubs[f"hub {config[4:-5]}"] = pid
+            elif config.startswith("trainer-") and config.endswith(".toml"):
+                hubs[f"trainer {config[8:-5]}"] = pid
         found = {f"ps {i}": pid for i, (_, pid) in enumerate(sorted(ps))} | hubs
         self.seen.update(found.values())
         return found

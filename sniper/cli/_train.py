@@ -32,6 +32,21 @@ def add_parser(commands: Commands) -> None:
         "--cluster-spec", default=None, help="TOML of every ps and hub (started elsewhere)"
     )
     parser.add_argument(
+        "--rank",
+        type=int,
+        default=None,
+        help="train as this rank (1 to num_trainers - 1) of a job whose rank 0 is the sniper "
+        "train at --master",
+    )
+    parser.add_argument(
+        "--master", default=None, help="host:port of rank 0's rendezvous (with --rank)"
+    )
+    parser.add_argument(
+        "--exit-on-stdin-eof",
+        action="store_true",
+        help="with --rank: exit when standard input ends (the launcher that started it is gone)",
+    )
+    parser.add_argument(
         "--data",
         default=None,
         help="synthetic, criteo:PATH, parquet:PATH, csv:PATH or tsv:PATH (file, dir, glob)",
@@ -115,7 +130,13 @@ def run(args: argparse.Namespace) -> int:
         ps, hubs = spec.ps_addresses, spec.hub_addresses
         flags |= {"num_ps": len(spec.ps), "num_hubs": len(spec.hubs)}
     config = load_config(TrainConfig, Path(args.config) if args.config else None, flags)
+    if (args.rank is None) != (args.master is None):
+        raise ValueError("give --rank and --master together (a trainer rank joins rank 0)")
     try:
+        if args.rank is not None:
+            from sniper.cluster import run_rank
+
+            return run_rank(config, args.rank, args.master, exit_with_stdin=args.exit_on_stdin_eof)
         return run_train(config, ps=ps, hubs=hubs)
     # A damaged checkpoint is the data's failure, not a usage error (status 2).
     except (TrainingError, CorruptCheckpointError, PeerError) as exc:

@@ -38,6 +38,7 @@ from sniper.cluster._preemption import Preemption as Preemption
 from sniper.cluster._process import ps_command as ps_command
 from sniper.cluster._process import server_process as server_process
 from sniper.cluster._process import sniper_command as sniper_command
+from sniper.cluster._rank import run_rank as run_rank
 from sniper.cluster._registry import LAUNCHER_NAMES as LAUNCHER_NAMES
 from sniper.cluster._registry import launcher_names as launcher_names
 from sniper.cluster._registry import open_launcher as open_launcher
@@ -90,6 +91,7 @@ __all__ = [
     "reshard",
     "run_eval",
     "run_predict",
+    "run_rank",
     "run_serve",
     "run_train",
     "serve_hub",

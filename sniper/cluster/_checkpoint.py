@@ -132,7 +132,7 @@ async def save_job(
         "format": _FORMAT,
         "step": report.steps,
         "num_ps": len(cluster.members),
-        "num_hubs": len(trainer.hubs),
+        "num_hubs": trainer.num_hubs,
         "positions": {str(h): [p.epoch, p.index] for h, p in trainer.positions.items()},
         "counters": {k: v for k, v in state.items() if k not in ("model", "metrics")},
         # From the ps' answers, not their files: a ps's part may be on its own disk.

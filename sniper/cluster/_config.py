@@ -29,10 +29,19 @@ __all__ = [
     "load_train_config",
 ]
 
-RESUME_FIXED = ("batch_size", "num_hubs", "seed", "hidden", "model", "variables")
+RESUME_FIXED = (
+    "batch_size",
+    "num_hubs",
+    "num_trainers",
+    "seed",
+    "hidden",
+    "model",
+    "variables",
+)
 """Keys a job checkpoint fixes for good: the hubs' batches and their positions in them, the
 tables the ps hold (every variable's dim, optimizer and its params, initializer, sizes, and
-the seed of their initial rows) and the dense model (its factory, params such as the MLP's
+the seed of their initial rows), the trainer ranks that read the hubs (each rank's place in
+its hubs' order) and the dense model (its factory, params such as the MLP's
 ``hidden`` layers, and optimizer). A resume that changes one is refused; ``allow_change``
 cannot name them."""
 
@@ -112,6 +121,20 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
     near its ``max_table_gb`` may need ``hash``. A resumed job keeps its checkpoint's placement
     either way; one resumed on another number of ps regroups its variables by hash (then
     auto_shard may move them). auto_shard moves variables from either start."""
+    num_trainers: int = 1
+    """Trainer processes (ranks) that train the job's one dense model: each reads its own
+    hubs (hub ``h`` is rank ``h % num_trainers``'s, so ``num_hubs`` must be at least this)
+    and looks up and pushes its own batches on the shared ps, and every step the ranks
+    average the model's gradients with an all-reduce (``torch.distributed``: gloo on the
+    CPU, NCCL for a model on GPUs; needs ``sniper[torch]``). Rank 0 is this process: it
+    checkpoints (every rank pauses at the same step), scores ``eval_data`` and writes the
+    report; ``launcher = "local"`` starts the others (``sniper train --rank R``) and restarts
+    them all from the latest checkpoint when one dies."""
+    collective_timeout: float = 300.0
+    """Seconds a rank waits in a collective (the step's all-reduce, a checkpoint's barrier,
+    the ranks' start) before it fails the attempt: a rank that hangs becomes a restart
+    instead of a hang (one that dies fails the others' collective at once). Rank 0 scores
+    ``eval_data`` while the others wait in the next step's all-reduce: keep this above that."""
     launcher: str = "auto"
     """Where the ps and hubs run: actors of this process passing arrays without encoding them
     (``inprocess``: ``sniper.cluster._inprocess``), processes on this machine or servers named
@@ -153,7 +176,9 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
         super().__post_init__()
         check_at_least(self, 1, "keep_checkpoints")
         check_at_least(self, 0, "num_ps", "max_restarts", "preempt_grace")
-        check_positive(self, "rpc_timeout")
+        check_at_least(self, 1, "num_trainers")
+        check_positive(self, "rpc_timeout", "collective_timeout")
+        self._check_ranks()
         if self.checkpoint_every and not self.job_directory():
             raise ValueError("checkpoint_every needs checkpoint_dir (or resume)")
         if self.resume and self.checkpoint_dir:
@@ -190,6 +215,27 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
         self.model_config()  # every [model] key, named when wrong
         if not Path(self.output).resolve().parent.is_dir():
             raise ValueError(f"output {self.output!r}: its directory does not exist")
+
+    def _check_ranks(self) -> None:
+        """What several trainer ranks need: hubs to read, and a launcher that starts them."""
+        ranks = self.num_trainers
+        if ranks == 1:
+            return
+        if self.num_hubs < ranks:
+            raise ValueError(
+                f"num_trainers = {ranks} needs num_hubs >= {ranks}: each rank reads hubs of "
+                f"its own (hub h is rank h % {ranks}'s); got num_hubs = {self.num_hubs}"
+            )
+        if self.launcher not in ("auto", "local"):
+            raise ValueError(
+                f"num_trainers = {ranks} needs launcher = 'local' (or 'auto'): the "
+                f"{self.launcher!r} launcher starts one trainer"
+            )
+        if self.auto_shard:
+            raise ValueError(
+                f"auto_shard with num_trainers = {ranks} is not supported: a move pauses one "
+                "trainer, and the other ranks would push through it; use num_trainers = 1"
+            )
 
     def job_directory(self) -> Path | None:
         """Where this job's checkpoints go (the ps's checkpoint_root), if anywhere."""

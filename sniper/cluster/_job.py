@@ -37,6 +37,7 @@ from sniper.roles import (
     CorruptCheckpointError,
     DataEvaluator,
     PsCluster,
+    Ranks,
     Trainer,
     TrainerConfig,
     TrainingError,
@@ -135,6 +136,7 @@ async def train(
     model: DenseModel | None = None,
     model_config: ModelConfig | None = None,
     labels: Sequence[str] = ("label",),
+    ranks: Ranks | None = None,
 ) -> TrainReport:
     """Train on ``hubs``' batches until their data ends (or ``max_steps``); the report.
 
@@ -142,7 +144,9 @@ async def train(
     with ``resume``, the trainer continues from that checkpoint's model and counters (the ps
     and hubs must have been restored and positioned from it). ``model`` (built by
     ``model_config``) is the dense model to train, for the data's ``labels``; None: the numpy
-    MLP of ``config``.
+    MLP of ``config``. With ``ranks``, this is rank 0 of several: it trains on its own hubs of
+    ``hubs`` (hub ``h`` is rank ``h % size``'s), and checkpoints, scores and reports for them
+    all.
     """
     evaluator = DataEvaluator(eval_reader, cluster, list(tables)) if eval_reader else None
     balancer = None
@@ -156,8 +160,9 @@ async def train(
             max_moves=config.auto_shard_max_moves,
         )
     inputs = model_inputs(tables, dense_features, tuple(labels))
+    own = list(hubs) if ranks is None else list(hubs)[ranks.rank :: ranks.size]
     trainer = Trainer(
-        hubs,
+        own,
         cluster,
         inputs.dims,
         dense_features,
@@ -169,6 +174,8 @@ async def train(
         model_config,
         labels,
         sequences=inputs.sequences,
+        ranks=ranks,
+        num_hubs=len(hubs),
     )
     if resume is not None:
         trainer.resume_from(resume.trainer)
@@ -195,10 +202,13 @@ async def run_job(
     connect_hubs: HubConnector,
     resume: JobCheckpoint | None,
     preemption: Preemption | None = None,
+    join_ranks: Callable[[], Ranks] | None = None,
 ) -> TrainReport:
     """The job on ps already running, whatever carries the calls: restore them (resuming),
     create the variables, start the hubs, then train with checkpoints and progress; while it
-    trains with checkpoints, ``preemption`` reaches its trainer.
+    trains with checkpoints, ``preemption`` reaches its trainer. ``join_ranks`` (blocking:
+    it waits for the other ranks): this trainer is rank 0 of the ranks it joins, once the
+    job's servers are ready.
 
     A ps or hub that fails a call before training is a :class:`TrainingError` naming what
     the job was doing, as it is during training."""
@@ -236,20 +246,26 @@ async def run_job(
                     with preemption.attached(trainer):
                         yield
 
-    return await train(
-        cluster,
-        hubs,
-        plan.tables,
-        plan.data.dense_features,
-        config.trainer(),
-        plan.eval_reader,
-        checkpoint if job is not None else None,
-        resume,
-        watch,
-        plan.model(),
-        plan.model_config,
-        plan.data.labels,
-    )
+    ranks = await anyio.to_thread.run_sync(join_ranks) if join_ranks is not None else None
+    try:
+        return await train(
+            cluster,
+            hubs,
+            plan.tables,
+            plan.data.dense_features,
+            config.trainer(),
+            plan.eval_reader,
+            checkpoint if job is not None else None,
+            resume,
+            watch,
+            plan.model(),
+            plan.model_config,
+            plan.data.labels,
+            ranks,
+        )
+    finally:
+        if ranks is not None:
+            ranks.close()
 
 
 @contextlib.contextmanager

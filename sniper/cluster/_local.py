@@ -6,6 +6,10 @@ by ``--ps``/``--hub`` (or ``--cluster-spec``) run elsewhere and are used as they
 launcher then starts only what is not named (the hubs, when only ``--ps`` is given), and a
 named server's death is the job's error, not a restart.
 
+With ``num_trainers`` = N > 1, this process is trainer rank 0 and N - 1 more ranks are
+``sniper train --rank R`` processes (``sniper.cluster._rank``) that join it at a rendezvous it
+holds; they are roles like the servers: one that dies is a restart of every process.
+
 Each server gets its config as a TOML file written from the job's (``sniper serve --config``),
 listens on a free loopback port it reports on its first line, and ends with this process: its
 standard input is a pipe this process holds, and on exit it is sent SIGTERM, then killed
@@ -14,15 +18,27 @@ standard input is a pipe this process holds, and on exit it is sent SIGTERM, the
 
 from __future__ import annotations
 
+import dataclasses
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+import tomli_w
+
 from sniper.cluster._abc import Attempt, Launch, Launcher
-from sniper.cluster._process import ServerProcess, serve_config_command, server_process
+from sniper.cluster._config import TrainConfig
+from sniper.cluster._process import (
+    ServerProcess,
+    rank_process,
+    serve_config_command,
+    server_process,
+    sniper_command,
+)
 from sniper.cluster._serve import parse_addresses
 from sniper.cluster._servers import hub_configs, server_config, train_over_grpc
+from sniper.roles import RankMaster
 from sniper.rpc import Placement
 
 __all__ = ["LocalLauncher"]
@@ -36,7 +52,7 @@ class LocalLauncher(Launcher):
         config, resume = launch.config, launch.resume
         with ExitStack() as stack:
             configs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sniper-train-")))
-            started: dict[str, ServerProcess] = {}
+            started: dict[str, subprocess.Popen[str]] = {}
             metrics = config.metrics_port >= 0
             if launch.ps:
                 ps_addresses = parse_addresses(launch.ps, "--ps")
@@ -46,7 +62,7 @@ class LocalLauncher(Launcher):
                     stack.enter_context(server_process(command, metrics=metrics, role=f"ps {i}"))
                     for i in range(config.num_ps)
                 ]
-                started |= {f"ps {i}": server for i, server in enumerate(servers)}
+                started |= {f"ps {i}": server.process for i, server in enumerate(servers)}
                 ps_addresses = [("127.0.0.1", s.port) for s in servers]
                 print(
                     f"started {len(servers)} ps on 127.0.0.1 ports "
@@ -63,7 +79,7 @@ class LocalLauncher(Launcher):
                     hub_servers.append(
                         stack.enter_context(server_process(command, metrics=metrics, role=role))
                     )
-                    started[role] = hub_servers[-1]
+                    started[role] = hub_servers[-1].process
                 print(
                     f"started {len(hub_servers)} hub(s) on 127.0.0.1 ports "
                     f"{', '.join(str(s.port) for s in hub_servers)}",
@@ -72,6 +88,17 @@ class LocalLauncher(Launcher):
                 _print_metrics("hub", hub_servers)
                 return [("127.0.0.1", s.port) for s in hub_servers]
 
+            master = None
+            if config.num_trainers > 1:
+                master = RankMaster("127.0.0.1", config.num_trainers, config.collective_timeout)
+                for rank in range(1, config.num_trainers):
+                    command = rank_command(config, rank, master, configs)
+                    started[f"trainer {rank}"] = stack.enter_context(rank_process(command))
+                print(
+                    f"started trainer ranks 1-{config.num_trainers - 1} of "
+                    f"{config.num_trainers} (rank 0 is this process, rendezvous {master.address})",
+                    flush=True,
+                )
             hub_addresses = parse_addresses(launch.hubs, "--hub") if launch.hubs else None
             yield Attempt(
                 lambda: train_over_grpc(
@@ -82,14 +109,28 @@ class LocalLauncher(Launcher):
                     start_hubs,
                     resume,
                     launch.preemption,
+                    master,
                 ),
                 lambda: _exited(started),
             )
 
 
-def _exited(started: dict[str, ServerProcess]) -> str | None:
+def rank_command(config: TrainConfig, rank: int, master: RankMaster, directory: Path) -> list[str]:
+    """``sniper train --rank R --master HOST:PORT --config FILE``, the job's config written to
+    ``directory`` (quiet, no metrics: rank 0 shows the job's)."""
+    path = directory / f"trainer-{rank}.toml"
+    quiet = dataclasses.replace(config, progress=False, metrics_port=-1)
+    path.write_text(tomli_w.dumps(dataclasses.asdict(quiet)))
+    return sniper_command(
+        "train",
+        *("--rank", str(rank), "--master", master.address, "--exit-on-stdin-eof"),
+        *("--config", str(path)),
+    )
+
+
+def _exited(started: dict[str, subprocess.Popen[str]]) -> str | None:
     """The first of ``started`` whose process has exited."""
-    return next((role for role, s in started.items() if s.process.poll() is not None), None)
+    return next((role for role, p in started.items() if p.poll() is not None), None)
 
 
 def _print_metrics(role: str, servers: list[ServerProcess]) -> None:

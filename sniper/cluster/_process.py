@@ -31,6 +31,7 @@ from sniper.cluster._abc import RoleStartError
 __all__ = [
     "ServerProcess",
     "ps_command",
+    "rank_process",
     "serve_command",
     "serve_config_command",
     "server_process",
@@ -139,6 +140,21 @@ def _run(
         _stop(process, stop_timeout)
         if server is not None:
             server.returncode = process.returncode
+
+
+@contextmanager
+def rank_process(
+    command: Sequence[str], stop_timeout: float = 45.0
+) -> Iterator[subprocess.Popen[str]]:
+    """Run a trainer rank's ``command`` (``sniper train --rank R``) until the block ends, as a
+    server runs: in a process group of its own, its standard input a pipe this process holds
+    (a rank exits when it ends), stopped with SIGTERM, then killed. It serves no port: it
+    joins the job's ranks by itself, and its log lines go to this process's standard error."""
+    process = subprocess.Popen(list(command), stdin=subprocess.PIPE, text=True, process_group=0)
+    try:
+        yield process
+    finally:
+        _stop(process, stop_timeout)
 
 
 def _exit_status(code: int | None) -> str:

@@ -24,10 +24,13 @@ __all__ = ["ReportFile", "path_rows", "print_report", "read_report", "write_repo
 def print_report(report: TrainReport, oracle_auc: float | None, eval_data: str = "") -> None:
     """The report as tables on stdout; ``oracle_auc`` (synthetic data) is quoted beside the
     model's, and ``eval_data`` names what the held-out figures scored."""
+    steps = f"{report.steps} steps of {len(report.ranks)} ranks" if report.ranks else None
     print(
-        f"\ntrained {report.steps} batches ({report.examples:,} examples) in "
+        f"\ntrained {steps or f'{report.steps} batches'} ({report.examples:,} examples) in "
         f"{report.seconds:.1f} s: {report.examples_per_second:,.0f} examples/s"
     )
+    if report.ranks:
+        _print_ranks(report)
     if report.resumed_from_step:
         print(f"resumed from the checkpoint of step {report.resumed_from_step}")
     if report.preempted:
@@ -83,6 +86,23 @@ def print_report(report: TrainReport, oracle_auc: float | None, eval_data: str =
     if report.ps_ops:
         print("\nwhere the ps calls' time goes (each ps's own timings of the same calls)")
         print_table(["op", "layer", "count", "p50 ms", "p99 ms"], path_rows(report))
+
+
+def _print_ranks(report: TrainReport) -> None:
+    """Each trainer rank's throughput, and what averaging the dense gradients cost a step."""
+    for rank in report.ranks:
+        print(
+            f"  trainer rank {rank['rank']}: {rank['examples']:,} examples in "
+            f"{rank['seconds']:.1f} s: {rank['examples_per_second']:,.0f} examples/s"
+        )
+    allreduce = report.ops.get("AllReduce")
+    if allreduce is not None:
+        print(
+            f"all-reduce of the dense gradients: {report.allreduce_bytes:,} bytes a step, "
+            f"p50 {allreduce.p50_us / 1e3:.2f} ms, p99 {allreduce.p99_us / 1e3:.2f} ms (waiting "
+            "for the slowest rank included)\nheld-out figures below: rank 0's batches and copy "
+            "of the model"
+        )
 
 
 _STAGES = ("decode", "dispatch", "wait", "kernel", "apply", "encode")

@@ -32,8 +32,7 @@ log = logging.getLogger("sniper.train")
 _DATA = ("data", "workload", "scale", "num_batches", "epochs")
 """The keys that say which batches there are: with the same ones, a finished job has none left."""
 
-
-_UNRECORDED: dict[str, Any] = {"labels": ["label"], "features": {}}
+_UNRECORDED: dict[str, Any] = {"labels": ["label"], "features": {}, "num_trainers": 1}
 """The value of each recorded key in a checkpoint written before it was recorded."""
 
 
@@ -42,6 +41,7 @@ def job_config(config: TrainConfig, plan: TrainPlan) -> dict[str, Any]:
     recorded = {
         "batch_size": config.batch_size,
         "num_hubs": config.num_hubs,
+        "num_trainers": config.num_trainers,
         "seed": config.seed,
         "model.factory": plan.model_config.factory,
         "model.optimizer": plan.model_config.optimizer,

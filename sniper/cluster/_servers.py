@@ -19,10 +19,10 @@ from sniper.cluster._plan import TrainPlan
 from sniper.cluster._preemption import Preemption
 from sniper.cluster._serve import ServeConfig
 from sniper.data import DataSource
-from sniper.roles import HubSettings, PsCluster, PsSettings, TrainReport
+from sniper.roles import HubSettings, PsCluster, PsSettings, RankMaster, Ranks, TrainReport
 from sniper.rpc import HubApi, HubClient, Placement, PsClient, Security
 
-__all__ = ["hub_configs", "server_config", "train_over_grpc"]
+__all__ = ["hub_configs", "ps_cluster", "server_config", "train_over_grpc"]
 
 
 def server_config(config: TrainConfig, role: str, **extra: Any) -> ServeConfig:
@@ -60,18 +60,12 @@ def hub_configs(
     ]
 
 
-async def train_over_grpc(
-    config: TrainConfig,
-    plan: TrainPlan,
-    ps: list[tuple[str, int]],
-    hubs: list[tuple[str, int]] | None,
-    start_hubs: Callable[[Placement], list[tuple[str, int]]],
-    resume: JobCheckpoint | None,
-    preemption: Preemption | None = None,
-) -> TrainReport:
-    """The job over gRPC, against ps (and hubs) at these addresses."""
+def ps_cluster(
+    config: TrainConfig, ps: list[tuple[str, int]], placement: Placement | None
+) -> PsCluster:
+    """Clients of the ps at these addresses as one cluster (``placement`` None: by hash)."""
     security = Security.of(config)
-    cluster = PsCluster(
+    return PsCluster(
         [
             PsClient(
                 host,
@@ -82,17 +76,61 @@ async def train_over_grpc(
             )
             for host, port in ps
         ],
-        resumed_placement(resume, len(ps)),
+        placement,
     )
+
+
+async def train_over_grpc(
+    config: TrainConfig,
+    plan: TrainPlan,
+    ps: list[tuple[str, int]],
+    hubs: list[tuple[str, int]] | None,
+    start_hubs: Callable[[Placement], list[tuple[str, int]]],
+    resume: JobCheckpoint | None,
+    preemption: Preemption | None = None,
+    master: RankMaster | None = None,
+) -> TrainReport:
+    """The job over gRPC, against ps (and hubs) at these addresses; with ``master``, as rank
+    0 of ``num_trainers``, whose other ranks join at ``master`` (``sniper.cluster._rank``)."""
+    security = Security.of(config)
+    cluster = ps_cluster(config, ps, resumed_placement(resume, len(ps)))
     clients: list[HubClient] = []
+    addresses: list[tuple[str, int]] = []
 
     async def connect_hubs() -> list[tuple[str, HubApi]]:
-        addresses = hubs if hubs is not None else start_hubs(cluster.placement)
+        addresses.extend(hubs if hubs is not None else start_hubs(cluster.placement))
         clients.extend(HubClient(host, port, security=security) for host, port in addresses)
         return [(client.address, client) for client in clients]
 
+    def join_ranks() -> Ranks:
+        """Rank 0 joins the others (once they all have), and tells them where the job's
+        servers are, its placement, and the checkpoint it resumes."""
+        assert master is not None
+        ranks = Ranks(0, config.num_trainers, master, config.collective_timeout)
+        try:
+            ranks.broadcast(
+                {
+                    "ps": ps,
+                    "hubs": addresses,
+                    "placement": cluster.placement.to_dict(),
+                    "trainer": resume.trainer if resume is not None else None,
+                }
+            )
+        except BaseException:
+            ranks.close()
+            raise
+        return ranks
+
     try:
-        return await run_job(config, plan, cluster, connect_hubs, resume, preemption)
+        return await run_job(
+            config,
+            plan,
+            cluster,
+            connect_hubs,
+            resume,
+            preemption,
+            join_ranks if master is not None else None,
+        )
     finally:
         for client in clients:
             client.close()

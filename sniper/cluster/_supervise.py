@@ -64,9 +64,12 @@ def supervise(launcher: Launcher, launch: Launch) -> TrainReport:
     job = config.job_directory()
     # SIGTERM unwinds like Ctrl-C, so the launcher's block stops every server it started.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    preemption = Preemption() if job is not None and config.preempt_grace > 0 else None
+    # Several ranks stop at once on a signal: a last checkpoint would pause them all at one
+    # step, which a signal to rank 0 alone cannot name in advance.
+    saves = job is not None and config.preempt_grace > 0 and config.num_trainers == 1
+    preemption = Preemption() if saves else None
     launch = dataclasses.replace(launch, preemption=preemption)
-    on_signal = _OnSignal(job, preemption, config.preempt_grace)
+    on_signal = _OnSignal(job, preemption, config.preempt_grace, config.num_trainers)
     latest_at_start = _latest(job)
     deaths: collections.Counter[str] = collections.Counter()
     restarts = lost_steps = 0
@@ -280,10 +283,17 @@ class _OnSignal:
     """What a signal does to the job of ``directory`` (None: no checkpoints), and its lines:
     ask ``preemption`` (None: none) for a last checkpoint within ``grace`` seconds."""
 
-    def __init__(self, directory: Path | None, preemption: Preemption | None, grace: float):
+    def __init__(
+        self,
+        directory: Path | None,
+        preemption: Preemption | None,
+        grace: float,
+        ranks: int = 1,
+    ):
         self.directory = directory
         self.preemption = preemption
         self.grace = grace
+        self.ranks = ranks
         self.asked = False
         """The trainer was asked for its last checkpoint."""
 
@@ -306,6 +316,8 @@ class _OnSignal:
             why = "no --checkpoint-dir"
         elif not self.grace:
             why = "preempt_grace 0"
+        elif self.ranks > 1:
+            why = f"num_trainers {self.ranks} saves none on a signal; {self._latest()}"
         else:
             why = f"training had not started; {self._latest()}"
         log.warning("%s: stopping at once; nothing saved (%s)", name, why)

@@ -33,7 +33,7 @@ from sniper.cluster._report import print_report, write_report
 from sniper.cluster._resume import check_resume, nothing_left, with_checkpoint_features
 from sniper.cluster._supervise import Preempted, supervise
 from sniper.data import load_workload
-from sniper.roles import TrainingError, checkpoint_report
+from sniper.roles import TrainingError, checkpoint_report, import_torch_distributed
 from sniper.runtime import log_to_stderr
 
 __all__ = ["run_train"]
@@ -47,8 +47,11 @@ def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = Non
     rather than report success: its hubs had nothing to hand out."""
     log_to_stderr()
     if config.launcher == "auto":
-        named = bool(ps or hubs)
+        # Several trainer ranks are processes of their own, as named servers are reached.
+        named = bool(ps or hubs) or config.num_trainers > 1
         config = dataclasses.replace(config, launcher="local" if named else "inprocess")
+    if config.num_trainers > 1:
+        import_torch_distributed()  # before any process: one line where torch is missing
     launcher = open_launcher(config.launcher)
     workload = load_workload(config.workload)
     plan = plan_training(config, workload)  # before any process: a bad config starts nothing

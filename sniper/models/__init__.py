@@ -11,6 +11,7 @@
 """
 
 from sniper.models._abc import DenseModel as DenseModel
+from sniper.models._abc import GradientAverage as GradientAverage
 from sniper.models._abc import Jagged as Jagged
 from sniper.models._abc import ModelInputs as ModelInputs
 from sniper.models._abc import TrainStep as TrainStep
@@ -28,6 +29,7 @@ __all__ = [
     "MODEL_NAMES",
     "SETTINGS",
     "DenseModel",
+    "GradientAverage",
     "Jagged",
     "Mlp",
     "MlpModel",

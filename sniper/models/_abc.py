@@ -27,17 +27,23 @@ order, so a model needs no lock; none comes from the event loop.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["DenseModel", "Jagged", "ModelInputs", "TrainStep"]
+__all__ = ["DenseModel", "GradientAverage", "Jagged", "ModelInputs", "TrainStep"]
 
 F32 = NDArray[np.float32]
 Jagged = tuple[NDArray[np.float32], NDArray[np.int64]]
 """A sequence variable's batch: ``(values float32[n, dim], offsets int64[batch + 1])``."""
+
+GradientAverage = Callable[[list[Any]], bool]
+"""Averages a list of gradients (numpy arrays or torch tensors) in place across the job's
+trainer ranks (``num_trainers`` > 1); False: no rank trained this step, so there is nothing to
+apply (``sniper.roles._ranks``)."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +108,16 @@ class TrainStep(ABC):
     def update(self) -> None:
         """Apply the optimizer's step for this batch. Called once, on the model's thread,
         before the model's next :meth:`DenseModel.train_step` or :meth:`DenseModel.predict`."""
+
+    def update_averaged(self, average: GradientAverage) -> None:
+        """:meth:`update`, with the gradients of the model's parameters first averaged across
+        the job's trainer ranks by ``average`` (and nothing applied where it answers False), so
+        that every rank applies the same step. A model that trains with ``num_trainers`` > 1
+        overrides this; the numpy MLP and :class:`~sniper.torch.TorchModel` do."""
+        raise NotImplementedError(
+            f"{type(self).__name__} cannot train with num_trainers > 1: it does not average "
+            "its gradients across ranks (TrainStep.update_averaged)"
+        )
 
 
 class DenseModel(ABC):

@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sniper.data import log_loss
-from sniper.models._abc import DenseModel, Jagged, ModelInputs, TrainStep
+from sniper.models._abc import DenseModel, GradientAverage, Jagged, ModelInputs, TrainStep
 from sniper.models._kernels import adam_update
 
 __all__ = ["Backward", "Mlp", "MlpModel", "sigmoid", "start_dense_kernels"]
@@ -169,11 +169,19 @@ class Mlp:
             _column_blocks(grad, self.weights[0], columns), self, activations, layer_grads
         )
 
-    def _update(self, activations: list[F32], layer_grads: list[F32]) -> None:
-        """Weight and bias gradients from each layer's input and output gradient; Adam."""
+    def _update(
+        self,
+        activations: list[F32],
+        layer_grads: list[F32],
+        average: GradientAverage | None = None,
+    ) -> None:
+        """Weight and bias gradients from each layer's input and output gradient, averaged
+        across the job's ranks by ``average`` (None: one rank); Adam."""
         weight_grads = [a.T @ g for a, g in zip(activations[:-1], layer_grads, strict=True)]
         bias_grads = [g.sum(axis=0) for g in layer_grads]
-        self._adam.step([*self.weights, *self.biases], [*weight_grads, *bias_grads], self._moments)
+        grads = [*weight_grads, *bias_grads]
+        if average is None or average(grads):
+            self._adam.step([*self.weights, *self.biases], grads, self._moments)
 
 
 def _column_blocks(grad: F32, first: F32, columns: Sequence[tuple[int, int]]) -> list[F32]:
@@ -201,9 +209,10 @@ class Backward:
     _activations: list[F32]
     _layer_grads: list[F32]
 
-    def update(self) -> None:
-        """Apply the Adam step; call once, before the model's next forward pass."""
-        self._model._update(self._activations, self._layer_grads)
+    def update(self, average: GradientAverage | None = None) -> None:
+        """Apply the Adam step (its gradients averaged across ranks by ``average``); call
+        once, before the model's next forward pass."""
+        self._model._update(self._activations, self._layer_grads, average)
 
 
 @functools.cache
@@ -225,6 +234,9 @@ class _MlpStep(TrainStep):
 
     def update(self) -> None:
         self._backward.update()
+
+    def update_averaged(self, average: GradientAverage) -> None:
+        self._backward.update(average)
 
 
 class MlpModel(DenseModel):

@@ -6,6 +6,8 @@
 - :class:`HubRole`: reads a :class:`~sniper.data.Reader`, feeds the ps, hands out batches.
 - :class:`Trainer`: prefetches from hubs, trains the dense model it is given
   (``sniper.models``), pushes gradients; its pipeline, step and pauses are modules of their own.
+- :class:`Ranks`: a job's trainer ranks (``num_trainers``), joined by ``torch.distributed``:
+  the step's all-reduce of the dense gradients, and the checkpoints' gather and barrier.
 - :class:`PsCluster`: several ps as one, each variable on the ps its placement names.
 - :class:`AutoShard`: the trainer's moves of variables off a busy ps, as
   ``sniper.placement``'s planner (:func:`plan_moves`, re-exported here) decides them.
@@ -49,6 +51,9 @@ from sniper.roles._hub import HubSettings as HubSettings
 from sniper.roles._ps import PsRole as PsRole
 from sniper.roles._ps import PsRoleConfig as PsRoleConfig
 from sniper.roles._ps import PsSettings as PsSettings
+from sniper.roles._ranks import RankMaster as RankMaster
+from sniper.roles._ranks import Ranks as Ranks
+from sniper.roles._ranks import import_torch_distributed as import_torch_distributed
 from sniper.roles._step import Predictor as Predictor
 from sniper.roles._train_report import LiveProgress as LiveProgress
 from sniper.roles._train_report import TrainReport as TrainReport
@@ -89,6 +94,8 @@ __all__ = [
     "PsRole",
     "PsRoleConfig",
     "PsSettings",
+    "RankMaster",
+    "Ranks",
     "TrainReport",
     "Trainer",
     "TrainerConfig",
@@ -102,6 +109,7 @@ __all__ = [
     "describe_error",
     "estimate_bytes",
     "gather",
+    "import_torch_distributed",
     "load_checkpoint",
     "plan_moves",
     "replace_file",

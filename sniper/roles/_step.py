@@ -7,6 +7,11 @@ every role's (measured at seed_ctr scale 0.02: the loop's p99 lag fell from 21 t
 Training steps and the scoring of held-out batches run there, one at a time and in order. The
 evaluation data's scoring (``eval_data``) still runs on the loop, between steps
 (:class:`Predictor`).
+
+Several ranks (``num_trainers``). The model's update averages its gradients across the ranks
+first (:meth:`~sniper.models.TrainStep.update_averaged`): the all-reduce runs on the model's
+thread, while the push is under way. A rank whose data has ended takes part in the others'
+steps with a weight of 0 (:meth:`DenseStep.join`), so that every rank applies every update.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from sniper.models import DenseModel, Jagged, TrainStep
 from sniper.roles._cluster import PsCluster
 from sniper.roles._errors import RPC_ERRORS, TrainingError, describe_error
 from sniper.roles._pipeline import jagged, timed
+from sniper.roles._ranks import Ranks
 from sniper.roles._scores import Scores
 from sniper.rpc import Pooled
 from sniper.scheduler import Scheduler, TaskHandle, open_scheduler
@@ -71,10 +77,15 @@ class DenseStep:
     """
 
     def __init__(
-        self, model: DenseModel, cluster: PsCluster, histograms: Mapping[str, Histogram]
+        self,
+        model: DenseModel,
+        cluster: PsCluster,
+        histograms: Mapping[str, Histogram],
+        ranks: Ranks | None = None,
     ) -> None:
         self.model = model
         self.cluster = cluster
+        self.ranks = ranks
         self._dense = histograms["Dense"]
         self._pushes = histograms["PushGrad"]
         self._thread: Scheduler | None = None
@@ -120,7 +131,7 @@ class DenseStep:
         """
         start = time.perf_counter()
         step = self._on_thread(_forward_backward, self.model, inputs, labels, scores, sequences)
-        update = self._on_thread(_update_after, step)
+        update = self._on_thread(_update_after, step, self.ranks)
         try:
             done = await step.wait()
         except BaseException:
@@ -142,6 +153,12 @@ class DenseStep:
         if failures:
             raise failures[0]
         return done.loss
+
+    async def join(self) -> bool:
+        """This rank's data has ended: take part in the other ranks' step with a weight of 0
+        and apply its update. False once every rank's data has ended (no update)."""
+        assert self.ranks is not None, "join() is for a rank of several"
+        return await self._on_thread(_join, self.model, self.ranks).wait()
 
     async def score(self, inputs: F32, sequences: Mapping[str, Jagged] | None = None) -> F32:
         """The model's predictions for a held-out batch, on the model's thread."""
@@ -179,9 +196,25 @@ def _predict(model: DenseModel, inputs: F32, sequences: Mapping[str, Jagged]) ->
     return model.predict(inputs, sequences=sequences)
 
 
-def _update_after(step: TaskHandle[TrainStep]) -> float:
+def _update_after(step: TaskHandle[TrainStep], ranks: Ranks | None) -> float:
     """The update of ``step``, queued right behind it on the model's one thread (so done by
-    now); its own seconds. A failed step fails this too."""
+    now), its gradients averaged across ``ranks`` (None: one rank); its own seconds. A failed
+    step fails this too."""
     start = time.perf_counter()
-    step.result().update()
+    if ranks is None:
+        step.result().update()
+    else:
+        step.result().update_averaged(ranks.average)
     return time.perf_counter() - start
+
+
+def _join(model: DenseModel, ranks: Ranks) -> bool:
+    """A step on two examples of zeros, weighted 0 in the average: this rank's gradients count
+    for nothing, and it applies the others' update (see :meth:`DenseStep.join`)."""
+    labels = len(model.inputs.labels)
+    shape = (2,) if labels == 1 else (2, labels)
+    step = model.train_step(
+        np.zeros((2, model.inputs.width), dtype=np.float32), np.zeros(shape, dtype=np.float32)
+    )
+    step.update_averaged(lambda grads: ranks.average(grads, 0.0))
+    return ranks.contributors > 0

@@ -71,6 +71,14 @@ class TrainReport:
     window that planned it) and seconds (the move's pause)."""
     placement_version: int = 0
     """The placement's version at the end (0: every variable on its hashed ps)."""
+    ranks: list[dict[str, Any]] = field(default_factory=list)
+    """Each trainer rank's figures (``num_trainers`` > 1): ``rank``, ``examples`` and
+    ``seconds`` of this run, ``examples_per_second``; :attr:`examples` and
+    :attr:`examples_per_second` are their sums, and the other figures rank 0's (the
+    evaluation data's AUC, scored on rank 0's copy of the one model). Empty with one rank."""
+    allreduce_bytes: int = 0
+    """Bytes of dense gradients each rank all-reduces per step (0: one rank); the time of
+    each step's all-reduce is ``ops["AllReduce"]``."""
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready values: what ``sniper train`` writes."""

@@ -27,6 +27,14 @@ pause: its checkpoint at the clean cut, after which training ends as at ``max_st
 the end's scoring of the evaluation data (the resumed run's end scores it); the report says
 ``preempted``.
 
+Several ranks (``num_trainers``, :class:`~sniper.roles._ranks.Ranks`). Each rank is a trainer
+of its own hubs (hub ``h`` is rank ``h % num_trainers``'s), and its steps average the dense
+model's gradients with the other ranks' (:mod:`sniper.roles._step`). A rank whose data ends
+takes part in the others' steps until every rank's has ended, so every rank counts the same
+steps and pauses for a checkpoint at the same one: there the ranks gather their positions and
+counters, rank 0 (the one with a checkpointer) saves the job once, and every rank waits for it.
+At the end they gather their figures, which rank 0's report sums and lists by rank.
+
 Failure. A hub or ps that stops answering ends training with :class:`TrainingError`, which
 names the server and the call that failed. Nothing is retried silently past the client's own
 retries.
@@ -55,6 +63,7 @@ from sniper.roles._errors import RPC_ERRORS, TrainingError, describe_error
 from sniper.roles._evaluate import DataEvaluator, EvalResult
 from sniper.roles._pauses import Pauses
 from sniper.roles._pipeline import Pipeline, Ready
+from sniper.roles._ranks import Ranks
 from sniper.roles._scores import Scores
 from sniper.roles._step import DenseStep, Predictor
 from sniper.roles._train_report import LiveProgress, TrainReport
@@ -78,7 +87,8 @@ class Trainer:
     matrix and handed to the model as jagged blocks) and ``labels`` the data's label names;
     ``model`` is the dense model to train (default: the numpy MLP of ``config``), built for
     them and ``dense_features`` by ``model_config`` (recorded in checkpoints; None: not
-    recorded, for a model built by other means).
+    recorded, for a model built by other means). With ``ranks``, this is one rank of several
+    (see the module doc): ``hubs`` are its own, of the job's ``num_hubs``.
     """
 
     def __init__(
@@ -96,6 +106,8 @@ class Trainer:
         labels: Sequence[str] = ("label",),
         *,
         sequences: Mapping[str, int] | None = None,
+        ranks: Ranks | None = None,
+        num_hubs: int | None = None,
     ) -> None:
         if not hubs:
             raise ValueError("the trainer needs at least one hub")
@@ -111,6 +123,9 @@ class Trainer:
                 f"{data[2]} and {data[3]}"
             )
         self.hubs = list(hubs)
+        self.num_hubs = num_hubs or len(self.hubs)
+        """The job's hubs, those of every rank."""
+        self.ranks = ranks
         self.cluster = cluster
         self.variables = list(dims)
         self.dims = dict(dims)
@@ -120,6 +135,8 @@ class Trainer:
         self.model_config = model_config
         model.warm_up()
         self.histograms = {op: Histogram() for op in OPS}
+        if ranks is not None:
+            self.histograms["AllReduce"] = ranks.allreduce
         self.pipeline = Pipeline(
             hubs,
             cluster,
@@ -132,11 +149,12 @@ class Trainer:
             histograms=self.histograms,
         )
         self.reader = self.pipeline.reader
-        self._step = DenseStep(model, cluster, self.histograms)
+        self._step = DenseStep(model, cluster, self.histograms, ranks)
         self._predictor = Predictor(model, self.variables)
         self.checkpointer = checkpointer
         self.balancer = balancer
-        save = None if checkpointer is None else self._save
+        # Every rank pauses for a checkpoint; rank 0's checkpointer saves it.
+        save = None if checkpointer is None and ranks is None else self._save
         self.pauses = Pauses(self.pipeline, cluster, save, config.checkpoint_every, balancer)
         self.positions: dict[int, BatchId] = {}
         """The last batch trained or scored of each hub (by hub number)."""
@@ -147,10 +165,23 @@ class Trainer:
         self._live_lock = threading.Lock()
         self._started: float | None = None
         self._resumed_examples = 0
+        self._rank_states: list[dict[str, Any]] = []  # every rank's, at the latest checkpoint
 
     async def _save(self, report: TrainReport) -> None:
-        assert self.checkpointer is not None
-        await self.checkpointer(self, report)
+        if self.ranks is not None:
+            mine = {
+                "tickets": self.pipeline.next_ticket,
+                "examples": report.examples,
+                "eval_batches": report.eval_batches,
+                "positions": dict(self.positions),
+            }
+            self._rank_states = await anyio.to_thread.run_sync(self.ranks.gather, mine)
+            for state in self._rank_states:
+                self.positions.update(state["positions"])
+        if self.checkpointer is not None:
+            await self.checkpointer(self, report)
+        if self.ranks is not None:
+            await anyio.to_thread.run_sync(self.ranks.barrier)
 
     def model_input(
         self, pooled: Mapping[str, Pooled], dense: NDArray[np.float32]
@@ -190,11 +221,31 @@ class Trainer:
                 report.preempted = True
             else:
                 await self._end(report)
+            self._finish(report, seconds, report.examples - resumed_examples)
+            if self.ranks is not None:
+                await self._sum_ranks(report, report.examples - resumed_examples)
         except TrainingError as exc:
             exc.steps = report.steps
             raise
-        self._finish(report, seconds, report.examples - resumed_examples)
         return report
+
+    async def _sum_ranks(self, report: TrainReport, examples: int) -> None:
+        """Every rank's figures in the report: each rank's, and the job's totals."""
+        assert self.ranks is not None
+        mine = {
+            "rank": self.ranks.rank,
+            "examples": examples,
+            "seconds": report.seconds,
+            "examples_per_second": report.examples_per_second,
+            "job_examples": report.examples,
+            "eval_batches": report.eval_batches,
+        }
+        ranks = await anyio.to_thread.run_sync(self.ranks.gather, mine)
+        report.examples = sum(int(r.pop("job_examples")) for r in ranks)
+        report.eval_batches = sum(int(r["eval_batches"]) for r in ranks)
+        report.examples_per_second = sum(float(r["examples_per_second"]) for r in ranks)
+        report.ranks = ranks
+        report.allreduce_bytes = self.ranks.bytes_per_step
 
     async def _end(self, report: TrainReport) -> None:
         """Score the evaluation data (unless this step's scoring is done) and checkpoint the
@@ -205,8 +256,11 @@ class Trainer:
             await self._score_eval_data(report)
         # Scored first, and saved again if a checkpoint at this step came before the end, so
         # that the last checkpoint holds the whole report and says whether the data ended (a
-        # resume of a finished run answers with it).
-        await self.pauses.finish(report, again=scored or self.data_ended)
+        # resume of a finished run answers with it). Every rank saves, or none: they agree.
+        again = scored or self.data_ended
+        if self.ranks is not None:
+            again = await anyio.to_thread.run_sync(self.ranks.any, again)
+        await self.pauses.finish(report, again=again)
 
     def preempt(self) -> None:
         """Checkpoint at the next clean cut and end training there (a preemption: ``sniper
@@ -228,7 +282,8 @@ class Trainer:
             try:
                 item = await pipeline.next()
             except anyio.EndOfStream:
-                self.data_ended = True
+                if self.ranks is None or await self._join(report):
+                    self.data_ended = True
                 return
             ticket = pipeline.next_ticket - 1
             if item is None:
@@ -253,6 +308,19 @@ class Trainer:
                 last_log = now
             if self.config.max_steps and report.steps >= self.config.max_steps:
                 return
+
+    async def _join(self, report: TrainReport) -> bool:
+        """This rank's data has ended: take part in the other ranks' steps (and their
+        checkpoints) until every rank's data has ended (True) or ``max_steps`` (False)."""
+        pipeline = self.pipeline
+        while not (self.config.max_steps and report.steps >= self.config.max_steps):
+            if pipeline.closed and pipeline.drained():
+                await self.pauses.run(report)
+            if not await self._step.join():
+                return True
+            report.steps += 1
+            await self.pauses.after_step(report.steps)
+        return False
 
     async def _train_on(
         self,
@@ -343,7 +411,16 @@ class Trainer:
             "eval_data_history": [dataclasses.asdict(r) for r in report.eval_data_history],
             "tickets": self.pipeline.next_ticket,
             "data_ended": self.data_ended,
-        }
+        } | self._ranks_state()
+
+    def _ranks_state(self) -> dict[str, Any]:
+        """Each rank's place (its next ticket, examples and held-out batches) and the job's
+        sums, from the ranks' states gathered for this checkpoint (nothing with one rank)."""
+        if self.ranks is None:
+            return {}
+        keys = ("tickets", "examples", "eval_batches")
+        ranks = [{key: r[key] for key in keys} for r in self._rank_states]
+        return {key: sum(r[key] for r in ranks) for key in keys[1:]} | {"ranks": ranks}
 
     def resume_from(self, state: dict[str, Any]) -> None:
         """Continue from :meth:`state`: the model, the report's counters and its streaming
@@ -352,8 +429,18 @@ class Trainer:
         self._scores = _restore(self._report, state, self._scores.names)
         self.data_ended = bool(state["data_ended"])
         self.pauses.checkpointed_step = self._report.steps
+        tickets = int(state["tickets"])
+        if self.ranks is not None:
+            if len(state.get("ranks", ())) != self.ranks.size:
+                raise ValueError(
+                    f"the checkpoint was trained by {len(state.get('ranks', ())) or 1} "
+                    f"trainer rank(s); resume it with num_trainers = that many"
+                )
+            mine = state["ranks"][self.ranks.rank]
+            tickets, self._report.examples = int(mine["tickets"]), int(mine["examples"])
+            self._report.eval_batches = int(mine["eval_batches"])
         # The checkpoint's tickets were all pushed.
-        self.pipeline.start_at(int(state["tickets"]))
+        self.pipeline.start_at(tickets)
 
     def _finish(self, report: TrainReport, seconds: float, examples: int) -> None:
         report.seconds = seconds

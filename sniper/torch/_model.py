@@ -37,7 +37,7 @@ import torch
 from numpy.typing import NDArray
 from torch.nn import functional
 
-from sniper.models import DenseModel, Jagged, ModelInputs, TrainStep
+from sniper.models import DenseModel, GradientAverage, Jagged, ModelInputs, TrainStep
 from sniper.torch._state import load_module, load_optimizer, module_arrays, optimizer_arrays
 
 __all__ = ["TorchModel", "open_optimizer", "resolve_device"]
@@ -89,6 +89,19 @@ class _TorchStep(TrainStep):
 
     def update(self) -> None:
         self._optimizer.step()
+
+    def update_averaged(self, average: GradientAverage) -> None:
+        """The step with every parameter's gradient averaged across the ranks first (the
+        all-reduce DDP makes, over the same gradients; a parameter the loss did not reach
+        counts as a zero gradient, so every rank averages the same list)."""
+        params = [
+            p for group in self._optimizer.param_groups for p in group["params"] if p.requires_grad
+        ]
+        for param in params:
+            if param.grad is None:
+                param.grad = torch.zeros_like(param)
+        if average([param.grad for param in params]):
+            self._optimizer.step()
 
 
 class TorchModel(DenseModel):

@@ -1,0 +1,107 @@
+"""``sniper train --rank R --master HOST:PORT``: trainer rank R (> 0) of a job's ranks.
+
+Rank 0 is ``sniper train`` itself: it starts (or reaches) the ps and hubs, restores a
+checkpoint, creates the variables, checkpoints, scores and reports. Another rank only trains:
+it plans the job from the same config (the data's shape and the dense model), joins the ranks
+at rank 0's rendezvous (``--master``), and hears from rank 0 where the ps and hubs are, the
+placement, and the checkpoint's trainer state when the job resumes (so a rank needs no access
+to the checkpoint directory). It then trains on its own hubs (hub ``h`` is rank
+``h % num_trainers``'s) until every rank's data has ended (``sniper.roles._trainer``), and
+exits 0. A failure is one ``sniper: error:`` line and exit 1, and the rank's end makes the
+other ranks' collectives fail: rank 0's supervisor restarts them all.
+
+A rank started by the local launcher (``--exit-on-stdin-eof``) also exits when its standard
+input ends: the ``sniper train`` that started it is gone (killed outright), and nothing would
+stop it otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+from typing import Any
+
+import anyio
+
+from sniper.cluster._config import TrainConfig
+from sniper.cluster._plan import TrainPlan, plan_training
+from sniper.cluster._servers import ps_cluster
+from sniper.data import load_workload
+from sniper.roles import Ranks, Trainer, TrainReport
+from sniper.rpc import HubClient, Placement, Security
+from sniper.runtime import log_to_stderr
+
+__all__ = ["run_rank"]
+
+log = logging.getLogger("sniper.trainer")
+
+
+def run_rank(config: TrainConfig, rank: int, master: str, *, exit_with_stdin: bool = False) -> int:
+    """Train as rank ``rank`` (see the module doc); the exit status."""
+    if not 0 < rank < config.num_trainers:
+        raise ValueError(
+            f"--rank {rank}: a job of num_trainers = {config.num_trainers} has ranks 1 to "
+            f"{config.num_trainers - 1} besides rank 0 (sniper train without --rank)"
+        )
+    log_to_stderr()
+    for handler in logging.getLogger().handlers:
+        handler.setFormatter(
+            logging.Formatter(f"%(asctime)s %(levelname)s %(name)s [rank {rank}]: %(message)s")
+        )
+    if exit_with_stdin:
+        threading.Thread(target=_exit_at_end_of_stdin, daemon=True).start()
+    plan = plan_training(config, load_workload(config.workload))
+    ranks = Ranks(rank, config.num_trainers, master, config.collective_timeout)
+    try:
+        job: dict[str, Any] = ranks.broadcast(None)
+        report = anyio.run(_train, config, plan, ranks, job, backend="asyncio")
+    finally:
+        ranks.close()
+    print(
+        f"trainer rank {rank}: {report.steps} steps, this rank's figures in rank 0's report",
+        flush=True,
+    )
+    return 0
+
+
+async def _train(
+    config: TrainConfig, plan: TrainPlan, ranks: Ranks, job: dict[str, Any]
+) -> TrainReport:
+    """Train on this rank's hubs against the job's ps, as rank 0 placed and resumed them."""
+    ps = [(str(host), int(port)) for host, port in job["ps"]]
+    hubs = [(str(host), int(port)) for host, port in job["hubs"]]
+    cluster = ps_cluster(config, ps, Placement.from_dict(job["placement"]))
+    security = Security.of(config)
+    clients = [HubClient(host, port, security=security) for host, port in hubs]
+    own = clients[ranks.rank :: ranks.size]
+    try:
+        trainer = Trainer(
+            [(client.address, client) for client in own],
+            cluster,
+            plan.model_inputs.dims,
+            plan.data.dense_features,
+            config.trainer(),
+            model=plan.model(),
+            model_config=plan.model_config,
+            labels=plan.model_inputs.labels,
+            sequences=plan.model_inputs.sequences,
+            ranks=ranks,
+            num_hubs=len(hubs),
+        )
+        if job["trainer"] is not None:
+            trainer.resume_from(job["trainer"])
+        return await trainer.run()
+    finally:
+        for client in clients:
+            client.close()
+        cluster.close()
+
+
+def _exit_at_end_of_stdin() -> None:
+    """Exit once standard input ends: the process that started this rank is gone."""
+    while sys.stdin.read(4096):
+        pass
+    log.warning("the sniper train that started this rank is gone; exiting")
+    os._exit(1)

@@ -1,0 +1,212 @@
+"""``Ranks``: the trainers of one job (``num_trainers``), joined by ``torch.distributed``.
+
+Several trainer processes (ranks) train one job: each reads its own hubs, looks up and pushes
+its own batches against the shared ps, and every step they average the dense model's gradients
+with one all-reduce, so that every rank applies the same update and the ranks hold one model.
+This module is that collective and the few others a job needs (a broadcast at the start, a
+gather and a barrier at each checkpoint and at the end); sniper writes no collective of its
+own. The process group is gloo on the CPU; with GPUs enough for one per rank on the host, a
+model's gradients on a GPU go through NCCL (``cpu:gloo,cuda:nccl``), and otherwise through
+gloo by way of the host.
+
+Uneven data. The hubs hand each rank its own batches, and one rank's data may end a few
+steps before another's. A rank whose data has ended goes on taking part in every step with
+a weight of 0 (:meth:`Ranks.average`): its gradients count for nothing, it applies the same
+averaged update, and the step whose weights sum to 0 tells every rank at once that every
+rank's data has ended. The steps of every rank stay aligned, so a checkpoint every ``K``
+steps pauses every rank at the same step.
+
+Failure. Every collective is bounded by the group's timeout (``collective_timeout``), and a
+peer that dies closes its connections, which fails the others' collective at once: either
+way the call raises :class:`~sniper.roles.TrainingError` naming the collective, the job's
+attempt fails, and the supervisor restarts the ranks from the latest checkpoint. No rank
+waits for a dead one.
+
+torch is needed only here and only when ``num_trainers`` > 1: the numpy MLP of a
+single-rank job never imports it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from sniper._metrics import Histogram
+from sniper.roles._errors import TrainingError
+
+__all__ = ["RankMaster", "Ranks", "import_torch_distributed"]
+
+log = logging.getLogger("sniper.trainer")
+T = TypeVar("T")
+
+NEEDS_TORCH = (
+    "num_trainers > 1 averages the dense model's gradients with torch.distributed, and torch "
+    "is not installed: pip install 'sniper[torch]' (or train with num_trainers = 1)"
+)
+"""The one line a job with several ranks fails with where torch is missing."""
+
+
+def import_torch_distributed() -> Any:
+    """``torch.distributed``, or ``ValueError`` with :data:`NEEDS_TORCH`."""
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        raise ValueError(NEEDS_TORCH) from None
+    if not dist.is_available():
+        raise ValueError(NEEDS_TORCH)
+    return dist
+
+
+class RankMaster:
+    """The rendezvous of a job's ranks (a ``TCPStore``), held by rank 0's process: made
+    before the other ranks start, so that they are told its port."""
+
+    def __init__(self, host: str, size: int, timeout: float) -> None:
+        dist = import_torch_distributed()
+        self.host = host
+        self.store = dist.TCPStore(
+            host,
+            0,
+            size,
+            True,
+            timeout=datetime.timedelta(seconds=timeout),
+            wait_for_workers=False,
+        )
+        self.port = int(self.store.port)
+
+    @property
+    def address(self) -> str:
+        """``host:port`` for the other ranks' ``--master``."""
+        return f"{self.host}:{self.port}"
+
+
+class Ranks:
+    """Rank ``rank`` of ``size`` in a process group (see the module doc). Blocking calls:
+    the trainer makes them on its model thread or a worker thread, never on its loop."""
+
+    def __init__(
+        self,
+        rank: int,
+        size: int,
+        master: str | RankMaster,
+        timeout: float,
+    ) -> None:
+        dist = import_torch_distributed()
+        import torch
+
+        self.rank = rank
+        self.size = size
+        self.timeout = timeout
+        if isinstance(master, RankMaster):
+            store = master.store
+        else:
+            host, _, port = master.rpartition(":")
+            store = dist.TCPStore(
+                host, int(port), size, False, timeout=datetime.timedelta(seconds=timeout)
+            )
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        self.nccl = gpus >= size
+        """A GPU of its own for each rank on this host: gradients on a GPU go through NCCL."""
+        if self.nccl:
+            torch.cuda.set_device(rank % gpus)
+        self._call(
+            "joining the job's ranks",
+            lambda: dist.init_process_group(
+                "cpu:gloo,cuda:nccl" if self.nccl else "gloo",
+                store=store,
+                rank=rank,
+                world_size=size,
+                timeout=datetime.timedelta(seconds=timeout),
+            ),
+        )
+        self._dist = dist
+        self.allreduce = Histogram()
+        """Time of each step's all-reduce of the gradients."""
+        self.bytes_per_step = 0
+        """Bytes of gradients each rank all-reduces per step."""
+        self.contributors = size
+        """Ranks that trained a batch in the latest step (0: every rank's data has ended)."""
+        log.info("trainer rank %d of %d joined the job's ranks", rank, size)
+
+    def _call(self, what: str, call: Callable[[], T]) -> T:
+        """``call()``, a failure of the group (a rank died, or the timeout passed) as one
+        :class:`TrainingError` line naming ``what`` the ranks were doing."""
+        try:
+            return call()
+        except RuntimeError as exc:
+            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            raise TrainingError(
+                f"trainer rank {self.rank} of {self.size}: {what} failed (a rank died, or did "
+                f"not answer within collective_timeout {self.timeout:g} s): {first[:200]}"
+            ) from exc
+
+    def average(self, grads: Sequence[Any], weight: float = 1.0) -> bool:
+        """Average ``grads`` (numpy arrays or tensors, the same shapes on every rank) in
+        place across the ranks, each rank's weighted by ``weight`` (1: it trained a batch; 0:
+        its data has ended). False: every weight was 0, so there is no update to apply."""
+        import numpy as np
+        import torch
+
+        tensors = [g if isinstance(g, torch.Tensor) else torch.from_numpy(g) for g in grads]
+        device = tensors[0].device if tensors else torch.device("cpu")
+        flat = torch.cat(
+            [t.detach().reshape(-1).to(torch.float32) for t in tensors]
+            + [torch.tensor([weight], dtype=torch.float32, device=device)]
+        )
+        if weight != 1.0:
+            flat[:-1] *= weight
+        self.bytes_per_step = flat.numel() * flat.element_size()
+        start = time.perf_counter()
+        wire = flat if device.type == "cpu" or self.nccl else flat.cpu()
+        self._call("the all-reduce of the gradients", lambda: self._dist.all_reduce(wire))
+        self.allreduce.record(time.perf_counter() - start)
+        total = float(wire[-1])
+        self.contributors = int(np.rint(total))
+        if total <= 0:
+            return False
+        wire = wire.to(device) if wire.device != device else wire
+        wire /= total
+        offset = 0
+        for tensor in tensors:
+            count = tensor.numel()
+            tensor.copy_(wire[offset : offset + count].view_as(tensor))
+            offset += count
+        return True
+
+    def broadcast(self, value: T | None) -> T:
+        """Rank 0's ``value`` on every rank (the others pass None)."""
+        box = [value]
+        self._call("the start's broadcast", lambda: self._dist.broadcast_object_list(box, src=0))
+        assert box[0] is not None
+        return box[0]
+
+    def gather(self, value: T) -> list[T]:
+        """Every rank's ``value``, by rank, on every rank."""
+        values: list[Any] = [None] * self.size
+        self._call("gathering the ranks' state", lambda: self._gather(values, value))
+        return values
+
+    def _gather(self, values: list[Any], value: object) -> None:
+        self._dist.all_gather_object(values, value)
+
+    def any(self, flag: bool) -> bool:
+        """Whether any rank's ``flag`` is true."""
+        import torch
+
+        value = torch.tensor([1.0 if flag else 0.0])
+        self._call("agreeing on the end", lambda: self._dist.all_reduce(value))
+        return float(value[0]) > 0
+
+    def barrier(self) -> None:
+        """Wait until every rank gets here (rank 0's checkpoint is saved)."""
+        self._call("waiting for the checkpoint", self._dist.barrier)
+
+    def close(self) -> None:
+        """Leave the process group (after a failure too)."""
+        try:
+            self._dist.destroy_process_group()
+        except (RuntimeError, ValueError, AssertionError) as exc:
+            log.debug("leaving the ranks' process group: %s", exc)
