@@ -84,5 +84,6 @@ def add_workload(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workload",
         default="seed_ctr",
-        help="built-in workload (seed_ctr, criteo) or a workload JSON file (default: seed_ctr)",
+        help="built-in workload (seed_ctr, criteo, criteo_two_labels) or a workload JSON file "
+        "(default: seed_ctr)",
     )

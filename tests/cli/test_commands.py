@@ -46,7 +46,7 @@ def test_placement_shows_the_balanced_start_and_what_hashing_would_give() -> Non
         (
             ("placement", "--workload", "/nonexistent.json"),
             "sniper: error: workload '/nonexistent.json' is neither a built-in (seed_ctr, "
-            "criteo) nor a readable JSON file\n",
+            "criteo, criteo_two_labels) nor a readable JSON file\n",
         ),
         (
             ("bench", "ps", "--scheduler", "fifo"),
