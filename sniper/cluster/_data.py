@@ -57,8 +57,15 @@ def probe_data(
         signs,
         _recorded(reader),
         reader.label_names,
+        _regression(reader),
     )
     return shape, reader
+
+
+def _regression(reader: Reader) -> tuple[str, ...]:
+    """The labels a user's table declares regression targets (none in other data)."""
+    spec = getattr(reader, "features", None)
+    return spec.regression_labels if isinstance(spec, FeatureSpec) else ()
 
 
 def _recorded(reader: Reader) -> dict[str, int] | None:
@@ -82,10 +89,12 @@ def check_same_schema(evaluation: DataShape, training: DataShape) -> None:
             f"eval_data ({evaluation.source}) has {evaluation.dense_features} dense features, "
             f"but data ({training.source}) has {training.dense_features}"
         )
-    if evaluation.labels != training.labels:
+    if (evaluation.labels, evaluation.regression) != (training.labels, training.regression):
         raise ValueError(
-            f"eval_data ({evaluation.source}) has labels {', '.join(evaluation.labels)}, but "
-            f"data ({training.source}) has {', '.join(training.labels)}"
+            f"eval_data ({evaluation.source}) has labels {', '.join(evaluation.labels)} "
+            f"(regression: {', '.join(evaluation.regression) or 'none'}), but data "
+            f"({training.source}) has {', '.join(training.labels)} (regression: "
+            f"{', '.join(training.regression) or 'none'})"
         )
 
 

@@ -89,15 +89,18 @@ def score_checkpoint(
             f"data {data!r} has variables the checkpoint lacks: {', '.join(missing[:5])}"
         )
     labels = tuple(job.config.get("labels", ["label"]))
-    if shape.labels != labels:
+    regression = tuple(job.config.get("regression", []))
+    if (shape.labels, shape.regression) != (labels, regression):
         raise ValueError(
-            f"data {data!r} has labels {', '.join(shape.labels)}; the checkpoint's model "
-            f"predicts {', '.join(labels)}"
+            f"data {data!r} has labels {', '.join(shape.labels)} (regression: "
+            f"{', '.join(shape.regression) or 'none'}); the checkpoint's model predicts "
+            f"{', '.join(labels)} (regression: {', '.join(regression) or 'none'})"
         )
     inputs = ModelInputs(
         {n: variables[n].dim for n in shape.variables if variables[n].pooling != "none"},
         shape.dense_features,
         labels,
+        regression=regression,
         sequences={n: variables[n].dim for n in shape.variables if variables[n].pooling == "none"},
     )
     model = _model_config(job, config).open(inputs, seed=config.seed, threads=config.blas_threads)
@@ -160,7 +163,10 @@ async def _score(
     try:
         for index, member in enumerate(cluster.members):
             await member.restore(f"{job.directory.name}/ps-{index}")
-        evaluator = DataEvaluator(reader, cluster, predict.variables)
+        inputs = predict.model.inputs
+        evaluator = DataEvaluator(
+            reader, cluster, [*predict.variables, *predict.sequences], inputs.regression
+        )
         start = time.perf_counter()
         result = await consume(evaluator, predict, job.step)
         log.info("scored in %.1f s", time.perf_counter() - start)

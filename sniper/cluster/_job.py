@@ -148,7 +148,10 @@ async def train(
     ``hubs`` (hub ``h`` is rank ``h % size``'s), and checkpoints, scores and reports for them
     all.
     """
-    evaluator = DataEvaluator(eval_reader, cluster, list(tables)) if eval_reader else None
+    regression = model.inputs.regression if model is not None else ()
+    evaluator = (
+        DataEvaluator(eval_reader, cluster, list(tables), regression) if eval_reader else None
+    )
     balancer = None
     if config.auto_shard and len(cluster.members) > 1:
         balancer = AutoShard(

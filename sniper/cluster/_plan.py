@@ -85,7 +85,7 @@ def plan_training(config: TrainConfig, workload: Workload) -> TrainPlan:
         eval_shape, eval_reader = probe(config.eval_data, features=spec)
         check_same_schema(eval_shape, shape)
     model_config = config.model_config()
-    inputs = model_inputs(tables, shape.dense_features, shape.labels)
+    inputs = model_inputs(tables, shape.dense_features, shape.labels, shape.regression)
     model = model_config.open(inputs, seed=config.seed, threads=config.blas_threads)
     return TrainPlan(
         shape,

@@ -67,7 +67,8 @@ def print_report(report: TrainReport, oracle_auc: float | None, eval_data: str =
         )
     if oracle_auc is not None:
         lines.append(["planted model (oracle)", f"{oracle_auc:.4f}", "-"])
-    print_table(["", "AUC", "logloss"], lines)
+    if any("train_auc" in figures for figures in report.per_label.values()) or not report.per_label:
+        print_table(["", "AUC", "logloss"], lines)
     _print_labels(report)
     if oracle_auc is not None and oracle_auc > 0.5 and report.eval_batches:
         lift = (report.eval_auc - 0.5) / (oracle_auc - 0.5)
@@ -109,16 +110,22 @@ _STAGES = ("decode", "dispatch", "wait", "kernel", "apply", "encode")
 
 
 def _print_labels(report: TrainReport) -> None:
-    """Each label's figures, when there are several (the table above is the first's)."""
-    if len(report.per_label) < 2:
+    """Each label's figures, when there are several or one is a regression target (the AUC
+    table above is the first binary label's)."""
+    labels = report.per_label
+    regression = [name for name, figures in labels.items() if "train_rmse" in figures]
+    if len(labels) < 2 and not regression:
         return
-    keys = ("train_auc", "eval_auc", "eval_logloss", "eval_data_auc")
-    rows = [
-        [name, *(f"{figures[key]:.4f}" if key in figures else "-" for key in keys)]
-        for name, figures in report.per_label.items()
-    ]
-    print(f"\neach label (the figures above are {next(iter(report.per_label))}'s)")
-    print_table(["label", "train AUC", "held-out AUC", "held-out logloss", "eval data AUC"], rows)
+    rows = []
+    for name, figures in labels.items():
+        metric = "rmse" if name in regression else "auc"
+        keys = (f"train_{metric}", f"eval_{metric}", "eval_logloss", f"eval_data_{metric}")
+        shown = [f"{figures[key]:.4f}" if key in figures else "-" for key in keys]
+        rows.append([name, metric.upper(), *shown])
+    binary = [name for name in labels if name not in regression]
+    said = f" (the figures above are {binary[0]}'s)" if binary else ""
+    print(f"\neach label{said}")
+    print_table(["label", "metric", "train", "held-out", "held-out logloss", "eval data"], rows)
 
 
 def path_rows(report: TrainReport) -> list[list[str]]:

@@ -32,7 +32,12 @@ log = logging.getLogger("sniper.train")
 _DATA = ("data", "workload", "scale", "num_batches", "epochs")
 """The keys that say which batches there are: with the same ones, a finished job has none left."""
 
-_UNRECORDED: dict[str, Any] = {"labels": ["label"], "features": {}, "num_trainers": 1}
+_UNRECORDED: dict[str, Any] = {
+    "labels": ["label"],
+    "regression": [],
+    "features": {},
+    "num_trainers": 1,
+}
 """The value of each recorded key in a checkpoint written before it was recorded."""
 
 
@@ -48,6 +53,7 @@ def job_config(config: TrainConfig, plan: TrainPlan) -> dict[str, Any]:
         **{f"model.params.{key}": value for key, value in plan.model_config.params.items()},
         "dense_features": plan.data.dense_features,
         "labels": list(plan.data.labels),
+        "regression": list(plan.data.regression),
         "variables": {name: dataclasses.asdict(table) for name, table in plan.tables.items()},
         "features": plan.features,
     }

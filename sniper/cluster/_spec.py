@@ -118,6 +118,8 @@ class DataShape:
     """Distinct signs of each variable, when the data knows it."""
     labels: tuple[str, ...] = ("label",)
     """The data's label names: the model is built to predict each."""
+    regression: tuple[str, ...] = ()
+    """The labels that are regression targets (the rest are binary)."""
 
 
 @dataclass(frozen=True)
@@ -163,14 +165,19 @@ class ModelSpec:
 
 
 def model_inputs(
-    tables: Mapping[str, TableSpec], dense_features: int, labels: tuple[str, ...] = ("label",)
+    tables: Mapping[str, TableSpec],
+    dense_features: int,
+    labels: tuple[str, ...] = ("label",),
+    regression: tuple[str, ...] = (),
 ) -> ModelInputs:
     """What a model for ``tables`` takes: the pooled variables' widths in the input matrix,
-    and the unpooled ones (pooling ``none``) as sequences beside it; one output per label."""
+    and the unpooled ones (pooling ``none``) as sequences beside it; one output per label
+    (``regression``: those that are regression targets)."""
     return ModelInputs(
         {name: table.dim for name, table in tables.items() if table.pooling != "none"},
         dense_features,
         labels,
+        regression=regression,
         sequences={name: table.dim for name, table in tables.items() if table.pooling == "none"},
     )
 

@@ -71,7 +71,7 @@ def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = Non
             "ended the job; its report follows",
             flush=True,
         )
-        report = checkpoint_report(resume.trainer, plan.data.labels)
+        report = checkpoint_report(resume.trainer, plan.data.labels, plan.data.regression)
         trained = None
     else:
         try:

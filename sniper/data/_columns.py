@@ -85,6 +85,10 @@ def check_label_type(file: str, label: LabelSpec, kind: Any) -> None:
     text = (
         pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_dictionary(kind)
     )
+    if text and label.regression:
+        raise TableError(
+            f"{file}: regression label column {label.column!r} holds strings: a target is a number"
+        )
     if text and not label.positive:
         raise TableError(
             f"{file}: label column {label.column!r} holds strings; say which are positive: "
@@ -224,10 +228,13 @@ def transformed(
 
 
 def label_values(label: LabelSpec, array: Any, where: Where) -> NDArray[np.float32]:
-    """A label column as 0.0/1.0 (nulls were dropped or refused before)."""
+    """A label column as 0.0/1.0, or a regression label's finite values (nulls were dropped
+    or refused before)."""
     rule = label.rule()
     if pa.types.is_dictionary(array.type):
         array = array.dictionary_decode()
+    if label.regression:
+        return _regression_values(label, array, where)
     if rule is None:
         values = pc.cast(array, pa.float64()).to_numpy(zero_copy_only=False)
         bad = np.flatnonzero((values != 0) & (values != 1))
@@ -252,6 +259,22 @@ def label_values(label: LabelSpec, array: Any, where: Where) -> NDArray[np.float
     }[op]
     result = compare(array, pa.scalar(value))
     return np.asarray(result.to_numpy(zero_copy_only=False), dtype=np.float32)
+
+
+def _regression_values(label: LabelSpec, array: Any, where: Where) -> NDArray[np.float32]:
+    """A regression label's values as float32; a value that is not a finite number is
+    refused, naming its file, row and column."""
+    values: NDArray[np.float32] = (
+        pc.cast(array, pa.float64()).to_numpy(zero_copy_only=False).astype(np.float32)
+    )
+    bad = np.flatnonzero(~np.isfinite(values))
+    if bad.size:
+        row = int(bad[0])
+        raise TableError(
+            f"{where.file}: row {where.row(row)}: regression label column {label.column!r} "
+            f"is {values[row]}: a target must be a finite number"
+        )
+    return values
 
 
 def _utf8(values: Any) -> tuple[NDArray[np.uint8], NDArray[np.int64]]:

@@ -107,14 +107,22 @@ class LabelSpec:
 
     Without ``positive`` the column holds 0 and 1 (or true and false). ``positive`` is a
     comparison with a value: ``">= 4"`` for a rating, ``'== "yes"'`` for a string column.
+    ``regression = true`` makes the column's numbers the target themselves (a model fits them
+    with squared error and the report gives RMSE), not a binary label.
     """
 
     column: str
     positive: str = ""
+    regression: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.column, str) or not self.column:
             raise ValueError("column must name the label column")
+        if self.regression and self.positive:
+            raise ValueError(
+                "positive makes a binary label of the column; a regression label takes its "
+                "numbers as they are: give one of them"
+            )
         if self.positive:
             self.rule()
 
@@ -267,7 +275,9 @@ class FeatureSpec:
         """The ``[features]`` table of this spec (TOML and JSON values; defaults left out)."""
         labels = [
             label.column
-            if not label.positive
+            if not label.positive and not label.regression
+            else {"column": label.column, "regression": True}
+            if label.regression
             else {"column": label.column, "positive": label.positive}
             for label in self.labels
         ]
@@ -305,6 +315,11 @@ class FeatureSpec:
         """The label columns' names, in order."""
         return tuple(label.column for label in self.labels)
 
+    @property
+    def regression_labels(self) -> tuple[str, ...]:
+        """The names of the labels that are regression targets (``regression = true``)."""
+        return tuple(label.column for label in self.labels if label.regression)
+
     def pooling_of(self, variable: str) -> str:
         """How ``variable``'s bag is pooled: ``sum``, ``mean``, ``sqrtn`` or ``none``."""
         for name in self.sparse:
@@ -338,11 +353,16 @@ def _label(key: str, item: object) -> LabelSpec:
     if isinstance(item, str):
         return LabelSpec(item)
     if isinstance(item, Mapping):
-        unknown = sorted(set(item) - {"column", "positive"})
+        unknown = sorted(set(item) - {"column", "positive", "regression"})
         if unknown:
-            raise ValueError(f"{key}: unknown key {unknown[0]!r}; known keys: column, positive")
+            raise ValueError(
+                f"{key}: unknown key {unknown[0]!r}; known keys: column, positive, regression"
+            )
+        regression = item.get("regression", False)
+        if not isinstance(regression, bool):
+            raise ValueError(f"{key}.regression must be true or false, got {regression!r}")
         try:
-            return LabelSpec(item.get("column", ""), str(item.get("positive", "")))
+            return LabelSpec(item.get("column", ""), str(item.get("positive", "")), regression)
         except ValueError as exc:
             raise ValueError(f"{key}.{exc}") from None
     raise ValueError(

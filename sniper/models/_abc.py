@@ -59,6 +59,10 @@ class ModelInputs:
     sequences: Mapping[str, int] = field(default_factory=dict)
     """Each sequence variable's embedding width (pooling ``none``): not in the input
     matrix; its values come as a :data:`Jagged` block of ``sequences``."""
+    regression: tuple[str, ...] = ()
+    """The labels that are regression targets: their output is the prediction itself, fit
+    with squared error. The others are binary: their output is a logit, fit with log loss,
+    and their prediction its sigmoid."""
     columns: Mapping[str, tuple[int, int]] = field(init=False)
     """Each variable's ``(start, stop)`` columns in the input matrix."""
 
@@ -70,6 +74,9 @@ class ModelInputs:
             raise ValueError(f"embedding widths must be at least 1, got {bad}")
         if not self.labels:
             raise ValueError("a model needs at least one label")
+        unknown = [name for name in self.regression if name not in self.labels]
+        if unknown:
+            raise ValueError(f"regression labels {unknown} are not labels {list(self.labels)}")
         both = sorted(set(self.dims) & set(self.sequences))
         if both:
             raise ValueError(f"variable {both[0]!r} cannot be both pooled and a sequence")
@@ -78,6 +85,11 @@ class ModelInputs:
         object.__setattr__(self, "dims", dict(self.dims))
         object.__setattr__(self, "sequences", dict(self.sequences))
         object.__setattr__(self, "columns", columns)
+
+    @property
+    def regression_mask(self) -> NDArray[np.bool_]:
+        """Per output column, whether its label is a regression target."""
+        return np.array([name in self.regression for name in self.labels])
 
     @property
     def embedding_width(self) -> int:

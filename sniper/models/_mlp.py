@@ -19,23 +19,13 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from sniper.data import log_loss
 from sniper.models._abc import DenseModel, GradientAverage, Jagged, ModelInputs, TrainStep
 from sniper.models._kernels import adam_update
+from sniper.models._loss import fit, predictions
 
-__all__ = ["Backward", "Mlp", "MlpModel", "sigmoid", "start_dense_kernels"]
+__all__ = ["Backward", "Mlp", "MlpModel", "start_dense_kernels"]
 
 F32 = NDArray[np.float32]
-
-
-def sigmoid(x: F32) -> F32:
-    """Numerically stable logistic function."""
-    out = np.empty_like(x)
-    positive = x >= 0
-    out[positive] = 1.0 / (1.0 + np.exp(-x[positive]))
-    exp_x = np.exp(x[~positive])
-    out[~positive] = exp_x / (1.0 + exp_x)
-    return out
 
 
 @dataclass
@@ -241,8 +231,10 @@ class _MlpStep(TrainStep):
 
 class MlpModel(DenseModel):
     """The default model, registered as ``"mlp"``: :class:`Mlp` over the whole input matrix,
-    one logit per label, binary log loss (averaged over the examples and the labels, as the
-    torch models' loss is). Needs nothing but numpy (and the store's numba)."""
+    one output per label: a logit with log loss for a binary label, the value itself with
+    squared error for a regression one (:mod:`sniper.models._loss`; averaged over the examples
+    and the labels, as the torch models' loss is). Needs nothing but numpy (and the store's
+    numba)."""
 
     def __init__(
         self,
@@ -262,20 +254,19 @@ class MlpModel(DenseModel):
         self.network = Mlp(inputs.width, tuple(hidden), lr, seed, outputs=len(inputs.labels))
         self._names = list(inputs.columns)
         self._ranges = list(inputs.columns.values())
+        self._regression = inputs.regression_mask
 
     def train_step(
         self, inputs: F32, labels: F32, *, sequences: Mapping[str, Jagged] | None = None
     ) -> TrainStep:
-        logits, activations = self.network.forward(inputs)
-        probs = sigmoid(logits)
-        backward = self.network.backward_input(
-            activations, ((probs - labels) / labels.size).astype(np.float32), self._ranges
-        )
-        return _MlpStep(_log_loss(labels, probs), probs, backward, self._names)
+        outputs, activations = self.network.forward(inputs)
+        loss, predicted, d_outputs = fit(outputs, labels, self._regression)
+        backward = self.network.backward_input(activations, d_outputs, self._ranges)
+        return _MlpStep(loss, predicted, backward, self._names)
 
     def predict(self, inputs: F32, *, sequences: Mapping[str, Jagged] | None = None) -> F32:
-        logits, _ = self.network.forward(inputs)
-        return sigmoid(logits)
+        outputs, _ = self.network.forward(inputs)
+        return predictions(outputs, self._regression)
 
     def state(self) -> dict[str, NDArray[np.generic]]:
         return self.network.state()
@@ -285,13 +276,6 @@ class MlpModel(DenseModel):
 
     def warm_up(self) -> None:
         start_dense_kernels()
-
-
-def _log_loss(labels: F32, probs: F32) -> float:
-    """The mean log loss over the examples and the labels (one label: the examples')."""
-    if labels.ndim == 1:
-        return log_loss(labels, probs)
-    return float(np.mean([log_loss(labels[:, k], probs[:, k]) for k in range(labels.shape[1])]))
 
 
 MODEL = MlpModel

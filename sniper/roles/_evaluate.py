@@ -14,8 +14,9 @@ fresh row (subject to the variable's admission), as it would at serving time.
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +27,7 @@ from numpy.typing import NDArray
 from sniper.data import Batch, Reader, StreamingAuc, log_loss
 from sniper.roles._batch_id import EVAL_HUB, BatchId
 from sniper.roles._cluster import PsCluster
-from sniper.roles._scores import label_columns
+from sniper.roles._scores import SquaredErrors, label_columns
 from sniper.rpc import Pooled
 
 __all__ = ["DataEvaluator", "EvalResult", "Predict"]
@@ -42,21 +43,29 @@ class EvalResult:
     step: int
     """Training steps done when it was scored."""
     auc: float
-    """The first label's (the only one of a single-label job)."""
+    """The first binary label's (the only one of a single-label job; NaN without one)."""
     logloss: float
     examples: int
     seconds: float
     per_label: dict[str, dict[str, float]] = field(default_factory=dict)
-    """Each label's ``auc`` and ``logloss``, by name."""
+    """Each label's ``auc`` and ``logloss`` (a regression label's ``rmse``), by name."""
 
 
 class DataEvaluator:
     """Scores a model on every batch of ``reader`` (see the module doc)."""
 
-    def __init__(self, reader: Reader, cluster: PsCluster, variables: list[str]) -> None:
+    def __init__(
+        self,
+        reader: Reader,
+        cluster: PsCluster,
+        variables: list[str],
+        regression: Sequence[str] = (),
+    ) -> None:
+        """``regression``: the labels that are regression targets (scored by RMSE)."""
         self.reader = reader
         self.cluster = cluster
         self.variables = variables
+        self.regression = tuple(regression)
         self._rounds = 0
 
     async def predictions(self, predict: Predict) -> AsyncIterator[tuple[Batch, NDArray[Any]]]:
@@ -73,31 +82,35 @@ class DataEvaluator:
             yield batch, predict(pooled, batch.dense)
 
     async def score(self, predict: Predict, step: int) -> EvalResult:
-        """AUC and logloss of ``predict`` over the whole input; ``step`` labels the result."""
+        """AUC and logloss of ``predict`` over the whole input (RMSE of a regression label);
+        ``step`` labels the result."""
         start = time.perf_counter()
         names = self.reader.label_names
-        aucs = [StreamingAuc() for _ in names]
-        loss_sums, examples = [0.0 for _ in names], 0
+        aucs = {name: StreamingAuc() for name in names if name not in self.regression}
+        losses = dict.fromkeys(aucs, 0.0)
+        errors = {name: SquaredErrors(per_batch=False) for name in self.regression}
+        examples = 0
         async for batch, probs in self.predictions(predict):
             columns = label_columns(batch.labels, probs, len(names))
-            for k, (truth, scores) in enumerate(columns):
-                aucs[k].update(truth, scores)
-                loss_sums[k] += log_loss(truth, scores) * batch.batch_size
+            for name, (truth, guess) in zip(names, columns, strict=True):
+                if name in errors:
+                    errors[name].add(truth, guess)
+                else:
+                    aucs[name].update(truth, guess)
+                    losses[name] += log_loss(truth, guess) * batch.batch_size
             examples += batch.batch_size
         if not examples:
             raise ValueError(f"the evaluation data {self.reader!r} holds no examples")
-        per_label = {
-            name: {"auc": float(auc.value()), "logloss": loss / examples}
-            for name, auc, loss in zip(names, aucs, loss_sums, strict=True)
-        }
-        first = per_label[names[0]]
+        figures = {n: {"auc": aucs[n].value(), "logloss": losses[n] / examples} for n in aucs}
+        figures |= {name: {"rmse": errors[name].rmse()} for name in errors}
+        first = figures[next(iter(aucs))] if aucs else {"auc": math.nan, "logloss": math.nan}
         return EvalResult(
             step=step,
             auc=first["auc"],
             logloss=first["logloss"],
             examples=examples,
             seconds=time.perf_counter() - start,
-            per_label=per_label,
+            per_label={name: figures[name] for name in names},
         )
 
 

@@ -1,17 +1,20 @@
 """The training and held-out scores of every label a model predicts.
 
 A multi-task model (a click and a conversion label, say) is judged per label: the report gives
-each label's AUC and logloss (:attr:`~sniper.roles.TrainReport.per_label`), and its headline
-figures (``train_auc``, ``eval_auc``...) are the first label's, the one a single-label job has.
-Each label keeps its own streams: a :class:`~sniper.data.StreamingAuc` of the training batches
-and a :class:`~sniper.roles._held_out.HeldOutScores` of the held-out ones. A checkpoint stores
-the first label's streams under the keys a single-label job always used (``train_auc.``,
-``held_out.``), and each further label's under ``label.NAME.``, so checkpoints of single-label
-jobs resume as before.
+each label's figures (:attr:`~sniper.roles.TrainReport.per_label`), and its headline figures
+(``train_auc``, ``eval_auc``...) are the first binary label's, the one a single-label job has.
+
+A binary label keeps a :class:`~sniper.data.StreamingAuc` of the training batches and a
+:class:`~sniper.roles._held_out.HeldOutScores` of the held-out ones (AUC and logloss). A
+regression label keeps the squared errors (:class:`SquaredErrors`): its figures are RMSEs.
+A checkpoint stores the first label's streams under the keys a single-label job always used
+(``train_auc.``, ``held_out.``), and each further label's under ``label.NAME.``, so
+checkpoints of single-label jobs resume as before.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -21,9 +24,10 @@ from numpy.typing import NDArray
 from sniper.data import StreamingAuc
 from sniper.roles._held_out import HeldOutScores
 
-__all__ = ["Scores", "label_columns"]
+__all__ = ["Scores", "SquaredErrors", "label_columns"]
 
 _TRAIN, _HELD_OUT = "train_auc.", "held_out."
+Arrays = dict[str, NDArray[np.generic]]
 
 
 def label_columns(
@@ -38,80 +42,173 @@ def label_columns(
         yield labels[:, k], predictions[:, k]
 
 
-class Scores:
-    """Per label, the training AUC and the held-out scores (see the module doc)."""
+class SquaredErrors:
+    """A regression label's squared errors: their sum and count, per batch with
+    ``per_batch`` (so that the second half of the held-out batches is exact: two numbers a
+    held-out batch), else in all."""
 
-    def __init__(
-        self,
-        names: Sequence[str],
-        train: Sequence[StreamingAuc] | None = None,
-        held_out: Sequence[HeldOutScores] | None = None,
-    ) -> None:
-        self.names = tuple(names)
-        self.train = list(train) if train is not None else [StreamingAuc() for _ in names]
-        self.held_out = list(held_out) if held_out is not None else [HeldOutScores() for _ in names]
+    def __init__(self, per_batch: bool, sums: Sequence[float] = (), counts: Sequence[int] = ()):
+        self.per_batch = per_batch
+        self._sums = list(sums)
+        self._counts = list(counts)
+
+    @property
+    def batches(self) -> int:
+        """Batches counted (per batch), or 1 once any was (in all)."""
+        return len(self._sums)
+
+    def add(self, labels: NDArray[np.float32], predictions: NDArray[Any]) -> None:
+        """Count one batch's examples."""
+        error = float(np.sum((predictions.astype(np.float64) - labels) ** 2))
+        if self.per_batch or not self._sums:
+            self._sums.append(error)
+            self._counts.append(len(labels))
+        else:
+            self._sums[0] += error
+            self._counts[0] += len(labels)
+
+    def rmse(self, first: int = 0) -> float:
+        """The root mean squared error of the batches from ``first`` on (NaN before any)."""
+        count = sum(self._counts[first:])
+        return math.sqrt(sum(self._sums[first:]) / count) if count else math.nan
+
+    def state(self) -> Arrays:
+        return {"sums": np.array(self._sums), "counts": np.array(self._counts, dtype=np.int64)}
+
+    @classmethod
+    def from_state(
+        cls, per_batch: bool, arrays: Mapping[str, NDArray[np.generic]]
+    ) -> SquaredErrors:
+        return cls(per_batch, arrays["sums"].tolist(), arrays["counts"].tolist())
+
+
+class _Binary:
+    """A binary label's streams: training AUC, held-out AUC and logloss."""
+
+    def __init__(self, train: StreamingAuc | None = None, held_out: HeldOutScores | None = None):
+        self.train = train or StreamingAuc()
+        self.held_out = held_out or HeldOutScores()
 
     def add_train(self, labels: NDArray[np.float32], predictions: NDArray[Any]) -> None:
-        """Count one training batch in each label's training AUC."""
-        for auc, (truth, probs) in zip(
-            self.train, label_columns(labels, predictions, len(self.names)), strict=True
-        ):
-            auc.update(truth, probs)
+        self.train.update(labels, predictions)
+
+    def figures(self, trained: bool) -> dict[str, float]:
+        figures = {"train_auc": self.train.value() if trained else 0.0}
+        if self.held_out.batches:
+            figures["eval_auc"], figures["eval_logloss"] = self.held_out.late()
+            figures["eval_auc_whole_run"] = self.held_out.whole.value()
+        return figures
+
+    def state(self) -> tuple[Arrays, Arrays]:
+        return dict(self.train.state()), self.held_out.state()
+
+    @classmethod
+    def from_state(cls, train: Arrays, held_out: Arrays) -> _Binary:
+        return cls(StreamingAuc.from_state(train), HeldOutScores.from_state(held_out))
+
+
+class _Regression:
+    """A regression label's streams: training and held-out squared errors."""
+
+    def __init__(
+        self, train: SquaredErrors | None = None, held_out: SquaredErrors | None = None
+    ) -> None:
+        self.train = train or SquaredErrors(per_batch=False)
+        self.held_out = held_out or SquaredErrors(per_batch=True)
+
+    def add_train(self, labels: NDArray[np.float32], predictions: NDArray[Any]) -> None:
+        self.train.add(labels, predictions)
+
+    def figures(self, trained: bool) -> dict[str, float]:
+        figures = {"train_rmse": self.train.rmse() if trained else 0.0}
+        if self.held_out.batches:
+            figures["eval_rmse"] = self.held_out.rmse(self.held_out.batches // 2)
+            figures["eval_rmse_whole_run"] = self.held_out.rmse()
+        return figures
+
+    def state(self) -> tuple[Arrays, Arrays]:
+        return self.train.state(), self.held_out.state()
+
+    @classmethod
+    def from_state(cls, train: Arrays, held_out: Arrays) -> _Regression:
+        return cls(SquaredErrors.from_state(False, train), SquaredErrors.from_state(True, held_out))
+
+
+class Scores:
+    """Per label, the training and held-out scores (see the module doc); ``regression``
+    names the labels that are regression targets."""
+
+    def __init__(self, names: Sequence[str], regression: Sequence[str] = ()) -> None:
+        self.names = tuple(names)
+        self.regression = tuple(regression)
+        self._labels: list[_Binary | _Regression] = [
+            _Regression() if name in self.regression else _Binary() for name in self.names
+        ]
+
+    def add_train(self, labels: NDArray[np.float32], predictions: NDArray[Any]) -> None:
+        """Count one training batch in each label's training figures."""
+        columns = label_columns(labels, predictions, len(self.names))
+        for label, (truth, guess) in zip(self._labels, columns, strict=True):
+            label.add_train(truth, guess)
 
     def add_held_out(self, labels: NDArray[np.float32], predictions: NDArray[Any]) -> None:
-        """Count one held-out batch in each label's held-out scores."""
-        for scores, (truth, probs) in zip(
-            self.held_out, label_columns(labels, predictions, len(self.names)), strict=True
-        ):
-            scores.add(truth, probs)
+        """Count one held-out batch in each label's held-out figures."""
+        columns = label_columns(labels, predictions, len(self.names))
+        for label, (truth, guess) in zip(self._labels, columns, strict=True):
+            label.held_out.add(truth, guess)
 
     def live_auc(self) -> float:
-        """The first label's AUC over every held-out example so far (0.0 before there are
-        positives and negatives): what the progress line shows."""
-        whole = self.held_out[0].whole
-        return whole.value() if whole.positives and whole.negatives else 0.0
+        """The first binary label's AUC over every held-out example so far (0.0 before there
+        are positives and negatives, or without a binary label): the progress line's."""
+        for label in self._labels:
+            if isinstance(label, _Binary):
+                whole = label.held_out.whole
+                return whole.value() if whole.positives and whole.negatives else 0.0
+        return 0.0
 
-    def state(self) -> dict[str, NDArray[np.generic]]:
+    def state(self) -> Arrays:
         """Every label's streams, as a checkpoint's arrays (see the module doc for the keys)."""
-        arrays: dict[str, NDArray[np.generic]] = {}
-        for name, train, held_out in zip(self.names, self.train, self.held_out, strict=True):
+        arrays: Arrays = {}
+        for name, label in zip(self.names, self._labels, strict=True):
             prefix = self._prefix(name)
-            arrays |= {f"{prefix}{_TRAIN}{k}": v for k, v in train.state().items()}
-            arrays |= {f"{prefix}{_HELD_OUT}{k}": v for k, v in held_out.state().items()}
+            train, held_out = label.state()
+            arrays |= {f"{prefix}{_TRAIN}{k}": v for k, v in train.items()}
+            arrays |= {f"{prefix}{_HELD_OUT}{k}": v for k, v in held_out.items()}
         return arrays
 
     @classmethod
-    def from_state(cls, names: Sequence[str], arrays: Mapping[str, NDArray[np.generic]]) -> Scores:
+    def from_state(
+        cls,
+        names: Sequence[str],
+        arrays: Mapping[str, NDArray[np.generic]],
+        regression: Sequence[str] = (),
+    ) -> Scores:
         """The scores :meth:`state` wrote for labels ``names``; a label the arrays lack (a
         checkpoint of another data's labels) raises ``ValueError`` naming it."""
-        scores = cls(names)
-
+        scores = cls(names, regression)
         for i, name in enumerate(scores.names):
             prefix = scores._prefix(name)
-            scores.train[i] = StreamingAuc.from_state(_part(arrays, prefix + _TRAIN, name))
-            scores.held_out[i] = HeldOutScores.from_state(_part(arrays, prefix + _HELD_OUT, name))
+            train = _part(arrays, prefix + _TRAIN, name)
+            held_out = _part(arrays, prefix + _HELD_OUT, name)
+            kind = _Regression if name in scores.regression else _Binary
+            scores._labels[i] = kind.from_state(train, held_out)
         return scores
 
     def figures(self, trained: bool) -> dict[str, dict[str, float]]:
-        """Each label's report figures: ``train_auc`` (0.0 before any step, as the report's
-        is: ``trained``), and once a held-out batch was scored ``eval_auc``, ``eval_logloss``
-        (the second half of the run) and ``eval_auc_whole_run``."""
-        figures = {}
-        for name, train, held_out in zip(self.names, self.train, self.held_out, strict=True):
-            label = {"train_auc": train.value() if trained else 0.0}
-            if held_out.batches:
-                label["eval_auc"], label["eval_logloss"] = held_out.late()
-                label["eval_auc_whole_run"] = held_out.whole.value()
-            figures[name] = label
-        return figures
+        """Each label's report figures: a binary label's ``train_auc`` (0.0 before any step,
+        as the report's is: ``trained``), and once a held-out batch was scored ``eval_auc``,
+        ``eval_logloss`` (the second half of the run) and ``eval_auc_whole_run``; a regression
+        label's ``train_rmse``, ``eval_rmse`` and ``eval_rmse_whole_run``."""
+        return {
+            name: label.figures(trained)
+            for name, label in zip(self.names, self._labels, strict=True)
+        }
 
     def _prefix(self, name: str) -> str:
         return "" if name == self.names[0] else f"label.{name}."
 
 
-def _part(
-    arrays: Mapping[str, NDArray[np.generic]], prefix: str, label: str
-) -> dict[str, NDArray[np.generic]]:
+def _part(arrays: Mapping[str, NDArray[np.generic]], prefix: str, label: str) -> Arrays:
     """The arrays under ``prefix``, the prefix taken off; none is a checkpoint of other labels."""
     found = {k.removeprefix(prefix): v for k, v in arrays.items() if k.startswith(prefix)}
     if not found:

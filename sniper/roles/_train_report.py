@@ -35,9 +35,11 @@ class TrainReport:
     eval_data_logloss: float | None = None
     eval_data_examples: int = 0
     per_label: dict[str, dict[str, float]] = field(default_factory=dict)
-    """Each label's figures, by name: ``train_auc``, and once scored ``eval_auc``,
-    ``eval_logloss``, ``eval_auc_whole_run``, ``eval_data_auc`` and ``eval_data_logloss``. The
-    figures above are the first label's (a multi-task job's are all here)."""
+    """Each label's figures, by name. A binary label's: ``train_auc``, and once scored
+    ``eval_auc``, ``eval_logloss``, ``eval_auc_whole_run``, ``eval_data_auc`` and
+    ``eval_data_logloss``; a regression label's: ``train_rmse``, ``eval_rmse``,
+    ``eval_rmse_whole_run`` and ``eval_data_rmse``. The figures above are the first binary
+    label's (a multi-task job's are all here)."""
     eval_data_history: list[EvalResult] = field(default_factory=list)
     """Every scoring of the evaluation data, in order (every ``eval_every_steps`` steps)."""
     checkpoints: int = 0

@@ -160,7 +160,8 @@ class Trainer:
         """The last batch trained or scored of each hub (by hub number)."""
         self.data_ended = False
         """Every hub signalled the end of its data (not ``max_steps``): nothing is left."""
-        self._scores = Scores(inputs.labels)  # its live AUC is read by live() from any thread
+        # Its live AUC is read by live() from any thread.
+        self._scores = Scores(model.inputs.labels, model.inputs.regression)
         self._report = TrainReport()
         self._live_lock = threading.Lock()
         self._started: float | None = None
@@ -426,7 +427,7 @@ class Trainer:
         """Continue from :meth:`state`: the model, the report's counters and its streaming
         figures, so that the report covers the whole job (call before :meth:`run`)."""
         self.model.load_state(state["model"])
-        self._scores = _restore(self._report, state, self._scores.names)
+        self._scores = _restore(self._report, state, self._scores.names, self._scores.regression)
         self.data_ended = bool(state["data_ended"])
         self.pauses.checkpointed_step = self._report.steps
         tickets = int(state["tickets"])
@@ -468,12 +469,14 @@ class Trainer:
             )
 
 
-def checkpoint_report(state: dict[str, Any], labels: Sequence[str] = ("label",)) -> TrainReport:
+def checkpoint_report(
+    state: dict[str, Any], labels: Sequence[str] = ("label",), regression: Sequence[str] = ()
+) -> TrainReport:
     """The report of the run a trainer's :meth:`Trainer.state` was taken in, as it stood
     then: of a finished run's last checkpoint, that run's report (no timings). ``labels``:
     the job's label names."""
     report = TrainReport()
-    _score(report, _restore(report, state, labels))
+    _score(report, _restore(report, state, labels, regression))
     return report
 
 
@@ -484,7 +487,9 @@ def _layout(
     return dict(inputs.dims), inputs.dense_features, inputs.labels, dict(inputs.sequences)
 
 
-def _restore(report: TrainReport, state: dict[str, Any], labels: Sequence[str]) -> Scores:
+def _restore(
+    report: TrainReport, state: dict[str, Any], labels: Sequence[str], regression: Sequence[str]
+) -> Scores:
     """Put :meth:`Trainer.state`'s counters in ``report``; its training and held-out AUCs."""
     report.steps = int(state["steps"])
     report.examples = int(state["examples"])
@@ -495,7 +500,7 @@ def _restore(report: TrainReport, state: dict[str, Any], labels: Sequence[str]) 
     report.eval_data_history = [EvalResult(**r) for r in state["eval_data_history"]]
     if report.eval_data_history:
         _take_eval_data(report, report.eval_data_history[-1])
-    return Scores.from_state(labels, state["metrics"])
+    return Scores.from_state(labels, state["metrics"], regression)
 
 
 def _take_eval_data(report: TrainReport, result: EvalResult) -> None:
@@ -504,17 +509,20 @@ def _take_eval_data(report: TrainReport, result: EvalResult) -> None:
     report.eval_data_examples = result.examples
     for name, figures in result.per_label.items():
         label = report.per_label.setdefault(name, {})
-        label["eval_data_auc"], label["eval_data_logloss"] = figures["auc"], figures["logloss"]
+        label |= {f"eval_data_{key}": value for key, value in figures.items()}
 
 
 def _score(report: TrainReport, scores: Scores) -> None:
     """The report's AUCs and mean loglosses, from the streams' figures: each label's, and the
-    first label's as the headline figures."""
+    first binary label's as the headline figures (left at 0 without one)."""
     report.train_logloss /= max(1, report.steps)
     figures = scores.figures(trained=bool(report.steps))
     for name, label in figures.items():
         report.per_label.setdefault(name, {}).update(label)
-    first = figures[scores.names[0]]
+    binary = [name for name in scores.names if name not in scores.regression]
+    if not binary:
+        return
+    first = figures[binary[0]]
     report.train_auc = first["train_auc"]
     if "eval_auc" in first:
         report.eval_auc, report.eval_logloss = first["eval_auc"], first["eval_logloss"]

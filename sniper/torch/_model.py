@@ -3,8 +3,10 @@
 The module's contract (the README's "Your model"): ``forward(embeddings, dense)`` takes a
 dict of ``[batch, dim]`` float32 tensors, each variable's pooled embedding by name in the
 order of :attr:`~sniper.models.ModelInputs.dims`, and the ``[batch, dense_features]`` tensor,
-and returns ``[batch, len(labels)]`` logits. The loss is binary cross-entropy with logits,
-averaged over the batch and the labels (the numpy MLP's log loss for one label).
+and returns ``[batch, len(labels)]`` outputs: a logit for a binary label, the value itself for
+a regression one (:attr:`~sniper.models.ModelInputs.regression`). The loss is binary
+cross-entropy with logits for a binary label and squared error for a regression one, averaged
+over the batch and the labels (the numpy MLP's loss, :mod:`sniper.models._loss`).
 
 Sequence variables (pooling ``none``, :attr:`~sniper.models.ModelInputs.sequences`) come in
 the same dict as a jagged pair ``(values, offsets)``: ``values`` is ``[n, dim]`` float32, every
@@ -131,6 +133,7 @@ class TorchModel(DenseModel):
         self._threads_set: set[int] = set()
         self._ranges = list(inputs.columns.items())
         self._labels = len(inputs.labels)
+        self._regression = torch.from_numpy(inputs.regression_mask).to(self.device)
         empty = {
             name: (np.zeros((0, dim), dtype=np.float32), np.zeros(3, dtype=np.int64))
             for name, dim in inputs.sequences.items()
@@ -210,7 +213,7 @@ class TorchModel(DenseModel):
             logits, embeddings = self._forward(inputs, sequences, grad=True)
             targets = torch.from_numpy(_writable(np.asarray(labels, dtype=np.float32)))
             targets = targets.to(self.device).reshape(logits.shape)
-            loss = functional.binary_cross_entropy_with_logits(logits, targets)
+            loss = self._loss(logits, targets)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()  # type: ignore[no-untyped-call]
             grads = {}
@@ -228,10 +231,20 @@ class TorchModel(DenseModel):
             logits, _ = self._forward(inputs, sequences, grad=False)
             return self._probabilities(logits)
 
+    def _loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Log loss of the binary labels' logits and squared error of the regression
+        labels' values, averaged over the batch and the labels."""
+        if not bool(self._regression.any()):
+            return functional.binary_cross_entropy_with_logits(outputs, targets)
+        binary = functional.binary_cross_entropy_with_logits(outputs, targets, reduction="none")
+        squared = functional.mse_loss(outputs, targets, reduction="none")
+        return torch.where(self._regression, squared, binary).mean()
+
     def _probabilities(self, logits: torch.Tensor) -> F32:
-        """Sigmoid of the logits on the host: ``[batch]`` for one label, else
-        ``[batch, labels]``."""
-        probs = torch.sigmoid(logits).cpu().numpy().astype(np.float32, copy=False)
+        """The predictions on the host: the sigmoid of a binary label's logit, a regression
+        label's value as it is; ``[batch]`` for one label, else ``[batch, labels]``."""
+        outputs = torch.where(self._regression, logits, torch.sigmoid(logits))
+        probs = outputs.cpu().numpy().astype(np.float32, copy=False)
         return probs[:, 0] if self._labels == 1 else probs
 
     def state(self) -> dict[str, NDArray[np.generic]]:

@@ -8,6 +8,7 @@ import json
 import tomllib
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -163,3 +164,38 @@ def test_a_two_label_table_with_weighted_and_mean_bags_trains_each_label(tmp_pat
     pooling = {name: v["pooling"] for name, v in job["config"]["variables"].items()}
     assert pooling == {"user_id": "sum", "item_id": "sqrtn", "gender": "sum", "genres": "mean"}
     assert job["config"]["labels"] == ["click", "buy"]
+
+
+def test_a_regression_label_trains_beside_a_binary_one_and_reports_rmse(tmp_path: Path) -> None:
+    """``regression = true``: the model fits the column's values with squared error, and the
+    report gives that label's RMSE (below the target's own spread: it learned) beside the
+    binary label's AUC."""
+    table = user_table(6000, seed=5)
+    liked = pc.equal(table["rating"], "like")
+    items = pc.cast(pc.utf8_slice_codeunits(table["item_id"], 5), pa.int64())
+    stars = pc.add(
+        pc.multiply(pc.cast(pc.equal(pc.bit_wise_and(items, 3), 0), pa.float64()), 2.0), 2.5
+    )
+    table = table.append_column("click", pc.cast(liked, pa.int64()))
+    table = table.append_column("stars", stars)
+    write_parquet_table(tmp_path / "t.parquet", table, 500)
+    job = TWO_LABELS.replace(
+        'labels = ["click", "buy"]', 'labels = ["click", { column = "stars", regression = true }]'
+    )
+    job = job.replace('weights = "genre_weights"\n', "")
+    scaled = (
+        '[features.columns.age]\ntransform = "standardize"\n'
+        '[features.columns.price]\ntransform = "log1p"\n'
+    )
+    (tmp_path / "job.toml").write_text("lr = 0.01\n" + job + scaled)
+
+    done = sniper(tmp_path, "train", "--config", "job.toml", "--quiet")
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((tmp_path / "train_report.json").read_text())
+    click, stars_figures = report["per_label"]["click"], report["per_label"]["stars"]
+    assert click["eval_auc"] > 0.65 and report["eval_auc"] == click["eval_auc"]
+    spread = float(np.std(stars.to_numpy()))
+    assert 0 < stars_figures["eval_rmse"] < 0.8 * spread, (stars_figures, spread)
+    assert "eval_auc" not in stars_figures
+    job_json = json.loads(sorted((tmp_path / "ck").glob("step-*/job.json"))[-1].read_text())
+    assert job_json["config"]["regression"] == ["stars"]

@@ -3,6 +3,8 @@ numpy MLP's loss and gradients, checkpoints that round-trip exactly, and clear r
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 import torch
@@ -56,22 +58,34 @@ def test_the_module_sees_views_of_the_input_matrix_as_leaves_that_require_grad()
         assert grad.shape == (16, INPUTS.dims[name])
 
 
-def test_the_torch_mlp_takes_the_numpy_mlps_steps() -> None:
+MIXED = ModelInputs({"a": 4, "b": 2}, 3, labels=("click", "stars"), regression=("stars",))
+"""A binary label and a regression one."""
+
+
+def mixed_batch(seed: int) -> tuple[F32, F32]:
+    x, click = batch(seed=seed, inputs=MIXED)
+    stars = 3.0 + x[:, 1] - 0.5 * x[:, -2]
+    return x, np.stack([click, stars], axis=1).astype(np.float32)
+
+
+@pytest.mark.parametrize(("inputs", "make"), [(INPUTS, batch), (MIXED, mixed_batch)])
+def test_the_torch_mlp_takes_the_numpy_mlps_steps(inputs: ModelInputs, make: Any) -> None:
     """Same seed, same initial weights, same loss, input gradients and Adam: equal to float
-    rounding over several steps."""
-    numpy_model = open_model("mlp", INPUTS, {"hidden": [8, 4]}, lr=0.01, seed=5)
-    torch_model = TorchMlp(INPUTS, hidden=[8, 4], lr=0.01, seed=5)
+    rounding over several steps; with a regression label too (squared error, its value as
+    the prediction)."""
+    numpy_model = open_model("mlp", inputs, {"hidden": [8, 4]}, lr=0.01, seed=5)
+    torch_model = TorchMlp(inputs, hidden=[8, 4], lr=0.01, seed=5)
     assert isinstance(numpy_model, MlpModel)
     for seed in range(5):
-        x, y = batch(seed=seed)
+        x, y = make(seed=seed)
         a, b = numpy_model.train_step(x, y), torch_model.train_step(x, y)
         assert abs(a.loss - b.loss) < 1e-5
         np.testing.assert_allclose(a.predictions, b.predictions, atol=1e-5)
-        for name in INPUTS.dims:
+        for name in inputs.dims:
             np.testing.assert_allclose(a.input_grads[name], b.input_grads[name], atol=1e-5)
         a.update()
         b.update()
-    x, _ = batch(seed=9)
+    x, _ = make(seed=9)
     np.testing.assert_allclose(numpy_model.predict(x), torch_model.predict(x), atol=1e-5)
 
 
