@@ -12,7 +12,7 @@ from numpy.typing import NDArray
 
 from sniper.models import MlpModel, ModelInputs, open_model
 from sniper.torch import TorchModel, open_optimizer
-from sniper.torch.models import MMoE, TorchMlp
+from sniper.torch.models import MlpNet, MMoE, TorchMlp
 from tests.torch._user_model import TwoTower
 
 INPUTS = ModelInputs({"a": 4, "b": 2}, dense_features=3)
@@ -212,3 +212,32 @@ def test_a_multi_task_model_predicts_a_column_per_label_and_learns_both() -> Non
         step.update()
     assert step.predictions.shape == (256, 2)
     assert losses[-1] < 0.6 * losses[0]
+
+
+class MatrixMlp(MlpNet):
+    """The torch MLP's network taking the whole input matrix (``takes_matrix``)."""
+
+    takes_matrix = True
+
+    def forward(self, matrix: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return self.layers(matrix)  # type: ignore[no-any-return]
+
+
+def test_a_module_that_takes_the_matrix_gets_one_leaf_and_the_same_steps() -> None:
+    """``takes_matrix``: the same network fed the one matrix takes the same steps as fed the
+    dict, and each variable's gradient is a view of the one gradient."""
+    by_dict, by_matrix = MlpNet(INPUTS, [8], seed=3), MatrixMlp(INPUTS, [8], seed=3)
+    a = TorchModel(by_dict, torch.optim.Adam(by_dict.parameters(), lr=0.01), INPUTS)
+    b = TorchModel(by_matrix, torch.optim.Adam(by_matrix.parameters(), lr=0.01), INPUTS)
+    assert (a.takes_matrix, b.takes_matrix) == (False, True)
+    for seed in range(3):
+        x, y = batch(seed=seed)
+        one, other = a.train_step(x, y), b.train_step(x, y)
+        assert abs(one.loss - other.loss) < 1e-6
+        for name in INPUTS.dims:
+            np.testing.assert_allclose(one.input_grads[name], other.input_grads[name], atol=1e-6)
+        assert other.input_grads["b"].base is other.input_grads["a"].base
+        one.update()
+        other.update()
+    x, _ = batch(seed=7)
+    np.testing.assert_allclose(a.predict(x), b.predict(x), atol=1e-6)
