@@ -3,7 +3,8 @@
 The same layers (``[embeddings ‖ dense] -> [Linear -> ReLU] * len(hidden) -> Linear``), the
 same initial weights for the same seed (He-normal from numpy's generator, zero biases), the same
 loss and the same Adam at the same default learning rate: the two take the same steps to float
-rounding, so this is the model to measure the torch path's cost against the numpy one.
+rounding, so this is the model to measure the torch path's cost against the numpy one. Unlike
+the numpy MLP it also takes sequence variables, as each sequence's mean (the zoo's fields).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import torch
 from torch import nn
 
 from sniper.models import ModelInputs
+from sniper.torch.models._fields import Feature, fields, input_width
 from sniper.torch.models._zoo import ZooModel, layers
 
 __all__ = ["MlpNet", "TorchMlp"]
@@ -28,7 +30,7 @@ class MlpNet(nn.Module):
 
     def __init__(self, inputs: ModelInputs, hidden: Sequence[int] = (64,), seed: int = 0) -> None:
         super().__init__()
-        sizes = [inputs.width, *hidden, len(inputs.labels)]
+        sizes = [input_width(inputs), *hidden, len(inputs.labels)]
         self.layers = layers(sizes, last_relu=False)
         rng = np.random.default_rng(seed)
         linears = [m for m in self.layers if isinstance(m, nn.Linear)]
@@ -38,8 +40,8 @@ class MlpNet(nn.Module):
                 linear.weight.copy_(torch.from_numpy(weights.T.copy()))
                 linear.bias.zero_()
 
-    def forward(self, embeddings: dict[str, torch.Tensor], dense: torch.Tensor) -> torch.Tensor:
-        return self.layers(torch.cat([*embeddings.values(), dense], dim=1))  # type: ignore[no-any-return]
+    def forward(self, embeddings: dict[str, Feature], dense: torch.Tensor) -> torch.Tensor:
+        return self.layers(torch.cat([*fields(embeddings), dense], dim=1))  # type: ignore[no-any-return]
 
 
 class TorchMlp(ZooModel):
