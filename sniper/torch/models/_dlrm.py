@@ -13,7 +13,8 @@ import torch
 from torch import nn
 
 from sniper.models import ModelInputs
-from sniper.torch.models._fields import Feature, field_dims, fields
+from sniper.torch._model import Feature
+from sniper.torch.models._fields import field_dims, fields
 from sniper.torch.models._zoo import ZooModel, equal_width, layers
 
 __all__ = ["DLRM", "DlrmNet"]

@@ -17,12 +17,9 @@ from collections.abc import Mapping
 import torch
 
 from sniper.models import ModelInputs
+from sniper.torch._model import Feature
 
-__all__ = ["Feature", "field_dims", "fields", "input_width", "sequence_mean"]
-
-Feature = torch.Tensor | tuple[torch.Tensor, torch.Tensor]
-"""A variable as a network's ``forward`` gets it: ``[batch, dim]``, or a sequence's jagged
-``(values [n, dim], offsets [batch + 1])``."""
+__all__ = ["field_dims", "fields", "input_width", "sequence_mean"]
 
 
 def field_dims(inputs: ModelInputs) -> dict[str, int]:

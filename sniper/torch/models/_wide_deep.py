@@ -10,7 +10,8 @@ import torch
 from torch import nn
 
 from sniper.models import ModelInputs
-from sniper.torch.models._fields import Feature, fields, input_width
+from sniper.torch._model import Feature
+from sniper.torch.models._fields import fields, input_width
 from sniper.torch.models._zoo import ZooModel, layers
 
 __all__ = ["WideDeep", "WideDeepNet"]
