@@ -101,10 +101,11 @@ async def test_a_batch_must_be_backwarded_before_the_next() -> None:
             await ctx.backward(torch.zeros(()))
         batch = await ctx.next_batch()
         assert batch is not None
-        assert all(t.is_leaf and t.requires_grad for t in batch.embeddings.values())
+        pooled = [t for t in batch.embeddings.values() if isinstance(t, torch.Tensor)]
+        assert len(pooled) == len(plan.tables)  # no sequence here: each a [batch, dim] leaf
+        assert all(t.is_leaf and t.requires_grad for t in pooled)
         assert batch.labels.shape == (256, 1) and batch.dense.shape[0] == 256
         with pytest.raises(RuntimeError, match="not backwarded"):
             await ctx.next_batch()
-        first = next(iter(batch.embeddings.values()))
         with pytest.raises(ValueError, match="does not depend on the embeddings"):
-            await ctx.backward(first.sum())
+            await ctx.backward(pooled[0].sum())
