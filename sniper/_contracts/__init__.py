@@ -1,7 +1,7 @@
 """Contract checks that sniper's own tests run, shipped for code that extends sniper.
 
-A scheduler plugin, an embedding store, or a port of the placement hashes to another language
-is checked with the same functions that check sniper's own implementations:
+A scheduler plugin, an embedding store, or a port of the placement hashes and feature signs
+to another language is checked with the same functions that check sniper's own implementations:
 
 - the ``Scheduler`` contract (exactly once, per-key order, cancellation, shutdown, errors,
   backpressure, merging, statistics): coroutine functions that take a factory of the backend

@@ -1,8 +1,9 @@
-"""A port of sniper's placement hashes, in any language, checked as a command.
+"""A port of sniper's hashes, in any language, checked as a command.
 
 A client or server in another language must place variables on ps and signs on shards exactly
-as sniper does (see :mod:`sniper._hashing`). :func:`check_hash_command` runs the port as a
-subprocess, feeds it generated names and shard queries over a line protocol, and compares every
+as sniper does, and sign a user's feature values as a ``[features]`` table does (see
+:mod:`sniper._hashing`). :func:`check_hash_command` runs the port as a subprocess, feeds it
+generated names, shard queries and feature values over a line protocol, and compares every
 answer with :mod:`sniper.hashing`; ``sniper conformance hash -- CMD ARGS...`` is the same check
 on the command line (:func:`conformance_main`).
 
@@ -18,9 +19,10 @@ standard input closes, then exits. Requests:
 ``h <sign> <num_shards>``
     ``shard_of_sign``; both are decimal unsigned 64-bit integers.
 ``f <variable hex> <value hex>``
-    ``feature_sign`` of the raw value bytes in the variable named by the raw bytes: the sign a
-    feature spec gives a value of a user's column (optional: :func:`check_hash_command` does
-    not ask it, so a port of the placement hashes alone still passes).
+    ``feature_sign`` of the raw value bytes in the variable named by the raw bytes (UTF-8):
+    the sign a feature spec gives a value of a user's column (a string's UTF-8 bytes, an
+    integer's decimal text). A port of the placement hashes alone, which has no ``f``, is
+    checked without it (``features=False``, ``--no-feature-signs``).
 
 An answer is a decimal unsigned 64-bit integer, or ``e <message>`` for a request the port
 refuses. Strings travel as hex so that NUL and newlines in names cannot break the framing.
@@ -32,7 +34,9 @@ Inputs come from a seeded ``random.Random`` (no hypothesis: this runs outside te
 the fixed edge cases first (empty, NUL, newlines, a BOM, the last code point of each UTF-8
 length, astral characters, the 12- and 13-byte names around the first wrap past 2**64, edge
 signs and shard counts up to 2**63), then ``examples`` random names of every kind and as many
-random shard queries.
+random shard queries; then each edge-case variable with each edge-case value (empty, NUL,
+newline, bytes that are not UTF-8, the decimal text of the int64 and uint64 extremes, a long
+value) and ``examples`` random feature values of every kind.
 """
 
 from __future__ import annotations
@@ -54,9 +58,11 @@ from types import TracebackType
 from typing import IO, Final, NoReturn, Self
 
 from sniper._hashing import MASK64, MAX_SHARDS
-from sniper.hashing import shard_of_sign, string_to_u64
+from sniper.hashing import feature_sign, shard_of_sign, string_to_u64
 
 __all__ = [
+    "EDGE_FEATURE_VALUES",
+    "EDGE_FEATURE_VARIABLES",
     "EDGE_NAMES",
     "EDGE_SHARD_COUNTS",
     "EDGE_SIGNS",
@@ -137,6 +143,29 @@ LARGE_SHARD_COUNTS: Final = (
 )
 EDGE_SHARD_COUNTS: Final = (1, 2, 3, 7, 16, 64, 1000, 1 << 16, *LARGE_SHARD_COUNTS)
 """Small, power-of-two, prime and near-2**63 shard counts: each edge sign is asked with each."""
+EDGE_FEATURE_VARIABLES: Final = (
+    "",
+    "\x00",
+    "user_id",
+    "line\nbreak",
+    "\U0001f600",
+    "abcdefghijklm",  # the shortest name whose polynomial wraps: the salt's input past 2**64
+)
+EDGE_FEATURE_VALUES: Final = (
+    b"",
+    b"\x00",
+    b"\n",
+    b"\xff\xfe",  # not UTF-8: a value is bytes to the hash
+    b"Aa",
+    b"BB",
+    b"0",
+    b"-1",
+    b"-9223372036854775808",  # int64's least, as a signed integer column's decimal text
+    b"18446744073709551615",  # uint64's most
+    "\u65e5\u672c\u8a9e \U0001f600".encode(),
+    b"z" * 1000,
+)
+"""Each asked in each edge-case variable: a port's byte loop, its salt and its text."""
 NAME_CHARS: Final = string.ascii_letters + string.digits + "_/.:-"
 """The characters of typical variable names."""
 
@@ -310,9 +339,10 @@ class HashMismatch:
 
     function: str
     """What was asked, as sniper names it: ``string_to_u64``, ``bytes_to_u64`` (the ``b``
-    request) or ``shard_of_sign``."""
+    request), ``shard_of_sign`` or ``feature_sign``."""
     input: str
-    """The input, readable: ``repr`` of the name, or ``sign, num_shards``."""
+    """The input, readable: ``repr`` of the name, ``sign, num_shards``, or ``variable,
+    value``."""
     request: str
     """The request line as sent."""
     expected: int
@@ -418,8 +448,31 @@ def _random_shard_queries(rng: random.Random, count: int) -> list[tuple[int, int
     return [(rng.choice(signs)(), rng.choice(counts)()) for _ in range(count)]
 
 
-def _queries(examples: int, seed: int) -> Iterator[_Query]:
-    """The edge cases, then ``examples`` random names and shard queries, in sending order."""
+def _random_values(rng: random.Random, count: int) -> list[bytes]:
+    """Feature values of every kind: raw bytes, integers' decimal text, UTF-8 text."""
+    kinds: tuple[Callable[[], bytes], ...] = (
+        lambda: rng.randbytes(rng.randint(0, 40)),
+        lambda: str(rng.randint(-(1 << 63), (1 << 64) - 1)).encode("ascii"),
+        lambda: str(rng.randint(-1000, 1000)).encode("ascii"),
+        lambda: rng.choices(_NAME_KINDS, _NAME_WEIGHTS)[0][1](rng).encode("utf-8"),
+        lambda: rng.randbytes(rng.randint(41, 600)),
+    )
+    return [rng.choice(kinds)() for _ in range(count)]
+
+
+def _feature_queries(rng: random.Random, examples: int) -> Iterator[_Query]:
+    """Each edge variable with each edge value, then ``examples`` random pairs."""
+    edge = [(v, x) for v in EDGE_FEATURE_VARIABLES for x in EDGE_FEATURE_VALUES]
+    drawn = zip(_random_names(rng, examples), _random_values(rng, examples), strict=True)
+    for variable, value in (*edge, *drawn):
+        request = f"f {variable.encode('utf-8').hex()} {value.hex()}"
+        expected = feature_sign(variable, value)
+        yield _Query("feature_sign", f"{variable!r}, {value!r}", request, expected)
+
+
+def _queries(examples: int, seed: int, *, features: bool = True) -> Iterator[_Query]:
+    """The edge cases, then ``examples`` random names and shard queries, then (``features``)
+    the feature values, in sending order."""
     rng = random.Random(seed)
     for name in (*EDGE_NAMES, *_random_names(rng, examples)):
         expected, hex_bytes = string_to_u64(name), name.encode("utf-8").hex()
@@ -429,6 +482,8 @@ def _queries(examples: int, seed: int) -> Iterator[_Query]:
     for sign, count in (*edge_pairs, *_random_shard_queries(rng, examples)):
         expected = shard_of_sign(sign, count)
         yield _Query("shard_of_sign", f"{sign}, {count}", f"h {sign} {count}", expected)
+    if features:
+        yield from _feature_queries(rng, examples)
 
 
 def _batches(queries: Iterator[_Query], size: int) -> Iterator[list[_Query]]:
@@ -451,8 +506,11 @@ def check_hash_command(
     examples: int = DEFAULT_EXAMPLES,
     seed: int = 0,
     timeout: float = ANSWER_TIMEOUT,
+    features: bool = True,
 ) -> HashReport:
-    """Run ``argv`` as a hash port (see the module docstring) and compare it with sniper.
+    """Run ``argv`` as a hash port (see the module docstring) and compare it with sniper;
+    ``features=False`` leaves out the feature signs (``f``), for a port of the placement
+    hashes alone.
 
     Every request is sent and every answer compared, so the report counts all disagreements,
     not just the first. Raises :class:`HashCommandError` if the command cannot be run, exits
@@ -465,7 +523,7 @@ def check_hash_command(
     by_function: Counter[str] = Counter()
     first: HashMismatch | None = None
     with HashCommand(argv, timeout=timeout) as command:
-        for batch in _batches(_queries(examples, seed), BATCH):
+        for batch in _batches(_queries(examples, seed, features=features), BATCH):
             answers = command.ask([query.request for query in batch])
             for query, answer in zip(batch, answers, strict=True):
                 checked += 1
@@ -481,7 +539,9 @@ def check_hash_command(
 
 # -- sniper conformance hash -------------------------------------------------------------------
 
-_USAGE: Final = "sniper conformance hash [--examples N] [--seed S] -- COMMAND [ARGS...]"
+_USAGE: Final = (
+    "sniper conformance hash [--examples N] [--seed S] [--no-feature-signs] -- COMMAND [ARGS...]"
+)
 
 
 class _UsageError(Exception):
@@ -510,8 +570,8 @@ def _parser() -> _Parser:
         prog="sniper conformance",
         usage=_USAGE,
         description=(
-            "Check a port of sniper's placement hashes in another language: run COMMAND, "
-            "send it generated names and shard queries over the hash line protocol "
+            "Check a port of sniper's hashes in another language: run COMMAND, send it "
+            "generated names, shard queries and feature values over the hash line protocol "
             "(documented in sniper/_contracts/_hash.py and tests/hashing/ports/hash.rs), and "
             "compare every answer with sniper. Exit status 0: all agree; 1: a mismatch, or "
             "the command stopped answering; 2: a usage error, or the command cannot run."
@@ -523,14 +583,24 @@ def _parser() -> _Parser:
         "--examples",
         type=_non_negative_int,
         default=DEFAULT_EXAMPLES,
-        help=f"random names and shard queries beyond the edge cases (default {DEFAULT_EXAMPLES})",
+        help=(
+            "random names, shard queries and feature values beyond the edge cases "
+            f"(default {DEFAULT_EXAMPLES} each)"
+        ),
+    )
+    parser.add_argument(
+        "--no-feature-signs",
+        dest="features",
+        action="store_false",
+        help="leave out feature_sign (f requests): for a port of the placement hashes alone",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     return parser
 
 
 def conformance_main(argv: Sequence[str]) -> int:
-    """``sniper conformance hash [--examples N] [--seed S] -- COMMAND [ARGS...]``.
+    """``sniper conformance hash [--examples N] [--seed S] [--no-feature-signs] -- COMMAND
+    [ARGS...]``.
 
     Prints one summary line on standard output and returns 0 when every answer agrees, 1 on a
     mismatch (or a command that stops answering); 2 with one ``sniper: error: ...`` line on
@@ -552,7 +622,9 @@ def conformance_main(argv: Sequence[str]) -> int:
         command = argv[split + 1 :]
         if not command:
             raise _UsageError("no command after `--`; give the port's program and arguments")
-        report = check_hash_command(command, examples=args.examples, seed=args.seed)
+        report = check_hash_command(
+            command, examples=args.examples, seed=args.seed, features=args.features
+        )
     except _UsageError as exc:
         return _usage_error(f"{exc} (usage: {_USAGE})")
     except SystemExit as exc:  # --help before `--`: argparse printed it and asked to exit

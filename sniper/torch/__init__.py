@@ -28,6 +28,7 @@ except ImportError as exc:  # pragma: no cover (the extra is installed wherever 
 from sniper.torch._ctx import Embeddings as Embeddings
 from sniper.torch._ctx import TrainBatch as TrainBatch
 from sniper.torch._ctx import TrainCtx as TrainCtx
+from sniper.torch._model import Feature as Feature
 from sniper.torch._model import TorchModel as TorchModel
 from sniper.torch._model import open_optimizer as open_optimizer
 from sniper.torch._model import resolve_device as resolve_device
@@ -36,6 +37,7 @@ del _torch
 
 __all__ = [
     "Embeddings",
+    "Feature",
     "TorchModel",
     "TrainBatch",
     "TrainCtx",

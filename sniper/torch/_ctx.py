@@ -18,6 +18,13 @@ requires grad, with the dense features and labels. :meth:`TrainCtx.backward` run
 ``loss.backward()`` and pushes every leaf's ``.grad`` (PushGrad), which also frees the batch
 on the ps; so each batch handed out must be backwarded before the next is asked for.
 
+A sequence variable (pooling ``none`` on the ps) comes in the same dict as the
+:class:`~sniper.torch.TorchModel`'s modules get it, a jagged pair ``(values, offsets)``:
+``values`` ``[n, dim]`` is the leaf that requires grad, every value's embedding of the batch,
+and ``offsets`` ``[batch + 1]`` int64 says whose they are; :meth:`TrainCtx.backward` pushes
+its ``[n, dim]`` gradient, one row per value. So a zoo network or any module written for the
+trainer runs unchanged in the user's loop.
+
 What the user gives up against :class:`sniper.torch.TorchModel` under the trainer: prefetch
 (one batch at a time: each lookup sees every earlier push, the trainer's ``prefetch = 1``,
 ``max_staleness = 0``), checkpoints, held-out AUC, auto_shard and supervision. With those
@@ -41,7 +48,7 @@ import torch
 from numpy.typing import NDArray
 
 from sniper.rpc import HubApi, Pooled, Sample
-from sniper.torch._model import resolve_device
+from sniper.torch._model import Feature, resolve_device
 
 __all__ = ["Embeddings", "TrainBatch", "TrainCtx"]
 
@@ -65,10 +72,11 @@ class TrainBatch:
     """One batch as :meth:`TrainCtx.next_batch` hands it to the user's loop."""
 
     batch_id: int
-    embeddings: dict[str, torch.Tensor]
+    embeddings: dict[str, Feature]
     """Each variable's pooled embedding, ``[batch, dim]`` float32, by name in the order the
     context was given: leaf tensors that require grad (the ``forward(embeddings, dense)`` of
-    the README's model contract takes this dict as it is)."""
+    the README's model contract takes this dict as it is). A sequence variable's is the pair
+    ``(values [n, dim] leaf that requires grad, offsets int64 [batch + 1])``."""
     dense: torch.Tensor
     """``[batch, dense_features]`` float32."""
     labels: torch.Tensor
@@ -135,9 +143,7 @@ class TrainCtx:
         if sample is None:
             return None
         pooled = await self.cluster.embedding_lookup(sample.batch_id, self.variables)
-        embeddings = {
-            name: self._tensor(pooled[name].pooled).requires_grad_(True) for name in self.variables
-        }
+        embeddings = {name: self._feature(pooled[name]) for name in self.variables}
         labels = self._tensor(sample.labels).reshape(len(sample.labels), -1)
         self._pending = TrainBatch(sample.batch_id, embeddings, self._tensor(sample.dense), labels)
         return self._pending
@@ -152,7 +158,10 @@ class TrainCtx:
             raise RuntimeError("backward(loss) with no batch handed out: call next_batch() first")
         loss.backward()  # type: ignore[no-untyped-call]
         grads = {}
-        for name, leaf in batch.embeddings.items():
+        for name, feature in batch.embeddings.items():
+            leaf = feature[0] if isinstance(feature, tuple) else feature
+            if leaf.grad is None and leaf.shape[0] == 0:  # a sequence without a value
+                leaf.grad = torch.zeros_like(leaf)
             if leaf.grad is None:
                 raise ValueError(
                     f"the loss does not depend on the embeddings of {name!r}: give every "
@@ -177,6 +186,15 @@ class TrainCtx:
             await self.hubs[index].acknowledge([sample.batch_id])
             return sample
         return None
+
+    def _feature(self, answer: Pooled) -> Feature:
+        """A variable's lookup as the model takes it: the leaf that requires grad, with its
+        offsets for a sequence variable."""
+        leaf = self._tensor(answer.pooled).requires_grad_(True)
+        if answer.offsets is None:
+            return leaf
+        offsets = torch.tensor(np.asarray(answer.offsets, dtype=np.int64), device=self.device)
+        return leaf, offsets
 
     def _tensor(self, array: NDArray[np.float32]) -> torch.Tensor:
         """``array`` as a float32 tensor on the device (a copy: the arrays the clients hand

@@ -51,11 +51,14 @@ from torch.nn import functional
 from sniper.models import DenseModel, GradientAverage, Jagged, ModelInputs, TrainStep
 from sniper.torch._state import load_module, load_optimizer, module_arrays, optimizer_arrays
 
-__all__ = ["TorchModel", "open_optimizer", "resolve_device"]
+__all__ = ["Feature", "TorchModel", "open_optimizer", "resolve_device"]
 
 F32 = NDArray[np.float32]
 _MATRIX = "\0matrix"
 """The key of a matrix-taking module's one leaf (no variable can be called that)."""
+Feature = torch.Tensor | tuple[torch.Tensor, torch.Tensor]
+"""One variable as the module's ``forward`` gets it: a pooled ``[batch, dim]`` tensor, or a
+sequence variable's jagged ``(values [n, dim], offsets [batch + 1])`` pair."""
 
 
 def resolve_device(device: str | None) -> torch.device:
@@ -209,7 +212,7 @@ class TorchModel(DenseModel):
             for name, (start, stop) in self._ranges:
                 block = matrix[:, start:stop]
                 leaves[name] = block.detach().requires_grad_(True) if grad else block
-        features: dict[str, torch.Tensor | tuple[torch.Tensor, torch.Tensor]] = dict(leaves)
+        features: dict[str, Feature] = dict(leaves)
         for name in self.inputs.sequences:
             if sequences is None or name not in sequences:
                 raise ValueError(f"sequence variable {name!r} was not given to the model")

@@ -14,7 +14,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tests.cluster._sniper import sniper
-from tests.data._tables import user_table, write_csv_table, write_parquet_table
+from tests.data._tables import (
+    readme_table,
+    readme_table_toml,
+    user_table,
+    write_csv_table,
+    write_parquet_table,
+)
 
 JOB = """\
 data = "parquet:events/*.parquet"
@@ -199,3 +205,22 @@ def test_a_regression_label_trains_beside_a_binary_one_and_reports_rmse(tmp_path
     assert "eval_auc" not in stars_figures
     job_json = json.loads(sorted((tmp_path / "ck").glob("step-*/job.json"))[-1].read_text())
     assert job_json["config"]["regression"] == ["stars"]
+
+
+def test_the_readmes_table_trains_as_written(tmp_path: Path) -> None:
+    """README's "Your table" block, as it stands, over a table of its columns: two labels, a
+    weighted bag, a sequence (which the mmoe it names takes as its mean) and a shared table,
+    read by two hubs."""
+    (tmp_path / "events").mkdir()
+    for part in range(2):
+        write_parquet_table(
+            tmp_path / "events" / f"part-{part}.parquet", readme_table(1000, part), 250
+        )
+    write_parquet_table(tmp_path / "holdout.parquet", readme_table(400, seed=9), 400)
+    (tmp_path / "job.toml").write_text("batch_size = 128\n" + readme_table_toml())
+
+    done = sniper(tmp_path, "train", "--config", "job.toml", "--quiet")
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((tmp_path / "train_report.json").read_text())
+    assert set(report["per_label"]) == {"click", "buy"}
+    assert report["eval_data_examples"] == 400

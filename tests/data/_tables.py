@@ -1,5 +1,6 @@
 """A user's table, as the feature-spec tests write it: MovieLens-like columns in Parquet and
-CSV (ints, strings, a list of strings, numbers with nulls, a string label)."""
+CSV (ints, strings, a list of strings, numbers with nulls, a string label), and the README's
+"Your table" block with a table of its columns."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+README = Path(__file__).resolve().parents[2] / "README.md"
 GENRES = ["Comedy", "Drama", "Action", "Horror", "Romance", "Sci-Fi"]
 
 FEATURES: dict[str, Any] = {
@@ -64,3 +66,32 @@ def write_csv_table(path: Path, table: Any, separator: str = "|", delimiter: str
     flat = table.set_column(table.schema.get_field_index("genres"), "genres", pa.array(joined))
     pacsv.write_csv(flat, path, pacsv.WriteOptions(delimiter=delimiter))
     return path
+
+
+def readme_table_toml() -> str:
+    """The README's "Your table" TOML block, as written there."""
+    section = README.read_text()[README.read_text().index("## Your table") :]
+    return section[section.index("```toml") + len("```toml\n") : section.index("```\n\n")]
+
+
+def readme_table(rows: int, seed: int = 0) -> Any:
+    """:func:`user_table` with the README's other columns: a click and a buy label, a
+    ``last_item``, weighted ``tags`` and a ``history`` sequence of item ids."""
+    rng = np.random.default_rng(seed + 100)
+    table = user_table(rows, seed)
+    liked = np.array(table["rating"].to_pylist()) == "like"
+    price = np.nan_to_num(table["price"].to_numpy(zero_copy_only=False))
+    tags = [[f"t{t}" for t in rng.integers(0, 20, rng.integers(0, 4))] for _ in range(rows)]
+    weights = [rng.random(len(row)).astype(np.float32).tolist() for row in tags]
+    history = [rng.integers(0, 300, rng.integers(0, 6)).tolist() for _ in range(rows)]
+    columns = {
+        "click": pa.array(liked.astype(np.int64)),
+        "buy": pa.array((liked & (price > 12.0)).astype(np.int64)),
+        "last_item": pa.array([f"item-{i}" for i in rng.integers(0, 300, rows)]),
+        "tags": pa.array(tags, pa.list_(pa.string())),
+        "tag_weights": pa.array(weights, pa.list_(pa.float32())),
+        "history": pa.array(history, pa.list_(pa.int64())),
+    }
+    for name, column in columns.items():
+        table = table.append_column(name, column)
+    return table

@@ -7,10 +7,12 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
-from sniper.data import DataSource, FeatureSpec
-from tests.data._tables import FEATURES
+from sniper.data import DataSource, FeatureSpec, TableReader
+from tests.data._tables import FEATURES, readme_table, readme_table_toml
 
 
 def test_a_spec_round_trips_through_its_table() -> None:
@@ -117,14 +119,45 @@ def test_the_data_source_takes_a_features_table_for_tables_only() -> None:
     assert DataSource().feature_spec() is None
 
 
+def _readme_table() -> dict[str, Any]:
+    block = readme_table_toml()
+    assert len(block.strip().splitlines()) < 30  # a newcomer's first look
+    return tomllib.loads(block)
+
+
 def test_the_readmes_table_parses() -> None:
-    """README's "Your table" block is a valid job config and spec."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme[readme.index("## Your table") :]
-    block = section[section.index("```toml") + len("```toml") : section.index("```\n\n")]
-    values = tomllib.loads(block)
+    """README's "Your table" block is a valid job config and spec: two labels, a list column,
+    a weighted bag, a sequence and a shared table."""
+    values = _readme_table()
     spec = FeatureSpec.from_table(values["features"])
-    assert spec.variables == ("user_id", "item_id", "gender", "genres")
-    assert spec.variable_of("history") == "item_id"
+    assert spec.label_names == ("click", "buy")
+    assert spec.variables == ("user_id", "item_id", "gender", "genres", "tags", "history")
+    assert spec.variable_of("last_item") == "item_id"
     assert spec.pooling_of("genres") == "mean"
+    assert spec.column("tags").weights == "tag_weights"
+    assert spec.pooling_of("history") == "none"
     DataSource(data=values["data"], features=values["features"])
+
+
+def test_the_readmes_table_reads_a_table_of_that_shape(tmp_path: Path) -> None:
+    """A Parquet file with the README's columns reads through its spec into two-label
+    batches, the weighted bag's weights beside its signs."""
+    path = tmp_path / "events.parquet"
+    table = readme_table(3).to_pydict()
+    table |= {
+        "genres": [["Comedy", "Drama"], [], None],
+        "tags": [["x", "y"], ["z"], []],
+        "tag_weights": [[0.5, 2.0], [1.0], []],
+        "history": [[1, 2, 3], [4], []],
+        "click": [1, 0, 1],
+        "buy": [0, 0, 1],
+        "last_item": ["b", None, "a"],
+    }
+    pq.write_table(pa.table(table, schema=readme_table(3).schema), path)
+    spec = FeatureSpec.from_table(_readme_table()["features"])
+    (batch,) = TableReader([path], spec, format="parquet", batch_size=3).batches()
+    assert batch.labels.tolist() == [[1, 0], [0, 0], [1, 1]]
+    assert set(batch.sparse) == set(spec.variables)
+    assert batch.sparse["history"][1].tolist() == [0, 3, 4, 4]
+    assert batch.sparse["item_id"][1].tolist() == [0, 2, 3, 5]  # item_id and last_item
+    assert batch.weights["tags"].tolist() == [0.5, 2.0, 1.0]

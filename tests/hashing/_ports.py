@@ -4,7 +4,9 @@ The ports in ``tests/hashing/ports`` are written from the definitions in ``snipe
 not from its code, so agreement between them and Python is evidence that every language a
 client may be written in places variables and signs the same way.
 
-- C is compiled with ``cc -O2 -shared -fPIC`` into a shared library and called through ctypes.
+- C is compiled with ``cc -O2 -shared -fPIC`` into a shared library and called through ctypes;
+  for ``check_hash_command`` it is also linked with ``hash_main.c``, a driver of the line
+  protocol, into a command (:meth:`Ports.command`).
 - Rust is compiled with ``rustc -O`` into a binary, and JavaScript runs under ``node``; each is
   one long-lived subprocess per test session, fed batches of requests over a line protocol (see
   :mod:`sniper._contracts._hash`, which also checks such a command as a whole:
@@ -68,7 +70,8 @@ _INSTALL_HINTS: Final = {
         "(Debian/Ubuntu) or from https://nodejs.org"
     ),
 }
-_C_FLAGS: Final = ("-O2", "-shared", "-fPIC", "-std=c99", "-Wall", "-Wextra")
+_C_FLAGS: Final = ("-O2", "-std=c99", "-Wall", "-Wextra", "-Werror")
+_C_LIBRARY: Final = ("-shared", "-fPIC")
 _DECIMAL = re.compile(r"[0-9]+")
 _COMPILE_TIMEOUT_S: Final = 300
 
@@ -238,8 +241,17 @@ def _build_c(workdir: Path) -> HashPort:
     cc = _require_tool("cc", "C")
     library = workdir / "libsniper_hash.so"
     source = PORTS_DIR / "hash.c"
-    _compile([cc, *_C_FLAGS, "-o", str(library), str(source)], "C")
+    _compile([cc, *_C_FLAGS, *_C_LIBRARY, "-o", str(library), str(source)], "C")
     return CPort(library)
+
+
+def _build_c_command(workdir: Path) -> list[str]:
+    """The C port and its line-protocol driver linked into one binary."""
+    cc = _require_tool("cc", "C")
+    binary = workdir / ("sniper_hash_c.exe" if os.name == "nt" else "sniper_hash_c")
+    sources = [str(PORTS_DIR / "hash.c"), str(PORTS_DIR / "hash_main.c")]
+    _compile([cc, *_C_FLAGS, "-o", str(binary), *sources], "C")
+    return [str(binary)]
 
 
 def _build_rust(workdir: Path) -> HashPort:
@@ -269,6 +281,7 @@ class Ports:
         self._workdir = workdir
         self._ports: dict[str, HashPort] = {}
         self._unavailable: dict[str, str] = {}
+        self._c_command: list[str] | None = None
 
     def get(self, language: str) -> HashPort:
         """Return the port for ``language``, failing the calling test if it cannot be built."""
@@ -284,14 +297,17 @@ class Ports:
         return self._ports[language]
 
     def command(self, language: str) -> list[str]:
-        """The command line of ``language``'s port, building it first if needed.
-
-        Only the ports that run as a process have one: the C port is a shared library.
-        """
+        """The command line of ``language``'s port, building it first if needed (the C
+        port's is its library's functions linked with the line-protocol driver)."""
         port = self.get(language)
-        if not isinstance(port, ProcessPort):
-            raise KeyError(f"the {language} port is a library, not a command; try rust or js")
-        return list(port.argv)
+        if isinstance(port, ProcessPort):
+            return list(port.argv)
+        if self._c_command is None:
+            try:
+                self._c_command = _build_c_command(self._workdir)
+            except PortUnavailableError as exc:
+                pytest.fail(str(exc), pytrace=False)
+        return list(self._c_command)
 
     def all(self) -> list[HashPort]:
         """Return every port, failing the calling test if any cannot be built."""

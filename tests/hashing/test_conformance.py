@@ -17,6 +17,8 @@ import pytest
 
 from sniper._contracts._hash import (
     DEFAULT_EXAMPLES,
+    EDGE_FEATURE_VALUES,
+    EDGE_FEATURE_VARIABLES,
     EDGE_NAMES,
     EDGE_SHARD_COUNTS,
     EDGE_SIGNS,
@@ -26,7 +28,7 @@ from sniper._contracts._hash import (
     check_hash_command,
     conformance_main,
 )
-from sniper.hashing import string_to_u64
+from sniper.hashing import feature_sign, string_to_u64
 from tests.hashing._ports import Ports, shared_ports
 
 pytestmark = pytest.mark.timeout(120)
@@ -72,6 +74,38 @@ for line in sys.stdin:
 """
 
 
+# A port of the placement hashes alone: sniper's own answers to s, b and h, and no f (or, with
+# --unsalted, f without the variable's salt: equal values of two columns collide).
+PLACEMENT_PORT = """\
+import sys
+
+from sniper.hashing import feature_sign, shard_of_sign, string_to_u64
+
+
+def answer(line):
+    command, _, rest = line.partition(" ")
+    if command == "h":
+        sign, count = map(int, rest.split())
+        return shard_of_sign(sign, count)
+    if command == "f":
+        if "--unsalted" not in sys.argv:
+            return "e unknown request 'f'"
+        return feature_sign("", bytes.fromhex(rest.split(" ")[1]))
+    return string_to_u64(bytes.fromhex(rest).decode("utf-8", "surrogatepass"))
+
+
+pending = []
+for line in sys.stdin:
+    line = line.rstrip("\\n")
+    if line:
+        pending.append(f"{answer(line)}\\n")
+        continue
+    sys.stdout.write("".join(pending))
+    sys.stdout.flush()
+    pending.clear()
+"""
+
+
 FIRST_TO_WRAP = "\ufeffembedding_0"
 """The first edge-case name of 13 or more UTF-8 bytes (14: a BOM is 3), so the first whose
 polynomial passes 2**64."""
@@ -84,10 +118,13 @@ def unwrapped(text: str) -> int:
     return h
 
 
-def expected_count(examples: int) -> int:
-    """Answers a check compares: s and b per name, h per shard query; edge cases included."""
+def expected_count(examples: int, *, features: bool = True) -> int:
+    """Answers a check compares: s and b per name, h per shard query, f per feature value;
+    edge cases included."""
     names = len(EDGE_NAMES) + examples
-    return 2 * names + len(EDGE_SIGNS) * len(EDGE_SHARD_COUNTS) + examples
+    placement = 2 * names + len(EDGE_SIGNS) * len(EDGE_SHARD_COUNTS) + examples
+    edge_features = len(EDGE_FEATURE_VARIABLES) * len(EDGE_FEATURE_VALUES)
+    return placement + (edge_features + examples if features else 0)
 
 
 @pytest.fixture(scope="session")
@@ -100,6 +137,13 @@ def ports(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ports]:
 def wrong_port(tmp_path: Path) -> list[str]:
     script = tmp_path / "unwrapped_port.py"
     script.write_text(UNWRAPPED_PORT)
+    return [sys.executable, str(script)]
+
+
+@pytest.fixture
+def placement_port(tmp_path: Path) -> list[str]:
+    script = tmp_path / "placement_port.py"
+    script.write_text(PLACEMENT_PORT)
     return [sys.executable, str(script)]
 
 
@@ -128,6 +172,49 @@ def test_the_rust_port_conforms_through_conformance_main(
     assert conformance_main(["hash", "--examples", "300", "--seed", "7", "--", *command]) == 0
     count = expected_count(300)
     assert capsys.readouterr() == (f"hash conformance: {count} of {count} agree\n", "")
+
+
+def test_the_c_port_conforms_on_feature_signs_too(
+    ports: Ports, capsys: pytest.CaptureFixture[str]
+) -> None:
+    command = ports.command("c")
+    assert conformance_main(["hash", "--examples", "300", "--", *command]) == 0
+    count = expected_count(300)
+    assert capsys.readouterr() == (f"hash conformance: {count} of {count} agree\n", "")
+    report = check_hash_command(command, examples=300)
+    assert report.by_function["feature_sign"] == expected_count(300) - expected_count(
+        300, features=False
+    )
+
+
+def test_a_port_without_feature_signs_fails_unless_they_are_left_out(
+    placement_port: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert conformance_main(["hash", "--examples", "100", "--", *placement_port]) == 1
+    placement = expected_count(100, features=False)
+    first = f"{EDGE_FEATURE_VARIABLES[0]!r}, {EDGE_FEATURE_VALUES[0]!r}"
+    assert capsys.readouterr() == (
+        f"hash conformance: {placement} of {expected_count(100)} agree; first mismatch: "
+        f"feature_sign({first}) is {feature_sign('', b'')}, the command answered "
+        "\"e unknown request 'f'\" (request 'f  ')\n",
+        "",
+    )
+    argv = ["hash", "--examples", "100", "--no-feature-signs", "--", *placement_port]
+    assert conformance_main(argv) == 0
+    assert capsys.readouterr().out == f"hash conformance: {placement} of {placement} agree\n"
+
+
+def test_a_port_that_forgets_the_variable_s_salt_is_caught(placement_port: list[str]) -> None:
+    """Salted by the empty name (and "\\x00", whose polynomial is 0 too) it agrees; "user_id"
+    is the first variable it gets wrong."""
+    report = check_hash_command([*placement_port, "--unsalted"], examples=50)
+    assert report.first_mismatch == HashMismatch(
+        function="feature_sign",
+        input="'user_id', b''",
+        request=f"f {b'user_id'.hex()} ",
+        expected=feature_sign("user_id", b""),
+        got=str(feature_sign("", b"")),
+    )
 
 
 def test_a_wrong_port_is_reported_with_its_first_mismatch(wrong_port: list[str]) -> None:
@@ -246,7 +333,8 @@ def test_usage_errors_exit_2_with_one_line(
     assert out == ""
     assert err.startswith(f"sniper: error: {message}")
     assert err.endswith(
-        " (usage: sniper conformance hash [--examples N] [--seed S] -- COMMAND [ARGS...])\n"
+        " (usage: sniper conformance hash [--examples N] [--seed S] [--no-feature-signs] -- "
+        "COMMAND [ARGS...])\n"
     )
     assert err.count("\n") == 1
 
@@ -255,7 +343,9 @@ def test_usage_errors_exit_2_with_one_line(
 def test_help_exits_0(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert conformance_main(argv) == 0
     out, err = capsys.readouterr()
-    assert out.startswith("usage: sniper conformance hash [--examples N] [--seed S] -- COMMAND")
+    assert out.startswith(
+        "usage: sniper conformance hash [--examples N] [--seed S] [--no-feature-signs] -- COMMAND"
+    )
     assert "example: sniper conformance hash -- node tests/hashing/ports/hash.js" in out
     assert err == ""
 

@@ -148,13 +148,20 @@ def test_shard_of_sign_agrees(ports: Ports, language: str, queries: list[tuple[i
     assert ports.get(language).shard_of_sign(queries) == expected
 
 
-@pytest.mark.parametrize("language", ["rust", "js"])
+@pytest.mark.parametrize("language", LANGUAGES)
 def test_port_conforms_as_a_command(ports: Ports, language: str) -> None:
-    """The whole ``sniper conformance hash`` check: edge cases and 2000 random examples."""
+    """The whole ``sniper conformance hash`` check: edge cases and 2000 random examples of
+    each request, feature signs included (the C port through its line-protocol driver)."""
     report = check_hash_command(ports.command(language))
     assert report.ok, report.summary()
-    assert report.agreed == report.checked > 6000
-    assert set(report.by_function) == {"string_to_u64", "bytes_to_u64", "shard_of_sign"}
+    assert report.agreed == report.checked > 8000
+    assert set(report.by_function) == {
+        "string_to_u64",
+        "bytes_to_u64",
+        "shard_of_sign",
+        "feature_sign",
+    }
+    assert report.by_function["feature_sign"] > 2000
 
 
 def test_edge_case_names_agree_across_all_ports(ports: Ports) -> None:

@@ -1,6 +1,8 @@
 """The loop-owning form (:class:`sniper.torch.TrainCtx`): a user's own loop over the same
 model gives the same loss per batch as the trainer, for the same batches, with ``prefetch =
-1`` and ``max_staleness = 0`` (each lookup sees every earlier push in both)."""
+1`` and ``max_staleness = 0`` (each lookup sees every earlier push in both), with a sequence
+variable (pooling ``none``) as well: its values are handed out as a jagged pair and their
+per-value gradients pushed."""
 
 from __future__ import annotations
 
@@ -36,9 +38,17 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+SEQUENCE = {"default": {"dim": 8}, "C3": {"dim": 8, "pooling": "none"}}
+
+
 @pytest.mark.anyio
-async def test_the_loop_owning_form_gives_the_trainer_s_losses() -> None:
-    config = TrainConfig(**JOB, variables={"default": {"dim": 8}}, model=MODEL)
+@pytest.mark.parametrize(
+    "variables", [{"default": {"dim": 8}}, SEQUENCE], ids=["pooled", "sequence"]
+)
+async def test_the_loop_owning_form_gives_the_trainer_s_losses(
+    variables: dict[str, Any],
+) -> None:
+    config = TrainConfig(**JOB, variables=variables, model=MODEL)
     plan = plan_training(config, load_workload(config.workload))
 
     through_trainer = plan.model()
@@ -46,8 +56,8 @@ async def test_the_loop_owning_form_gives_the_trainer_s_losses() -> None:
     trainer_losses: list[float] = []
     train_step = through_trainer.train_step
 
-    def recorded(inputs: Any, labels: Any, **_: Any) -> TrainStep:
-        step = train_step(inputs, labels)
+    def recorded(inputs: Any, labels: Any, **sequences: Any) -> TrainStep:
+        step = train_step(inputs, labels, **sequences)
         trainer_losses.append(step.loss)
         return step
 
@@ -60,11 +70,16 @@ async def test_the_loop_owning_form_gives_the_trainer_s_losses() -> None:
     own = plan.model()  # the same module and optimizer, built afresh for the same seed
     assert isinstance(own, TorchModel)
     module, optimizer = own.module, own.optimizer
+    order = [*own.inputs.dims, *own.inputs.sequences]  # the trainer's input order
     losses = []
     async with local_cluster(config.open(), tables, dense, seed=config.seed) as cluster:
         hubs = [hub for _, hub in cluster.hub_clients]
-        async with TrainCtx(cluster.cluster, hubs, list(tables)) as ctx:
+        async with TrainCtx(cluster.cluster, hubs, order) as ctx:
             async for batch in ctx:
+                assert all(
+                    isinstance(batch.embeddings[n], tuple) == (n in own.inputs.sequences)
+                    for n in order
+                )
                 logits = module(batch.embeddings, batch.dense)
                 loss = functional.binary_cross_entropy_with_logits(logits, batch.labels)
                 optimizer.zero_grad()
@@ -86,10 +101,11 @@ async def test_a_batch_must_be_backwarded_before_the_next() -> None:
             await ctx.backward(torch.zeros(()))
         batch = await ctx.next_batch()
         assert batch is not None
-        assert all(t.is_leaf and t.requires_grad for t in batch.embeddings.values())
+        pooled = [t for t in batch.embeddings.values() if isinstance(t, torch.Tensor)]
+        assert len(pooled) == len(plan.tables)  # no sequence here: each a [batch, dim] leaf
+        assert all(t.is_leaf and t.requires_grad for t in pooled)
         assert batch.labels.shape == (256, 1) and batch.dense.shape[0] == 256
         with pytest.raises(RuntimeError, match="not backwarded"):
             await ctx.next_batch()
-        first = next(iter(batch.embeddings.values()))
         with pytest.raises(ValueError, match="does not depend on the embeddings"):
-            await ctx.backward(first.sum())
+            await ctx.backward(pooled[0].sum())

@@ -214,19 +214,21 @@ def test_a_multi_task_model_predicts_a_column_per_label_and_learns_both() -> Non
     assert losses[-1] < 0.6 * losses[0]
 
 
-class MatrixMlp(MlpNet):
-    """The torch MLP's network taking the whole input matrix (``takes_matrix``)."""
+class DictMlp(MlpNet):
+    """The torch MLP's network fed the dict of embeddings (each variable a leaf)."""
 
-    takes_matrix = True
+    takes_matrix = False
 
-    def forward(self, matrix: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        return self.layers(matrix)  # type: ignore[no-any-return]
+    def forward(  # type: ignore[override]
+        self, embeddings: dict[str, torch.Tensor], dense: torch.Tensor
+    ) -> torch.Tensor:
+        return self.layers(torch.cat([*embeddings.values(), dense], dim=1))  # type: ignore[no-any-return]
 
 
 def test_a_module_that_takes_the_matrix_gets_one_leaf_and_the_same_steps() -> None:
     """``takes_matrix``: the same network fed the one matrix takes the same steps as fed the
     dict, and each variable's gradient is a view of the one gradient."""
-    by_dict, by_matrix = MlpNet(INPUTS, [8], seed=3), MatrixMlp(INPUTS, [8], seed=3)
+    by_dict, by_matrix = DictMlp(INPUTS, [8], seed=3), MlpNet(INPUTS, [8], seed=3)
     a = TorchModel(by_dict, torch.optim.Adam(by_dict.parameters(), lr=0.01), INPUTS)
     b = TorchModel(by_matrix, torch.optim.Adam(by_matrix.parameters(), lr=0.01), INPUTS)
     assert (a.takes_matrix, b.takes_matrix) == (False, True)

@@ -60,10 +60,10 @@ def build(inputs: ModelInputs) -> nn.Module:
     return Attention(inputs)
 
 
-def config(factory: str) -> TrainConfig:
+def config(factory: str, dim: int = 6) -> TrainConfig:
     return TrainConfig(
         **JOB,
-        variables={"default": {"dim": 4}, SEQUENCE: {"dim": 6, "pooling": "none"}},
+        variables={"default": {"dim": 4}, SEQUENCE: {"dim": dim, "pooling": "none"}},
         model={"factory": factory, "lr": 0.01},
     )
 
@@ -91,6 +91,22 @@ async def test_a_torch_model_trains_on_an_unpooled_sequence(transport: str) -> N
         await create_variables(PsCluster([fresh]), {SEQUENCE: plan.tables[SEQUENCE]}, 0)
         initial = await fresh.pull(SEQUENCE, signs)
     assert not np.allclose(trained, initial)  # the per-value pushes trained its rows
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_zoo_model_trains_on_a_sequence_through_the_trainer() -> None:
+    """DLRM's dot interaction takes the sequence's mean as one more field of the same dim."""
+    job = config("dlrm", dim=4)
+    plan = plan_training(job, load_workload(job.workload))
+    async with local_cluster(job.open(), plan.tables, plan.data.dense_features) as cluster:
+        report = await cluster.train(job.trainer(), model=plan.model())
+        signs, trained = await _rows(cluster.cluster)
+    assert report.steps > 0 and np.isfinite(report.train_logloss)
+    async with running_ps() as (_, fresh):
+        await create_variables(PsCluster([fresh]), {SEQUENCE: plan.tables[SEQUENCE]}, 0)
+        initial = await fresh.pull(SEQUENCE, signs)
+    assert not np.allclose(trained, initial)
 
 
 async def _rows(cluster: PsCluster) -> tuple[np.ndarray, np.ndarray]:

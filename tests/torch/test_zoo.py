@@ -36,6 +36,61 @@ def test_each_zoo_model_opens_by_name_and_takes_a_step(name: str, cls: type[Torc
     step.update()
 
 
+SEQUENCE = ModelInputs({"a": 4, "b": 4}, dense_features=3, sequences={"s": 4})
+AS_POOLED = ModelInputs({"a": 4, "b": 4, "s": 4}, dense_features=3)
+"""The same fields with ``s`` pooled: the zoo takes a sequence as its mean, so the two build
+the same layers (same seed, same widths, same order) and score alike."""
+
+
+def _jagged(batch: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """A sequence block with lengths 0 to 4 (example 0 empty)."""
+    lengths = rng.integers(0, 5, size=batch)
+    lengths[0] = 0
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    return rng.normal(size=(int(offsets[-1]), 4)).astype(np.float32), offsets
+
+
+@pytest.mark.parametrize("name", ZOO)
+def test_each_zoo_model_takes_a_sequence_as_its_mean(name: str) -> None:
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(8, SEQUENCE.width)).astype(np.float32)
+    values, offsets = _jagged(8, rng)
+    model = open_model(name, SEQUENCE, {}, optimizer="sgd", lr=0.1, seed=0, threads=1)
+    pooled = open_model(name, AS_POOLED, {}, optimizer="sgd", lr=0.1, seed=0, threads=1)
+
+    means = np.zeros((8, 4), np.float32)
+    for b in range(8):
+        if offsets[b + 1] > offsets[b]:
+            means[b] = values[offsets[b] : offsets[b + 1]].mean(0)
+    with_means = np.concatenate([x[:, :8], means, x[:, 8:]], axis=1)
+    np.testing.assert_allclose(
+        model.predict(x, sequences={"s": (values, offsets)}),
+        pooled.predict(with_means),
+        rtol=1e-5,
+        atol=1e-6,
+    )
+
+    step = model.train_step(x, (x[:, 0] > 0).astype(np.float32), sequences={"s": (values, offsets)})
+    assert np.isfinite(step.loss)
+    grads = step.input_grads
+    assert {k: v.shape for k, v in grads.items()} == {
+        "a": (8, 4),
+        "b": (8, 4),
+        "s": (len(values), 4),
+    }
+    reference = pooled.train_step(with_means, (x[:, 0] > 0).astype(np.float32)).input_grads["s"]
+    for b in range(8):  # each value gets its example's mean's gradient over the length
+        rows = grads["s"][offsets[b] : offsets[b + 1]]
+        np.testing.assert_allclose(
+            rows,
+            np.broadcast_to(reference[b] / max(len(rows), 1), rows.shape),
+            rtol=1e-4,
+            atol=1e-7,
+        )
+    assert np.abs(grads["s"]).sum() > 0
+    step.update()
+
+
 @pytest.mark.parametrize("name", ["dlrm", "deepfm"])
 def test_the_dot_interactions_need_one_embedding_width(name: str) -> None:
     uneven = ModelInputs({"a": 8, "b": 8, "c": 4}, dense_features=2)
@@ -43,6 +98,9 @@ def test_the_dot_interactions_need_one_embedding_width(name: str) -> None:
         open_model(name, uneven, {})
     with pytest.raises(ValueError, match=r"most are 8 but c: 4: set one dim in \[variables\]"):
         open_model(name, uneven, {})
+    sequence = ModelInputs({"a": 8, "b": 8}, dense_features=2, sequences={"s": 6})
+    with pytest.raises(ValueError, match=r"most are 8 but s: 6: set one dim in \[variables\]"):
+        open_model(name, sequence, {})
 
 
 def test_dlrm_without_dense_features_interacts_the_embeddings_alone() -> None:

@@ -17,6 +17,11 @@ The names are ``sniper.models`` entry points of sniper's own distribution: ``[mo
 "dlrm"`` opens :class:`DLRM` (importing torch then, not before). Every one also takes the
 ``[model]`` settings ``optimizer`` (Adam), ``lr`` (0.001; the MLP's 0.002), ``device`` and
 the job's ``seed``.
+
+Sequence variables (pooling ``none``) are one more field of every zoo model: the mean of each
+example's sequence (zeros for an empty one), as wide as the variable's dim, beside the pooled
+embeddings (so DLRM's and DeepFM's one width counts them too). A model that attends over a
+sequence is a module of one's own (the README's "Your model").
 """
 
 from sniper.torch.models._dcn import DCNv2 as DCNv2

@@ -13,6 +13,8 @@ import torch
 from torch import nn
 
 from sniper.models import ModelInputs
+from sniper.torch._model import Feature
+from sniper.torch.models._fields import fields, input_width
 from sniper.torch.models._zoo import ZooModel, layers
 
 __all__ = ["DCNv2", "DcnV2Net"]
@@ -34,7 +36,7 @@ class DcnV2Net(nn.Module):
             raise ValueError(
                 f"cross_layers and rank must be at least 0, got {cross_layers}, {rank}"
             )
-        width = inputs.width
+        width = input_width(inputs)
         self.cross = nn.ModuleList(
             nn.Linear(width, width)
             if not rank
@@ -44,8 +46,8 @@ class DcnV2Net(nn.Module):
         self.deep = layers([width, *hidden], last_relu=True)
         self.out = nn.Linear(hidden[-1] if hidden else width, len(inputs.labels))
 
-    def forward(self, embeddings: dict[str, torch.Tensor], dense: torch.Tensor) -> torch.Tensor:
-        x0 = torch.cat([*embeddings.values(), dense], dim=1)
+    def forward(self, embeddings: dict[str, Feature], dense: torch.Tensor) -> torch.Tensor:
+        x0 = torch.cat([*fields(embeddings), dense], dim=1)
         x = x0
         for layer in self.cross:
             x = x0 * layer(x) + x

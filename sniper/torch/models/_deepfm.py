@@ -14,6 +14,8 @@ import torch
 from torch import nn
 
 from sniper.models import ModelInputs
+from sniper.torch._model import Feature
+from sniper.torch.models._fields import fields, input_width
 from sniper.torch.models._zoo import ZooModel, equal_width, layers
 
 __all__ = ["DeepFM", "DeepFmNet"]
@@ -25,20 +27,21 @@ class DeepFmNet(nn.Module):
     def __init__(self, inputs: ModelInputs, hidden: Sequence[int] = (64, 32)) -> None:
         super().__init__()
         dim = equal_width(inputs, "deepfm", "its factorization machine multiplies every two")
-        labels = len(inputs.labels)
+        labels, width = len(inputs.labels), input_width(inputs)
         features = inputs.dense_features
         self.dense_field = nn.Linear(features, dim) if features else None
-        self.linear = nn.Linear(inputs.width, labels)
-        self.deep = layers([inputs.width, *hidden, labels], last_relu=False)
+        self.linear = nn.Linear(width, labels)
+        self.deep = layers([width, *hidden, labels], last_relu=False)
 
-    def forward(self, embeddings: dict[str, torch.Tensor], dense: torch.Tensor) -> torch.Tensor:
-        fields = list(embeddings.values())
+    def forward(self, embeddings: dict[str, Feature], dense: torch.Tensor) -> torch.Tensor:
+        variables = fields(embeddings)
+        latent = list(variables)
         if self.dense_field is not None:
-            fields.append(self.dense_field(dense))
-        stacked = torch.stack(fields, dim=1)  # [batch, fields, dim]
+            latent.append(self.dense_field(dense))
+        stacked = torch.stack(latent, dim=1)  # [batch, fields, dim]
         # Σ_{i<j} <v_i, v_j> = ((Σ v)^2 - Σ v^2) / 2, summed over the dim.
         pairs = 0.5 * (stacked.sum(1).square() - stacked.square().sum(1)).sum(1, keepdim=True)
-        x = torch.cat([*embeddings.values(), dense], dim=1)
+        x = torch.cat([*variables, dense], dim=1)
         return self.linear(x) + pairs + self.deep(x)  # type: ignore[no-any-return]
 
 

@@ -13,6 +13,8 @@ import torch
 from torch import nn
 
 from sniper.models import ModelInputs
+from sniper.torch._model import Feature
+from sniper.torch.models._fields import field_dims, fields
 from sniper.torch.models._zoo import ZooModel, equal_width, layers
 
 __all__ = ["DLRM", "DlrmNet"]
@@ -33,21 +35,21 @@ class DlrmNet(nn.Module):
         dim = equal_width(inputs, "dlrm", "its dot interaction multiplies every two")
         features = inputs.dense_features
         self.bottom = layers([features, *bottom, dim], last_relu=True) if features else None
-        fields = len(inputs.dims) + (1 if features else 0)
-        rows, cols = torch.tril_indices(fields, fields, offset=-1)
+        count = len(field_dims(inputs)) + (1 if features else 0)
+        rows, cols = torch.tril_indices(count, count, offset=-1)
         self.register_buffer("rows", rows, persistent=False)
         self.register_buffer("cols", cols, persistent=False)
         width = (dim if features else 0) + len(rows)
         self.top = layers([width, *top, len(inputs.labels)], last_relu=False)
 
-    def forward(self, embeddings: dict[str, torch.Tensor], dense: torch.Tensor) -> torch.Tensor:
-        fields = list(embeddings.values())
+    def forward(self, embeddings: dict[str, Feature], dense: torch.Tensor) -> torch.Tensor:
+        interacting = fields(embeddings)
         parts = []
         if self.bottom is not None:
             bottom = self.bottom(dense)
-            fields.insert(0, bottom)
+            interacting.insert(0, bottom)
             parts.append(bottom)
-        stacked = torch.stack(fields, dim=1)  # [batch, fields, dim]
+        stacked = torch.stack(interacting, dim=1)  # [batch, fields, dim]
         dots = torch.bmm(stacked, stacked.transpose(1, 2))
         parts.append(dots[:, self.rows, self.cols])  # each pair once
         return self.top(torch.cat(parts, dim=1))  # type: ignore[no-any-return]

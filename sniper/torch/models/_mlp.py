@@ -3,13 +3,14 @@
 The same layers (``[embeddings ‖ dense] -> [Linear -> ReLU] * len(hidden) -> Linear``), the
 same initial weights for the same seed (He-normal from numpy's generator, zero biases), the same
 loss and the same Adam at the same default learning rate: the two take the same steps to float
-rounding, so this is the model to measure the torch path's cost against the numpy one.
+rounding, so this is the model to measure the torch path's cost against the numpy one. Unlike
+the numpy MLP it also takes sequence variables, as each sequence's mean (the zoo's fields).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,8 @@ import torch
 from torch import nn
 
 from sniper.models import ModelInputs
+from sniper.torch._model import Feature
+from sniper.torch.models._fields import fields, input_width
 from sniper.torch.models._zoo import ZooModel, layers
 
 __all__ = ["MlpNet", "TorchMlp"]
@@ -24,11 +27,19 @@ __all__ = ["MlpNet", "TorchMlp"]
 
 class MlpNet(nn.Module):
     """``[embeddings ‖ dense] -> [Linear -> ReLU] * len(hidden) -> Linear -> one logit per
-    label``, initialized as :class:`sniper.models.Mlp` is for ``seed``."""
+    label``, initialized as :class:`sniper.models.Mlp` is for ``seed``.
+
+    It takes the input matrix whole (``takes_matrix``): the matrix is ``[embeddings ‖ dense]``
+    already, so the numpy MLP's first product runs on it as it is, with no concatenation and
+    one leaf for autograd (sequence variables' means go between the embeddings and the dense
+    features, where the fields' order puts them)."""
+
+    takes_matrix = True
 
     def __init__(self, inputs: ModelInputs, hidden: Sequence[int] = (64,), seed: int = 0) -> None:
         super().__init__()
-        sizes = [inputs.width, *hidden, len(inputs.labels)]
+        self.embedding_width = inputs.embedding_width
+        sizes = [input_width(inputs), *hidden, len(inputs.labels)]
         self.layers = layers(sizes, last_relu=False)
         rng = np.random.default_rng(seed)
         linears = [m for m in self.layers if isinstance(m, nn.Linear)]
@@ -38,8 +49,20 @@ class MlpNet(nn.Module):
                 linear.weight.copy_(torch.from_numpy(weights.T.copy()))
                 linear.bias.zero_()
 
-    def forward(self, embeddings: dict[str, torch.Tensor], dense: torch.Tensor) -> torch.Tensor:
-        return self.layers(torch.cat([*embeddings.values(), dense], dim=1))  # type: ignore[no-any-return]
+    def forward(
+        self,
+        inputs: torch.Tensor | Mapping[str, Feature],
+        other: torch.Tensor | Mapping[str, Feature] | None = None,
+    ) -> torch.Tensor:
+        """``(matrix[, sequences])`` as :class:`~sniper.torch.TorchModel` calls it, or the
+        zoo's ``(embeddings, dense)`` as a loop of the user's own (``TrainCtx``) does."""
+        if isinstance(inputs, Mapping):
+            assert isinstance(other, torch.Tensor), "forward(embeddings, dense)"
+            return self.layers(torch.cat([*fields(inputs), other], dim=1))  # type: ignore[no-any-return]
+        if isinstance(other, Mapping) and other:
+            split = self.embedding_width
+            inputs = torch.cat([inputs[:, :split], *fields(other), inputs[:, split:]], dim=1)
+        return self.layers(inputs)  # type: ignore[no-any-return]
 
 
 class TorchMlp(ZooModel):

@@ -13,6 +13,8 @@ import torch
 from torch import nn
 
 from sniper.models import ModelInputs
+from sniper.torch._model import Feature
+from sniper.torch.models._fields import fields, input_width
 from sniper.torch.models._zoo import ZooModel, layers
 
 __all__ = ["MMoE", "MmoeNet"]
@@ -32,7 +34,7 @@ class MmoeNet(nn.Module):
         super().__init__()
         if experts < 1 or not expert_hidden:
             raise ValueError(f"mmoe needs at least one expert of one layer, got {experts}")
-        width = inputs.width
+        width = input_width(inputs)
         self.experts = nn.ModuleList(
             layers([width, *expert_hidden], last_relu=True) for _ in range(experts)
         )
@@ -41,8 +43,8 @@ class MmoeNet(nn.Module):
             layers([expert_hidden[-1], *tower_hidden, 1], last_relu=False) for _ in inputs.labels
         )
 
-    def forward(self, embeddings: dict[str, torch.Tensor], dense: torch.Tensor) -> torch.Tensor:
-        x = torch.cat([*embeddings.values(), dense], dim=1)
+    def forward(self, embeddings: dict[str, Feature], dense: torch.Tensor) -> torch.Tensor:
+        x = torch.cat([*fields(embeddings), dense], dim=1)
         experts = torch.stack([expert(x) for expert in self.experts], dim=1)  # [batch, k, h]
         logits = []
         for gate, tower in zip(self.gates, self.towers, strict=True):

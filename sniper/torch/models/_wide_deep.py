@@ -10,6 +10,8 @@ import torch
 from torch import nn
 
 from sniper.models import ModelInputs
+from sniper.torch._model import Feature
+from sniper.torch.models._fields import fields, input_width
 from sniper.torch.models._zoo import ZooModel, layers
 
 __all__ = ["WideDeep", "WideDeepNet"]
@@ -20,12 +22,12 @@ class WideDeepNet(nn.Module):
 
     def __init__(self, inputs: ModelInputs, hidden: Sequence[int] = (64, 32)) -> None:
         super().__init__()
-        labels = len(inputs.labels)
-        self.wide = nn.Linear(inputs.width, labels)
-        self.deep = layers([inputs.width, *hidden, labels], last_relu=False)
+        labels, width = len(inputs.labels), input_width(inputs)
+        self.wide = nn.Linear(width, labels)
+        self.deep = layers([width, *hidden, labels], last_relu=False)
 
-    def forward(self, embeddings: dict[str, torch.Tensor], dense: torch.Tensor) -> torch.Tensor:
-        x = torch.cat([*embeddings.values(), dense], dim=1)
+    def forward(self, embeddings: dict[str, Feature], dense: torch.Tensor) -> torch.Tensor:
+        x = torch.cat([*fields(embeddings), dense], dim=1)
         return self.wide(x) + self.deep(x)  # type: ignore[no-any-return]
 
 

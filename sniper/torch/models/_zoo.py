@@ -18,6 +18,7 @@ from torch import nn
 
 from sniper.models import ModelInputs
 from sniper.torch._model import TorchModel, open_optimizer, resolve_device
+from sniper.torch.models._fields import field_dims
 
 __all__ = ["ZooModel", "equal_width", "layers"]
 
@@ -37,11 +38,13 @@ def layers(sizes: Sequence[int], *, last_relu: bool) -> nn.Sequential:
 
 
 def equal_width(inputs: ModelInputs, model: str, why: str) -> int:
-    """The one embedding width every variable has, or ``ValueError`` naming the odd ones."""
-    widths = sorted(set(inputs.dims.values()))
+    """The one embedding width every variable (sequences included) has, or ``ValueError``
+    naming the odd ones."""
+    dims = field_dims(inputs)
+    widths = sorted(set(dims.values()))
     if len(widths) != 1:
-        common = max(widths, key=list(inputs.dims.values()).count)
-        odd = {name: dim for name, dim in inputs.dims.items() if dim != common}
+        common = max(widths, key=list(dims.values()).count)
+        odd = {name: dim for name, dim in dims.items() if dim != common}
         raise ValueError(
             f"{model} needs every variable of one embedding width ({why}); most are {common} "
             f"but {', '.join(f'{n}: {d}' for n, d in list(odd.items())[:5])}: set one dim in "

@@ -1,0 +1,51 @@
+"""The zoo's inputs as fields: one ``[batch, dim]`` tensor per variable, sequences included.
+
+The zoo's networks are field models: an MLP over ``[fields ‖ dense]``, or interactions
+between every two fields (DLRM's dots, DeepFM's factorization machine, DCN's crosses). A
+sequence variable (pooling ``none``) reaches the network as a jagged ``(values, offsets)``
+pair instead of a ``[batch, dim]`` block; the zoo takes it as one more field, the **mean** of
+each example's values (zeros for an empty sequence), so each model trains on sequences without
+a second code path. The gradient of that mean reaches every value (``1 / length`` of the
+field's), and the trainer pushes it per value as the ps expects. A model that wants more of a
+sequence than its mean (DIN's attention, BST's transformer) is a module of the user's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+
+from sniper.models import ModelInputs
+from sniper.torch._model import Feature
+
+__all__ = ["field_dims", "fields", "input_width", "sequence_mean"]
+
+
+def field_dims(inputs: ModelInputs) -> dict[str, int]:
+    """Each field's width in the order :func:`fields` gives them: the pooled variables, then
+    the sequences (the order the trainer builds the ``embeddings`` dict in)."""
+    return {**inputs.dims, **inputs.sequences}
+
+
+def input_width(inputs: ModelInputs) -> int:
+    """The width of ``[fields ‖ dense]``: :attr:`ModelInputs.width` plus the sequences'."""
+    return inputs.width + sum(inputs.sequences.values())
+
+
+def fields(embeddings: Mapping[str, Feature]) -> list[torch.Tensor]:
+    """Each variable's ``[batch, dim]`` field: a pooled one as it is, a sequence's mean."""
+    return [
+        sequence_mean(*feature) if isinstance(feature, tuple) else feature
+        for feature in embeddings.values()
+    ]
+
+
+def sequence_mean(values: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    """``[batch, dim]``: the mean of each example's ``values[offsets[b]:offsets[b + 1]]``,
+    zeros where an example has none."""
+    lengths = offsets.diff()
+    batch = lengths.shape[0]
+    example = torch.repeat_interleave(torch.arange(batch, device=values.device), lengths)
+    sums = values.new_zeros(batch, values.shape[1]).index_add(0, example, values)
+    return sums / lengths.clamp(min=1).unsqueeze(1).to(values.dtype)
