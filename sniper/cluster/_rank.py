@@ -13,6 +13,12 @@ other ranks' collectives fail: rank 0's supervisor restarts them all.
 A rank started by the local launcher (``--exit-on-stdin-eof``) also exits when its standard
 input ends: the ``sniper train`` that started it is gone (killed outright), and nothing would
 stop it otherwise.
+
+Ranks named by a cluster spec (``[[trainer]]``, ``sniper.cluster._hosts``) are started
+elsewhere, each with ``sniper train --cluster-spec FILE --rank R``: rank 0 holds the
+rendezvous at the first entry's ``host:port`` (:func:`named_rank_master`), the others join it
+there (``--master`` is that address), and each rank's collective binds to the interface of
+its own entry's ``host``.
 """
 
 from __future__ import annotations
@@ -26,25 +32,53 @@ from typing import Any
 import anyio
 
 from sniper.cluster._config import TrainConfig
+from sniper.cluster._hosts import RankHost
 from sniper.cluster._plan import TrainPlan, plan_training
 from sniper.cluster._servers import ps_cluster
 from sniper.data import load_workload
-from sniper.roles import Ranks, Trainer, TrainReport
+from sniper.roles import RankMaster, Ranks, Trainer, TrainReport, interface_of
 from sniper.rpc import HubClient, Placement, Security
 from sniper.runtime import log_to_stderr
 
-__all__ = ["run_rank"]
+__all__ = ["named_rank_master", "run_rank"]
 
 log = logging.getLogger("sniper.trainer")
 
 
-def run_rank(config: TrainConfig, rank: int, master: str, *, exit_with_stdin: bool = False) -> int:
-    """Train as rank ``rank`` (see the module doc); the exit status."""
+def named_rank_master(config: TrainConfig, rank0: RankHost) -> RankMaster:
+    """Rank 0's rendezvous where a cluster spec's first ``[[trainer]]`` says, its collective
+    on the interface holding that host: the ranks started elsewhere join it there."""
+    master = RankMaster(
+        rank0.host,
+        config.num_trainers,
+        config.collective_timeout,
+        port=rank0.port,
+        interface=interface_of(rank0.host),
+    )
+    print(
+        f"trainer ranks 1-{config.num_trainers - 1} of {config.num_trainers} join this "
+        f"process (rank 0) at {master.address}",
+        flush=True,
+    )
+    return master
+
+
+def run_rank(
+    config: TrainConfig,
+    rank: int,
+    master: str,
+    *,
+    exit_with_stdin: bool = False,
+    host: str | None = None,
+) -> int:
+    """Train as rank ``rank`` (see the module doc); the exit status. ``host``: this rank's
+    address (a cluster spec's ``[[trainer]] host``), whose interface its collective binds to."""
     if not 0 < rank < config.num_trainers:
         raise ValueError(
             f"--rank {rank}: a job of num_trainers = {config.num_trainers} has ranks 1 to "
             f"{config.num_trainers - 1} besides rank 0 (sniper train without --rank)"
         )
+    interface = interface_of(host) if host is not None else None
     log_to_stderr()
     for handler in logging.getLogger().handlers:
         handler.setFormatter(
@@ -53,7 +87,7 @@ def run_rank(config: TrainConfig, rank: int, master: str, *, exit_with_stdin: bo
     if exit_with_stdin:
         threading.Thread(target=_exit_at_end_of_stdin, daemon=True).start()
     plan = plan_training(config, load_workload(config.workload))
-    ranks = Ranks(rank, config.num_trainers, master, config.collective_timeout)
+    ranks = Ranks(rank, config.num_trainers, master, config.collective_timeout, interface)
     try:
         job: dict[str, Any] = ranks.broadcast(None)
         report = anyio.run(_train, config, plan, ranks, job, backend="asyncio")

@@ -22,6 +22,12 @@ way the call raises :class:`~sniper.roles.TrainingError` naming the collective, 
 attempt fails, and the supervisor restarts the ranks from the latest checkpoint. No rank
 waits for a dead one.
 
+Networks. A rank's collective listens on one of its machine's interfaces and tells the
+others its address. By default that is the interface of the address the machine's hostname
+resolves to; a rank given its own address (a cluster spec's ``[[trainer]] host``) uses the
+interface holding it instead (:func:`interface_of`), so that ranks on machines with several
+networks, or in network namespaces, reach each other where the spec says.
+
 torch is needed only here and only when ``num_trainers`` > 1: the numpy MLP of a
 single-rank job never imports it.
 """
@@ -29,7 +35,11 @@ single-rank job never imports it.
 from __future__ import annotations
 
 import datetime
+import fcntl
 import logging
+import os
+import socket
+import struct
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -37,7 +47,7 @@ from typing import Any, TypeVar
 from sniper._metrics import Histogram
 from sniper.roles._errors import TrainingError
 
-__all__ = ["RankMaster", "Ranks", "import_torch_distributed"]
+__all__ = ["RankMaster", "Ranks", "import_torch_distributed", "interface_of"]
 
 log = logging.getLogger("sniper.trainer")
 T = TypeVar("T")
@@ -60,21 +70,63 @@ def import_torch_distributed() -> Any:
     return dist
 
 
+SIOCGIFADDR = 0x8915
+"""Linux's ioctl that reads an interface's IPv4 address."""
+
+
+def interface_of(host: str) -> str:
+    """The name of this machine's network interface that holds ``host``'s (IPv4) address:
+    where a rank given that address binds its collective. ``ValueError`` where ``host`` does
+    not resolve or no interface here holds it (the spec names another machine)."""
+    try:
+        address = socket.gethostbyname(host)
+    except OSError as exc:
+        raise ValueError(f"trainer host {host!r} does not resolve: {exc}") from None
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        for _, name in socket.if_nameindex():
+            request = struct.pack("256s", name.encode()[:15])
+            try:
+                answer = fcntl.ioctl(probe.fileno(), SIOCGIFADDR, request)
+            except OSError:
+                continue  # no IPv4 address on this one
+            if socket.inet_ntoa(answer[20:24]) == address:
+                return name
+    raise ValueError(
+        f"trainer host {host!r} ({address}) is not an address of this machine: a rank runs "
+        "on the machine its [[trainer]] entry names"
+    )
+
+
 class RankMaster:
     """The rendezvous of a job's ranks (a ``TCPStore``), held by rank 0's process: made
-    before the other ranks start, so that they are told its port."""
+    before the other ranks start, so that they are told its port (``port`` 0: a free one).
+    ``interface``: the network interface of rank 0's collective (None: by hostname)."""
 
-    def __init__(self, host: str, size: int, timeout: float) -> None:
+    def __init__(
+        self,
+        host: str,
+        size: int,
+        timeout: float,
+        port: int = 0,
+        interface: str | None = None,
+    ) -> None:
         dist = import_torch_distributed()
         self.host = host
-        self.store = dist.TCPStore(
-            host,
-            0,
-            size,
-            True,
-            timeout=datetime.timedelta(seconds=timeout),
-            wait_for_workers=False,
-        )
+        self.interface = interface
+        try:
+            self.store = dist.TCPStore(
+                host,
+                port,
+                size,
+                True,
+                timeout=datetime.timedelta(seconds=timeout),
+                wait_for_workers=False,
+            )
+        except RuntimeError as exc:
+            first = (str(exc).splitlines() or [""])[0]
+            raise ValueError(
+                f"the ranks' rendezvous cannot listen on port {port}: {first[:200]}"
+            ) from None
         self.port = int(self.store.port)
 
     @property
@@ -93,7 +145,10 @@ class Ranks:
         size: int,
         master: str | RankMaster,
         timeout: float,
+        interface: str | None = None,
     ) -> None:
+        """``interface``: the network interface this rank's collective binds to
+        (:func:`interface_of`; rank 0's is ``master``'s; None: the hostname's)."""
         dist = import_torch_distributed()
         import torch
 
@@ -102,11 +157,15 @@ class Ranks:
         self.timeout = timeout
         if isinstance(master, RankMaster):
             store = master.store
+            interface = master.interface
         else:
             host, _, port = master.rpartition(":")
             store = dist.TCPStore(
                 host, int(port), size, False, timeout=datetime.timedelta(seconds=timeout)
             )
+        if interface is not None:
+            # gloo reads it when the group is made; this process is one rank, so it is ours.
+            os.environ["GLOO_SOCKET_IFNAME"] = interface
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
         self.nccl = gpus >= size
         """A GPU of its own for each rank on this host: gradients on a GPU go through NCCL."""
