@@ -129,7 +129,9 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
     CPU, NCCL for a model on GPUs; needs ``sniper[torch]``). Rank 0 is this process: it
     checkpoints (every rank pauses at the same step), scores ``eval_data`` and writes the
     report; ``launcher = "local"`` starts the others (``sniper train --rank R``) and restarts
-    them all from the latest checkpoint when one dies."""
+    them all from the latest checkpoint when one dies, ``launcher = "ray"`` starts them as
+    actors (``[resources.trainer]``), and a cluster spec's ``[[trainer]]`` entries name ranks
+    started elsewhere."""
     collective_timeout: float = 300.0
     """Seconds a rank waits in a collective (the step's all-reduce, a checkpoint's barrier,
     the ranks' start) before it fails the attempt: a rank that hangs becomes a restart
@@ -149,9 +151,10 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
     ray_strategy: Literal["SPREAD", "PACK", "STRICT_SPREAD", "STRICT_PACK"] = "SPREAD"
     """How the ps (and, apart, the hubs) are placed on Ray's nodes."""
     resources: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
-    """What each ps and hub asks of Ray: ``[resources.ps] num_cpus = 2`` (default 0.5 for a
-    ps, 0.25 for a hub), ``memory`` (bytes), ``num_gpus``, or a custom resource such as a node
-    label (``ps_node = 1``)."""
+    """What each ps, hub and trainer rank asks of Ray: ``[resources.ps] num_cpus = 2``
+    (default 0.5 for a ps or a rank, 0.25 for a hub), ``memory`` (bytes), ``num_gpus``, or a
+    custom resource such as a node label (``ps_node = 1``). ``[resources.trainer]`` is what
+    each rank but rank 0 asks (rank 0 is ``sniper train`` itself, wherever it runs)."""
 
     # The dense model: the [model] table (sniper.models.ModelConfig), resolved with the
     # top-level hidden and lr of the numpy MLP by model_config().
@@ -226,9 +229,9 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
                 f"num_trainers = {ranks} needs num_hubs >= {ranks}: each rank reads hubs of "
                 f"its own (hub h is rank h % {ranks}'s); got num_hubs = {self.num_hubs}"
             )
-        if self.launcher not in ("auto", "local"):
+        if self.launcher not in ("auto", "local", "ray"):
             raise ValueError(
-                f"num_trainers = {ranks} needs launcher = 'local' (or 'auto'): the "
+                f"num_trainers = {ranks} needs launcher = 'local' or 'ray' (or 'auto'): the "
                 f"{self.launcher!r} launcher starts one trainer"
             )
         if self.auto_shard:
@@ -292,10 +295,13 @@ def load_train_config(path: Path | None, overrides: dict[str, Any]) -> TrainConf
 
 
 def check_resources(resources: Mapping[str, Mapping[str, float]]) -> None:
-    """``[resources.ps]`` and ``[resources.hub]``: numbers only, for those two roles."""
+    """``[resources.ps]``, ``[resources.hub]`` and ``[resources.trainer]``: numbers only."""
     for role, request in resources.items():
-        if role not in ("ps", "hub"):
-            raise ValueError(f"resources.{role}: only [resources.ps] and [resources.hub] exist")
+        if role not in ("ps", "hub", "trainer"):
+            raise ValueError(
+                f"resources.{role}: only [resources.ps], [resources.hub] and "
+                "[resources.trainer] exist"
+            )
         for key, amount in request.items():
             if not isinstance(amount, int | float) or isinstance(amount, bool) or amount < 0:
                 raise ValueError(f"resources.{role}.{key} must be a number >= 0, got {amount!r}")

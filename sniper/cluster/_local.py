@@ -38,7 +38,7 @@ from sniper.cluster._process import (
     server_process,
     sniper_command,
 )
-from sniper.cluster._rank import named_rank_master
+from sniper.cluster._rank import named_rank_master, rank_config
 from sniper.cluster._serve import parse_addresses
 from sniper.cluster._servers import hub_configs, server_config, train_over_grpc
 from sniper.roles import RankMaster
@@ -121,11 +121,10 @@ class LocalLauncher(Launcher):
 
 
 def rank_command(config: TrainConfig, rank: int, master: RankMaster, directory: Path) -> list[str]:
-    """``sniper train --rank R --master HOST:PORT --config FILE``, the job's config written to
-    ``directory`` (quiet, no metrics: rank 0 shows the job's)."""
+    """``sniper train --rank R --master HOST:PORT --config FILE``, the job's config as a rank
+    takes it (:func:`~sniper.cluster._rank.rank_config`) written to ``directory``."""
     path = directory / f"trainer-{rank}.toml"
-    quiet = dataclasses.replace(config, progress=False, metrics_port=-1)
-    path.write_text(tomli_w.dumps(dataclasses.asdict(quiet)))
+    path.write_text(tomli_w.dumps(dataclasses.asdict(rank_config(config))))
     return sniper_command(
         "train",
         *("--rank", str(rank), "--master", master.address, "--exit-on-stdin-eof"),

@@ -23,6 +23,7 @@ its own entry's ``host``.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
@@ -40,7 +41,7 @@ from sniper.roles import RankMaster, Ranks, Trainer, TrainReport, interface_of
 from sniper.rpc import HubClient, Placement, Security
 from sniper.runtime import log_to_stderr
 
-__all__ = ["named_rank_master", "run_rank"]
+__all__ = ["named_rank_master", "rank_config", "run_rank", "train_rank"]
 
 log = logging.getLogger("sniper.trainer")
 
@@ -86,18 +87,34 @@ def run_rank(
         )
     if exit_with_stdin:
         threading.Thread(target=_exit_at_end_of_stdin, daemon=True).start()
-    plan = plan_training(config, load_workload(config.workload))
-    ranks = Ranks(rank, config.num_trainers, master, config.collective_timeout, interface)
-    try:
-        job: dict[str, Any] = ranks.broadcast(None)
-        report = anyio.run(_train, config, plan, ranks, job, backend="asyncio")
-    finally:
-        ranks.close()
+    report = train_rank(config, rank, master, interface)
     print(
         f"trainer rank {rank}: {report.steps} steps, this rank's figures in rank 0's report",
         flush=True,
     )
     return 0
+
+
+def rank_config(config: TrainConfig) -> TrainConfig:
+    """The job's config as a rank > 0 takes it: quiet, no metrics and no report of its own
+    (rank 0 shows and reports the job's; the report's directory need not exist where the
+    rank runs)."""
+    return dataclasses.replace(config, progress=False, metrics_port=-1, output=os.devnull)
+
+
+def train_rank(
+    config: TrainConfig, rank: int, master: str, interface: str | None = None
+) -> TrainReport:
+    """Rank ``rank``'s part of the job, whatever started it (a process, a Ray actor): plan it
+    from the config, join the ranks at ``master`` (the collective on ``interface``), hear
+    from rank 0 where the servers are, and train; this rank's report. Blocking."""
+    plan = plan_training(config, load_workload(config.workload))
+    ranks = Ranks(rank, config.num_trainers, master, config.collective_timeout, interface)
+    try:
+        job: dict[str, Any] = ranks.broadcast(None)
+        return anyio.run(_train, config, plan, ranks, job, backend="asyncio")
+    finally:
+        ranks.close()
 
 
 async def _train(

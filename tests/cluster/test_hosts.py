@@ -194,6 +194,7 @@ def test_two_trainer_ranks_on_two_hosts_train_one_model(tmp_path: Path) -> None:
     assert out.startswith("trainer rank 1: ")
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["config"]["num_trainers"] == 2
+    assert report["steps"] == 14  # each hub's 15 batches less 1 held out, both ranks a step
     assert [r["rank"] for r in report["ranks"]] == [0, 1]
     assert all(r["examples"] > 0 for r in report["ranks"])
     assert report["examples"] == sum(r["examples"] for r in report["ranks"])
