@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
         if spec.trainers:
             flags["num_trainers"] = len(spec.trainers)
     config = load_config(TrainConfig, Path(args.config) if args.config else None, flags)
-    rank, master, host = args.rank, args.master, None
+    rank, master, entry = args.rank, args.master, None
     if spec is not None and (spec.trainers or rank is not None):
         if master is not None:
             raise ValueError(
@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
                 "the ranks' rendezvous"
             )
         rank = rank or 0
-        host = spec.rank(rank).host
+        entry = spec.rank(rank)
         master = spec.trainers[0].address
     elif (rank is None) != (master is None):
         raise ValueError("give --rank and --master together (a trainer rank joins rank 0)")
@@ -150,7 +150,9 @@ def run(args: argparse.Namespace) -> int:
             from sniper.cluster import run_rank
 
             assert master is not None
-            return run_rank(config, rank, master, exit_with_stdin=args.exit_on_stdin_eof, host=host)
+            return run_rank(
+                config, rank, master, exit_with_stdin=args.exit_on_stdin_eof, entry=entry
+            )
         return run_train(config, ps=ps, hubs=hubs, trainers=spec.trainers if spec else ())
     # A damaged checkpoint is the data's failure, not a usage error (status 2).
     except (TrainingError, CorruptCheckpointError, PeerError) as exc:

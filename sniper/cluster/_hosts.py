@@ -33,8 +33,10 @@ Several trainer ranks (``num_trainers``) are ``[[trainer]]`` entries, rank 0 fir
 ``sniper train --cluster-spec FILE --rank R`` is rank R (``--rank 0``, or no ``--rank``, is
 rank 0): ``num_trainers`` is the number of entries, every rank joins rank 0's rendezvous at
 the first entry's ``host:port``, and each rank's collective binds to the interface holding
-its own ``host`` (so a machine with several networks uses the one the spec names). Only rank
-0's port is fixed: the collective's own connections take free ports. Something else starts
+its own ``host`` (so a machine with several networks uses the one the spec names), or to the
+network interface its entry names (``interface = "eth0"``: then the other ranks need no
+``host``, as in a Kubernetes pod, whose own DNS name may not resolve yet when it starts).
+Only rank 0's port is fixed: the collective's own connections take free ports. Something else starts
 the ranks, so a rank that dies fails the job (one ``sniper: error:`` line on rank 0), which
 that something restarts with ``resume``.
 """
@@ -47,6 +49,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from sniper._config import Validated, from_mapping
+from sniper.roles import interface_of
 
 __all__ = ["ClusterSpec", "Endpoint", "RankHost", "load_cluster_spec"]
 
@@ -84,16 +87,27 @@ class RankHost(Validated):
     """One trainer rank of the spec (a ``[[trainer]]`` entry)."""
 
     host: str = ""
-    """This rank's machine as the other ranks reach it: its collective binds there."""
+    """This rank's machine as the other ranks reach it: its collective binds to the
+    interface holding its address (unless ``interface`` says)."""
     port: int = 0
     """Rank 0's alone: the port of the ranks' rendezvous, on ``host``."""
+    interface: str = ""
+    """The network interface of this rank's collective (``eth0``; "": ``host``'s)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not self.host:
-            raise ValueError("host must name the machine the other ranks reach this rank at")
+        if not self.host and not self.interface:
+            raise ValueError(
+                "give host (the machine the other ranks reach this rank at) or interface (the "
+                "network interface its collective uses)"
+            )
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in [1, 65535] (rank 0's), got {self.port}")
+
+    def collective_interface(self) -> str:
+        """The network interface this rank's collective binds to, on its own machine
+        (``ValueError`` where ``host`` is not one of its addresses)."""
+        return self.interface or interface_of(self.host)
 
     @property
     def address(self) -> str:
@@ -116,8 +130,10 @@ class ClusterSpec:
         repeated = sorted({a for a in addresses if addresses.count(a) > 1})
         if repeated:
             raise ValueError(f"{repeated[0]} is given to two servers; each needs its own")
-        if self.trainers and not self.trainers[0].port:
-            raise ValueError("[[trainer]] 0 (rank 0) needs a port: the other ranks join it there")
+        if self.trainers and not (self.trainers[0].host and self.trainers[0].port):
+            raise ValueError(
+                "[[trainer]] 0 (rank 0) needs a host and a port: the other ranks join it there"
+            )
         for rank, trainer in enumerate(self.trainers[1:], 1):
             if trainer.port:
                 raise ValueError(

@@ -17,8 +17,8 @@ stop it otherwise.
 Ranks named by a cluster spec (``[[trainer]]``, ``sniper.cluster._hosts``) are started
 elsewhere, each with ``sniper train --cluster-spec FILE --rank R``: rank 0 holds the
 rendezvous at the first entry's ``host:port`` (:func:`named_rank_master`), the others join it
-there (``--master`` is that address), and each rank's collective binds to the interface of
-its own entry's ``host``.
+there (``--master`` is that address), and each rank's collective binds to the interface its
+own entry says (``interface``, or the one holding its ``host``).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from sniper.cluster._hosts import RankHost
 from sniper.cluster._plan import TrainPlan, plan_training
 from sniper.cluster._servers import ps_cluster
 from sniper.data import load_workload
-from sniper.roles import RankMaster, Ranks, Trainer, TrainReport, interface_of
+from sniper.roles import RankMaster, Ranks, Trainer, TrainReport
 from sniper.rpc import HubClient, Placement, Security
 from sniper.runtime import log_to_stderr
 
@@ -54,7 +54,7 @@ def named_rank_master(config: TrainConfig, rank0: RankHost) -> RankMaster:
         config.num_trainers,
         config.collective_timeout,
         port=rank0.port,
-        interface=interface_of(rank0.host),
+        interface=rank0.collective_interface(),
     )
     print(
         f"trainer ranks 1-{config.num_trainers - 1} of {config.num_trainers} join this "
@@ -70,16 +70,16 @@ def run_rank(
     master: str,
     *,
     exit_with_stdin: bool = False,
-    host: str | None = None,
+    entry: RankHost | None = None,
 ) -> int:
-    """Train as rank ``rank`` (see the module doc); the exit status. ``host``: this rank's
-    address (a cluster spec's ``[[trainer]] host``), whose interface its collective binds to."""
+    """Train as rank ``rank`` (see the module doc); the exit status. ``entry``: this rank's
+    ``[[trainer]]`` in a cluster spec, which says where its collective binds."""
     if not 0 < rank < config.num_trainers:
         raise ValueError(
             f"--rank {rank}: a job of num_trainers = {config.num_trainers} has ranks 1 to "
             f"{config.num_trainers - 1} besides rank 0 (sniper train without --rank)"
         )
-    interface = interface_of(host) if host is not None else None
+    interface = entry.collective_interface() if entry is not None else None
     log_to_stderr()
     for handler in logging.getLogger().handlers:
         handler.setFormatter(

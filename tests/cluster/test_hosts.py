@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from sniper.cluster._hosts import load_cluster_spec
+from sniper.cluster._hosts import RankHost, load_cluster_spec
 from sniper.roles import interface_of
 from tests.cluster._sniper import sniper
 from tests.rpc._grpcio import start_server, stop_server
@@ -227,8 +227,8 @@ def test_a_bad_cluster_spec_is_one_line_naming_the_entry(tmp_path: Path) -> None
         ),
         (
             SERVERS + '[[trainer]]\nhost = "t"\n',
-            f"cluster spec {spec}: [[trainer]] 0 (rank 0) needs a port: the other ranks join "
-            "it there",
+            f"cluster spec {spec}: [[trainer]] 0 (rank 0) needs a host and a port: the other "
+            "ranks join it there",
         ),
         (
             SERVERS + '[[trainer]]\nhost = "t"\nport = 3\n[[trainer]]\nhost = "u"\nport = 3\n',
@@ -237,8 +237,8 @@ def test_a_bad_cluster_spec_is_one_line_naming_the_entry(tmp_path: Path) -> None
         ),
         (
             SERVERS + "[[trainer]]\nport = 3\n",
-            f"cluster spec {spec} [[trainer]] 0: host must name the machine the other ranks "
-            "reach this rank at",
+            f"cluster spec {spec} [[trainer]] 0: give host (the machine the other ranks reach "
+            "this rank at) or interface (the network interface its collective uses)",
         ),
     ]
     for text, message in cases:
@@ -274,5 +274,7 @@ def test_a_bad_cluster_spec_is_one_line_naming_the_entry(tmp_path: Path) -> None
 
 def test_a_rank_runs_where_its_entry_says() -> None:
     assert interface_of("127.0.0.1") == "lo"
+    assert RankHost(host="127.0.0.1").collective_interface() == "lo"
+    assert RankHost(host="192.0.2.1", interface="lo").collective_interface() == "lo"
     with pytest.raises(ValueError, match=r"trainer host '192.0.2.1' \(192.0.2.1\) is not an addr"):
         interface_of("192.0.2.1")
