@@ -137,6 +137,15 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
     the ranks' start) before it fails the attempt: a rank that hangs becomes a restart
     instead of a hang (one that dies fails the others' collective at once). Rank 0 scores
     ``eval_data`` while the others wait in the next step's all-reduce: keep this above that."""
+    sync: Literal["allreduce", "local_sgd"] = "allreduce"
+    """How the ranks keep one dense model: ``allreduce`` averages the gradients every step
+    (every rank applies the same update); ``local_sgd`` lets each rank apply its own updates
+    and averages the model's state (its parameters and its optimizer's moments) every
+    ``sync_every`` steps, for links too slow for a collective per step, at some cost in AUC
+    (docs/benchmarks.md). Between averages the ranks' models differ: rank 0's is the one
+    scored and checkpointed, so ``checkpoint_every`` must be a multiple of ``sync_every``."""
+    sync_every: int = 8
+    """Steps between ``local_sgd``'s averages (``allreduce`` averages every step)."""
     launcher: str = "auto"
     """Where the ps and hubs run: actors of this process passing arrays without encoding them
     (``inprocess``: ``sniper.cluster._inprocess``), processes on this machine or servers named
@@ -180,6 +189,7 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
         check_at_least(self, 1, "keep_checkpoints")
         check_at_least(self, 0, "num_ps", "max_restarts", "preempt_grace")
         check_at_least(self, 1, "num_trainers")
+        check_at_least(self, 1, "sync_every")
         check_positive(self, "rpc_timeout", "collective_timeout")
         self._check_ranks()
         if self.checkpoint_every and not self.job_directory():
@@ -221,6 +231,8 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
 
     def _check_ranks(self) -> None:
         """What several trainer ranks need: hubs to read, and a launcher that starts them."""
+        if self.sync not in ("allreduce", "local_sgd"):
+            raise ValueError(f"sync must be 'allreduce' or 'local_sgd', got {self.sync!r}")
         ranks = self.num_trainers
         if ranks == 1:
             return
@@ -238,6 +250,12 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
             raise ValueError(
                 f"auto_shard with num_trainers = {ranks} is not supported: a move pauses one "
                 "trainer, and the other ranks would push through it; use num_trainers = 1"
+            )
+        if self.sync == "local_sgd" and self.checkpoint_every % self.sync_every:
+            raise ValueError(
+                f"checkpoint_every = {self.checkpoint_every} must be a multiple of sync_every "
+                f"= {self.sync_every} with sync = 'local_sgd': a checkpoint holds rank 0's "
+                "model, which is the ranks' only right after an average"
             )
 
     def job_directory(self) -> Path | None:

@@ -109,7 +109,15 @@ def train_rank(
     from the config, join the ranks at ``master`` (the collective on ``interface``), hear
     from rank 0 where the servers are, and train; this rank's report. Blocking."""
     plan = plan_training(config, load_workload(config.workload))
-    ranks = Ranks(rank, config.num_trainers, master, config.collective_timeout, interface)
+    ranks = Ranks(
+        rank,
+        config.num_trainers,
+        master,
+        config.collective_timeout,
+        interface,
+        sync=config.sync,
+        sync_every=config.sync_every,
+    )
     try:
         job: dict[str, Any] = ranks.broadcast(None)
         return anyio.run(_train, config, plan, ranks, job, backend="asyncio")

@@ -16,6 +16,14 @@ averaged update, and the step whose weights sum to 0 tells every rank at once th
 rank's data has ended. The steps of every rank stay aligned, so a checkpoint every ``K``
 steps pauses every rank at the same step.
 
+Local SGD (``sync = "local_sgd"``). Each rank applies its own updates, and every
+``sync_every`` steps the ranks average the model's state instead (:meth:`Ranks.local_step`):
+its floating-point arrays (parameters, the optimizer's moments), each rank weighted by
+whether it trained a batch since the last average. The steps stay aligned as above (a rank
+whose data has ended counts the others' steps, without a collective until the next average),
+and the first average after every rank's data has ended is the job's last: up to
+``sync_every`` - 1 steps after the last batch trained.
+
 Failure. Every collective is bounded by the group's timeout (``collective_timeout``), and a
 peer that dies closes its connections, which fails the others' collective at once: either
 way the call raises :class:`~sniper.roles.TrainingError` naming the collective, the job's
@@ -45,6 +53,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from sniper._metrics import Histogram
+from sniper.models import DenseModel
 from sniper.roles._errors import TrainingError
 
 __all__ = ["RankMaster", "Ranks", "import_torch_distributed", "interface_of"]
@@ -146,15 +155,24 @@ class Ranks:
         master: str | RankMaster,
         timeout: float,
         interface: str | None = None,
+        sync: str = "allreduce",
+        sync_every: int = 1,
     ) -> None:
         """``interface``: the network interface this rank's collective binds to
-        (:func:`interface_of`; rank 0's is ``master``'s; None: the hostname's)."""
+        (:func:`interface_of`; rank 0's is ``master``'s; None: the hostname's). ``sync``:
+        ``allreduce`` (:meth:`average` each step's gradients) or ``local_sgd``
+        (:meth:`local_step`, the model's state averaged every ``sync_every`` steps)."""
         dist = import_torch_distributed()
         import torch
 
         self.rank = rank
         self.size = size
         self.timeout = timeout
+        self.local_sgd = sync == "local_sgd"
+        """Each rank updates its own model; :meth:`local_step` averages them now and then."""
+        self.sync_every = sync_every
+        self._local_steps = 0
+        self._trained_since_average = False
         if isinstance(master, RankMaster):
             store = master.store
             interface = master.interface
@@ -233,6 +251,38 @@ class Ranks:
             count = tensor.numel()
             tensor.copy_(wire[offset : offset + count].view_as(tensor))
             offset += count
+        return True
+
+    def local_step(self, model: DenseModel, trained: bool) -> bool:
+        """``local_sgd``: count a step of the job, in which this rank trained a batch (and
+        applied its update) or not (its data has ended); every ``sync_every``-th, average
+        ``model``'s state across the ranks, weighted by whether each trained since the last
+        average. False: no rank trained this step (every rank's data has ended)."""
+        self._trained_since_average |= trained
+        self._local_steps += 1
+        if self._local_steps % self.sync_every:
+            return True
+        weight = 1.0 if self._trained_since_average else 0.0
+        self._trained_since_average = False
+        self.average_state(model, weight)
+        # A rank trains every step until its data ends, then joins: none trained this step
+        # means every rank's data has ended.
+        return self.any(trained)
+
+    def average_state(self, model: DenseModel, weight: float = 1.0) -> bool:
+        """Average ``model``'s floating-point state arrays across the ranks (each weighted by
+        ``weight``), as :meth:`average` does gradients, and load the result into it."""
+        import numpy as np
+
+        arrays = model.state()
+        floats = {
+            name: np.array(array, copy=True, order="C")
+            for name, array in arrays.items()
+            if np.issubdtype(array.dtype, np.floating) and array.ndim
+        }
+        if not self.average(list(floats.values()), weight):
+            return False
+        model.load_state({**arrays, **floats})
         return True
 
     def broadcast(self, value: T | None) -> T:

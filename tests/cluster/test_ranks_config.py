@@ -25,6 +25,17 @@ def test_auto_shard_is_one_rank_s() -> None:
         TrainConfig(num_trainers=2, num_hubs=2, auto_shard=True)
 
 
+def test_local_sgd_checkpoints_right_after_an_average() -> None:
+    ranks = {"num_trainers": 2, "num_hubs": 2, "sync": "local_sgd", "checkpoint_dir": "ck"}
+    TrainConfig(**ranks, sync_every=5, checkpoint_every=10)
+    with pytest.raises(ValueError, match=r"checkpoint_every = 10 must be a multiple of sync_"):
+        TrainConfig(**ranks, sync_every=4, checkpoint_every=10)
+    with pytest.raises(ValueError, match=r"sync must be 'allreduce' or 'local_sgd', got 'x'"):
+        TrainConfig(sync="x")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="sync_every"):
+        TrainConfig(sync_every=0)
+
+
 def test_num_trainers_is_at_least_one() -> None:
     with pytest.raises(ValueError, match="num_trainers"):
         TrainConfig(num_trainers=0)
