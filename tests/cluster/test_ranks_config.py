@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -26,10 +27,16 @@ def test_auto_shard_is_one_rank_s() -> None:
 
 
 def test_local_sgd_checkpoints_right_after_an_average() -> None:
-    ranks = {"num_trainers": 2, "num_hubs": 2, "sync": "local_sgd", "checkpoint_dir": "ck"}
-    TrainConfig(**ranks, sync_every=5, checkpoint_every=10)
+    every_5 = TrainConfig(
+        num_trainers=2,
+        num_hubs=2,
+        sync="local_sgd",
+        sync_every=5,
+        checkpoint_dir="ck",
+        checkpoint_every=10,
+    )
     with pytest.raises(ValueError, match=r"checkpoint_every = 10 must be a multiple of sync_"):
-        TrainConfig(**ranks, sync_every=4, checkpoint_every=10)
+        dataclasses.replace(every_5, sync_every=4)
     with pytest.raises(ValueError, match=r"sync must be 'allreduce' or 'local_sgd', got 'x'"):
         TrainConfig(sync="x")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="sync_every"):
