@@ -22,7 +22,8 @@ import json, os, signal, subprocess, sys, time
 from pathlib import Path
 from ray.cluster_utils import Cluster
 
-KILL = len(sys.argv) > 1  # kill -9 one role's actor once the job has a checkpoint
+KILL = sys.argv[1] if len(sys.argv) > 1 else None  # kill -9 an actor of this class once the
+# job has a checkpoint (RoleActor: a ps or hub; RankActor: a trainer rank)
 
 
 def an_actor():
@@ -31,11 +32,11 @@ def an_actor():
         try:
             if os.readlink(proc / "ns" / "net") != here:
                 continue
-            if (proc / "cmdline").read_bytes().startswith(b"ray::RoleActor"):
+            if (proc / "cmdline").read_bytes().startswith(f"ray::{KILL}".encode()):
                 return int(proc.name)
         except OSError:
             continue
-    raise AssertionError("no RoleActor process")
+    raise AssertionError(f"no {KILL} process")
 
 cluster = Cluster(
     initialize_head=True,
@@ -122,7 +123,7 @@ def test_ray_places_each_ps_on_its_own_node_and_leaves_nothing(
 def test_a_killed_actor_is_placed_again_and_the_job_resumes(namespace: str, tmp_path: Path) -> None:
     extra = 'checkpoint_dir = "ck"\ncheckpoint_every = 10\n'
     (tmp_path / "job.toml").write_text(JOB.format(batches=80, extra=extra))
-    result = run_in(namespace, tmp_path, "--kill")
+    result = run_in(namespace, tmp_path, "RoleActor")
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["restarts"] == 1, result["err"]
     assert report["steps"] == 72  # every batch trained, those after the checkpoint again
@@ -148,3 +149,18 @@ def test_two_trainer_ranks_rank_1_an_actor_placed_by_resources_trainer(
     assert all(r["examples"] > 0 for r in report["ranks"])
     assert report["examples"] == sum(r["examples"] for r in report["ranks"])
     assert report["allreduce_bytes"] > 0
+
+
+def test_a_killed_rank_actor_restarts_the_ranks(namespace: str, tmp_path: Path) -> None:
+    extra = (
+        'checkpoint_dir = "ck"\ncheckpoint_every = 10\nnum_trainers = 2\nnum_hubs = 2\n'
+        "[resources.trainer]\nnum_cpus = 0.5\n"
+    )
+    (tmp_path / "job.toml").write_text(JOB.format(batches=80, extra=extra))
+    result = run_in(namespace, tmp_path, "RankActor")
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["restarts"] == 1, result["err"]
+    assert "trainer 1 died" in str(result["err"]), result["err"]
+    assert report["steps"] == 36  # each hub's 40 batches less 4 held out, a step of both ranks
+    assert report["examples"] == 72 * report["config"]["batch_size"]  # every batch, once
+    assert [r["rank"] for r in report["ranks"]] == [0, 1]
