@@ -1,6 +1,7 @@
 """docs/deploy.md's examples are checked against sniper itself: the cluster specs parse, the
-Kubernetes manifests agree with their spec (names, replicas, ports, the commands sniper's own
-parser reads), and the Slurm script is valid bash that writes a valid spec."""
+Kubernetes manifests agree with their spec (names, replicas, ports, the trainer ranks' Indexed
+Job, the commands sniper's own parser reads), and the Slurm script is valid bash that writes a
+valid spec of servers and ranks."""
 
 from __future__ import annotations
 
@@ -30,16 +31,20 @@ def spec_from(text: str, tmp_path: Path) -> ClusterSpec:
 
 
 def test_the_generic_spec_parses(tmp_path: Path) -> None:
-    spec = spec_from(blocks("toml")[0], tmp_path)
+    servers, ranks = blocks("toml")
+    spec = spec_from(servers, tmp_path)
     assert (len(spec.ps), len(spec.hubs)) == (2, 1)
     assert spec.server("hub", 0)["ps"] == "ps-0.example:7000,ps-1.example:7000"
+    spec = spec_from(servers + ranks, tmp_path)
+    assert spec.rank(0).address == "trainer-0.example:7300"
+    assert spec.rank(1).host == "trainer-1.example"
 
 
-def argv_in_pod(args: str, hostname: str) -> list[str]:
+def argv_in_pod(args: str, hostname: str, **env: str) -> list[str]:
     """The sniper arguments a container's ``sh -c`` runs, expanded by a real shell."""
     printed = subprocess.run(
         ["sh", "-c", args.replace("exec sniper ", "printf '%s\\n' ", 1)],
-        env={"HOSTNAME": hostname, "PATH": os.environ["PATH"]},
+        env={"HOSTNAME": hostname, "PATH": os.environ["PATH"], **env},
         capture_output=True,
         text=True,
         check=True,
@@ -87,10 +92,29 @@ def test_the_kubernetes_manifests_agree_with_their_spec(tmp_path: Path) -> None:
     probe = sets["sniper-ps"]["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]
     assert probe["grpc"] == {"port": spec.ps[0].port, "service": "sniper.v1.Ps"}
     (trainer,) = kinds["Job"]
-    (container,) = trainer["spec"]["template"]["spec"]["containers"]
-    args = parser.parse_args(argv_in_pod(container["args"][0], "sniper-trainer-x"))
-    assert args.run.__module__ == "sniper.cli._train"
-    assert (args.cluster_spec, args.config) == (mounts + "cluster.toml", mounts + "job.toml")
+    # An Indexed Job of one pod per rank: JOB_COMPLETION_INDEX is the rank, and rank 0's pod
+    # has the DNS name the spec gives the ranks' rendezvous.
+    name, ranks = trainer["metadata"]["name"], len(spec.trainers)
+    assert trainer["spec"]["completionMode"] == "Indexed"
+    assert trainer["spec"]["completions"] == trainer["spec"]["parallelism"] == ranks == 2
+    template = trainer["spec"]["template"]
+    assert template["spec"]["subdomain"] == service["metadata"]["name"]
+    assert template["metadata"]["labels"]["app"] == service["spec"]["selector"]["app"]
+    assert spec.rank(0).host == f"{name}-0.{service['metadata']['name']}"
+    (container,) = template["spec"]["containers"]
+    assert spec.rank(0).port in {p["containerPort"] for p in container["ports"]}
+    assert spec.rank(0).port in {p["port"] for p in service["spec"]["ports"]}
+    for rank in range(ranks):
+        pod = f"{name}-{rank}-x"
+        args = parser.parse_args(
+            argv_in_pod(container["args"][0], pod, JOB_COMPLETION_INDEX=str(rank))
+        )
+        assert args.run.__module__ == "sniper.cli._train"
+        assert (args.cluster_spec, args.config) == (mounts + "cluster.toml", mounts + "job.toml")
+        assert args.rank == rank
+        assert spec.rank(rank).interface == "eth0"
+    ranked = {"num_ps": len(spec.ps), "num_hubs": len(spec.hubs), "num_trainers": ranks}
+    assert load_train_config(tmp_path / "job.toml", ranked).num_trainers == ranks
 
 
 def test_the_slurm_script_is_bash_and_writes_a_valid_spec(tmp_path: Path) -> None:
@@ -100,13 +124,14 @@ def test_the_slurm_script_is_bash_and_writes_a_valid_spec(tmp_path: Path) -> Non
     subprocess.run(["bash", "-n", str(path)], check=True)
     fake = tmp_path / "bin"
     fake.mkdir()
-    (fake / "scontrol").write_text("#!/bin/sh\nprintf 'node1\\nnode2\\nnode3\\nnode4\\n'\n")
+    nodes = "".join(f"node{i}\\n" for i in range(1, 7))
+    (fake / "scontrol").write_text(f"#!/bin/sh\nprintf '{nodes}'\n")
     (fake / "scontrol").chmod(0o755)
     subprocess.run(
         ["bash", str(path)],
         env={
             "PATH": f"{fake}:{os.environ['PATH']}",
-            "SLURM_JOB_NODELIST": "node[1-4]",
+            "SLURM_JOB_NODELIST": "node[1-6]",
             "SPEC": str(tmp_path / "cluster.toml"),
             "SNIPER_SPEC_ONLY": "1",
         },
@@ -114,5 +139,6 @@ def test_the_slurm_script_is_bash_and_writes_a_valid_spec(tmp_path: Path) -> Non
     )
     spec = load_cluster_spec(tmp_path / "cluster.toml")
     assert spec.ps_addresses == "node1:7000,node2:7000"
-    assert spec.hub_addresses == "node3:7100"
+    assert spec.hub_addresses == "node3:7100,node4:7100"
     assert spec.server("ps", 1)["host"] == "0.0.0.0"
+    assert [(t.host, t.port) for t in spec.trainers] == [("node5", 7300), ("node6", 0)]

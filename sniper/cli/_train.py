@@ -36,7 +36,7 @@ def add_parser(commands: Commands) -> None:
         type=int,
         default=None,
         help="train as this rank (1 to num_trainers - 1) of a job whose rank 0 is the sniper "
-        "train at --master",
+        "train at --master, or as the --cluster-spec's [[trainer]] of this rank (0: rank 0)",
     )
     parser.add_argument(
         "--master", default=None, help="host:port of rank 0's rendezvous (with --rank)"
@@ -121,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
     if args.quiet:
         flags["progress"] = False
     ps, hubs = args.ps, args.hub
+    spec = None
     if args.cluster_spec:
         from sniper.cluster import load_cluster_spec
 
@@ -129,15 +130,30 @@ def run(args: argparse.Namespace) -> int:
         spec = load_cluster_spec(Path(args.cluster_spec))
         ps, hubs = spec.ps_addresses, spec.hub_addresses
         flags |= {"num_ps": len(spec.ps), "num_hubs": len(spec.hubs)}
+        if spec.trainers:
+            flags["num_trainers"] = len(spec.trainers)
     config = load_config(TrainConfig, Path(args.config) if args.config else None, flags)
-    if (args.rank is None) != (args.master is None):
+    rank, master, entry = args.rank, args.master, None
+    if spec is not None and (spec.trainers or rank is not None):
+        if master is not None:
+            raise ValueError(
+                "give --cluster-spec or --master, not both: the spec's first [[trainer]] is "
+                "the ranks' rendezvous"
+            )
+        rank = rank or 0
+        entry = spec.rank(rank)
+        master = spec.trainers[0].address
+    elif (rank is None) != (master is None):
         raise ValueError("give --rank and --master together (a trainer rank joins rank 0)")
     try:
-        if args.rank is not None:
+        if rank is not None and (rank or spec is None):  # rank 0 of a spec is sniper train's
             from sniper.cluster import run_rank
 
-            return run_rank(config, args.rank, args.master, exit_with_stdin=args.exit_on_stdin_eof)
-        return run_train(config, ps=ps, hubs=hubs)
+            assert master is not None
+            return run_rank(
+                config, rank, master, exit_with_stdin=args.exit_on_stdin_eof, entry=entry
+            )
+        return run_train(config, ps=ps, hubs=hubs, trainers=spec.trainers if spec else ())
     # A damaged checkpoint is the data's failure, not a usage error (status 2).
     except (TrainingError, CorruptCheckpointError, PeerError) as exc:
         print(f"sniper: error: {_one_line(exc)}", file=sys.stderr)

@@ -22,6 +22,7 @@ from sniper.cluster._data import probe_data as probe_data
 from sniper.cluster._eval import run_eval as run_eval
 from sniper.cluster._hosts import ClusterSpec as ClusterSpec
 from sniper.cluster._hosts import Endpoint as Endpoint
+from sniper.cluster._hosts import RankHost as RankHost
 from sniper.cluster._hosts import load_cluster_spec as load_cluster_spec
 from sniper.cluster._inprocess import InProcessRoles as InProcessRoles
 from sniper.cluster._inprocess import serve_in_process as serve_in_process
@@ -67,6 +68,7 @@ __all__ = [
     "Launcher",
     "ModelSpec",
     "Preemption",
+    "RankHost",
     "ReportFile",
     "RoleStartError",
     "ServeConfig",

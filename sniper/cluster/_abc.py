@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from sniper.cluster._checkpoint import JobCheckpoint
     from sniper.cluster._config import TrainConfig
+    from sniper.cluster._hosts import RankHost
     from sniper.cluster._plan import TrainPlan
     from sniper.cluster._preemption import Preemption
     from sniper.roles import TrainReport
@@ -57,6 +58,9 @@ class Launch:
     """``host:port,...`` of ps started elsewhere (``--ps``, ``--cluster-spec``): use them."""
     hubs: str | None = None
     """``host:port,...`` of hubs started elsewhere (``--hub``, ``--cluster-spec``)."""
+    trainers: tuple[RankHost, ...] = ()
+    """Trainer ranks started elsewhere (a cluster spec's ``[[trainer]]``): this process is
+    rank 0 and holds their rendezvous at the first's ``host:port``; the launcher starts none."""
     preemption: Preemption | None = None
     """How a signal to ``sniper train`` asks the job's trainer for a last checkpoint (the
     supervisor's; None: a signal stops the job at once). A launcher hands it to ``run_job``;

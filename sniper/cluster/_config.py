@@ -129,12 +129,23 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
     CPU, NCCL for a model on GPUs; needs ``sniper[torch]``). Rank 0 is this process: it
     checkpoints (every rank pauses at the same step), scores ``eval_data`` and writes the
     report; ``launcher = "local"`` starts the others (``sniper train --rank R``) and restarts
-    them all from the latest checkpoint when one dies."""
+    them all from the latest checkpoint when one dies, ``launcher = "ray"`` starts them as
+    actors (``[resources.trainer]``), and a cluster spec's ``[[trainer]]`` entries name ranks
+    started elsewhere."""
     collective_timeout: float = 300.0
     """Seconds a rank waits in a collective (the step's all-reduce, a checkpoint's barrier,
     the ranks' start) before it fails the attempt: a rank that hangs becomes a restart
     instead of a hang (one that dies fails the others' collective at once). Rank 0 scores
     ``eval_data`` while the others wait in the next step's all-reduce: keep this above that."""
+    sync: Literal["allreduce", "local_sgd"] = "allreduce"
+    """How the ranks keep one dense model: ``allreduce`` averages the gradients every step
+    (every rank applies the same update); ``local_sgd`` lets each rank apply its own updates
+    and averages the model's state (its parameters and its optimizer's moments) every
+    ``sync_every`` steps, for links too slow for a collective per step, at some cost in AUC
+    (docs/benchmarks.md). Between averages the ranks' models differ: rank 0's is the one
+    scored and checkpointed, so ``checkpoint_every`` must be a multiple of ``sync_every``."""
+    sync_every: int = 8
+    """Steps between ``local_sgd``'s averages (``allreduce`` averages every step)."""
     launcher: str = "auto"
     """Where the ps and hubs run: actors of this process passing arrays without encoding them
     (``inprocess``: ``sniper.cluster._inprocess``), processes on this machine or servers named
@@ -149,9 +160,10 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
     ray_strategy: Literal["SPREAD", "PACK", "STRICT_SPREAD", "STRICT_PACK"] = "SPREAD"
     """How the ps (and, apart, the hubs) are placed on Ray's nodes."""
     resources: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
-    """What each ps and hub asks of Ray: ``[resources.ps] num_cpus = 2`` (default 0.5 for a
-    ps, 0.25 for a hub), ``memory`` (bytes), ``num_gpus``, or a custom resource such as a node
-    label (``ps_node = 1``)."""
+    """What each ps, hub and trainer rank asks of Ray: ``[resources.ps] num_cpus = 2``
+    (default 0.5 for a ps or a rank, 0.25 for a hub), ``memory`` (bytes), ``num_gpus``, or a
+    custom resource such as a node label (``ps_node = 1``). ``[resources.trainer]`` is what
+    each rank but rank 0 asks (rank 0 is ``sniper train`` itself, wherever it runs)."""
 
     # The dense model: the [model] table (sniper.models.ModelConfig), resolved with the
     # top-level hidden and lr of the numpy MLP by model_config().
@@ -177,6 +189,7 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
         check_at_least(self, 1, "keep_checkpoints")
         check_at_least(self, 0, "num_ps", "max_restarts", "preempt_grace")
         check_at_least(self, 1, "num_trainers")
+        check_at_least(self, 1, "sync_every")
         check_positive(self, "rpc_timeout", "collective_timeout")
         self._check_ranks()
         if self.checkpoint_every and not self.job_directory():
@@ -218,6 +231,8 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
 
     def _check_ranks(self) -> None:
         """What several trainer ranks need: hubs to read, and a launcher that starts them."""
+        if self.sync not in ("allreduce", "local_sgd"):
+            raise ValueError(f"sync must be 'allreduce' or 'local_sgd', got {self.sync!r}")
         ranks = self.num_trainers
         if ranks == 1:
             return
@@ -226,15 +241,21 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
                 f"num_trainers = {ranks} needs num_hubs >= {ranks}: each rank reads hubs of "
                 f"its own (hub h is rank h % {ranks}'s); got num_hubs = {self.num_hubs}"
             )
-        if self.launcher not in ("auto", "local"):
+        if self.launcher not in ("auto", "local", "ray"):
             raise ValueError(
-                f"num_trainers = {ranks} needs launcher = 'local' (or 'auto'): the "
+                f"num_trainers = {ranks} needs launcher = 'local' or 'ray' (or 'auto'): the "
                 f"{self.launcher!r} launcher starts one trainer"
             )
         if self.auto_shard:
             raise ValueError(
                 f"auto_shard with num_trainers = {ranks} is not supported: a move pauses one "
                 "trainer, and the other ranks would push through it; use num_trainers = 1"
+            )
+        if self.sync == "local_sgd" and self.checkpoint_every % self.sync_every:
+            raise ValueError(
+                f"checkpoint_every = {self.checkpoint_every} must be a multiple of sync_every "
+                f"= {self.sync_every} with sync = 'local_sgd': a checkpoint holds rank 0's "
+                "model, which is the ranks' only right after an average"
             )
 
     def job_directory(self) -> Path | None:
@@ -292,10 +313,13 @@ def load_train_config(path: Path | None, overrides: dict[str, Any]) -> TrainConf
 
 
 def check_resources(resources: Mapping[str, Mapping[str, float]]) -> None:
-    """``[resources.ps]`` and ``[resources.hub]``: numbers only, for those two roles."""
+    """``[resources.ps]``, ``[resources.hub]`` and ``[resources.trainer]``: numbers only."""
     for role, request in resources.items():
-        if role not in ("ps", "hub"):
-            raise ValueError(f"resources.{role}: only [resources.ps] and [resources.hub] exist")
+        if role not in ("ps", "hub", "trainer"):
+            raise ValueError(
+                f"resources.{role}: only [resources.ps], [resources.hub] and "
+                "[resources.trainer] exist"
+            )
         for key, amount in request.items():
             if not isinstance(amount, int | float) or isinstance(amount, bool) or amount < 0:
                 raise ValueError(f"resources.{role}.{key} must be a number >= 0, got {amount!r}")

@@ -8,7 +8,9 @@ named server's death is the job's error, not a restart.
 
 With ``num_trainers`` = N > 1, this process is trainer rank 0 and N - 1 more ranks are
 ``sniper train --rank R`` processes (``sniper.cluster._rank``) that join it at a rendezvous it
-holds; they are roles like the servers: one that dies is a restart of every process.
+holds; they are roles like the servers: one that dies is a restart of every process. Ranks
+named by a cluster spec (``[[trainer]]``) run elsewhere, as named servers do: this process
+holds their rendezvous where the spec says and starts none.
 
 Each server gets its config as a TOML file written from the job's (``sniper serve --config``),
 listens on a free loopback port it reports on its first line, and ends with this process: its
@@ -36,6 +38,7 @@ from sniper.cluster._process import (
     server_process,
     sniper_command,
 )
+from sniper.cluster._rank import named_rank_master, rank_config
 from sniper.cluster._serve import parse_addresses
 from sniper.cluster._servers import hub_configs, server_config, train_over_grpc
 from sniper.roles import RankMaster
@@ -89,7 +92,9 @@ class LocalLauncher(Launcher):
                 return [("127.0.0.1", s.port) for s in hub_servers]
 
             master = None
-            if config.num_trainers > 1:
+            if launch.trainers and config.num_trainers > 1:
+                master = named_rank_master(config, launch.trainers[0])
+            elif config.num_trainers > 1:
                 master = RankMaster("127.0.0.1", config.num_trainers, config.collective_timeout)
                 for rank in range(1, config.num_trainers):
                     command = rank_command(config, rank, master, configs)
@@ -116,11 +121,10 @@ class LocalLauncher(Launcher):
 
 
 def rank_command(config: TrainConfig, rank: int, master: RankMaster, directory: Path) -> list[str]:
-    """``sniper train --rank R --master HOST:PORT --config FILE``, the job's config written to
-    ``directory`` (quiet, no metrics: rank 0 shows the job's)."""
+    """``sniper train --rank R --master HOST:PORT --config FILE``, the job's config as a rank
+    takes it (:func:`~sniper.cluster._rank.rank_config`) written to ``directory``."""
     path = directory / f"trainer-{rank}.toml"
-    quiet = dataclasses.replace(config, progress=False, metrics_port=-1)
-    path.write_text(tomli_w.dumps(dataclasses.asdict(quiet)))
+    path.write_text(tomli_w.dumps(dataclasses.asdict(rank_config(config))))
     return sniper_command(
         "train",
         *("--rank", str(rank), "--master", master.address, "--exit-on-stdin-eof"),

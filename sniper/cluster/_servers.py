@@ -106,7 +106,14 @@ async def train_over_grpc(
         """Rank 0 joins the others (once they all have), and tells them where the job's
         servers are, its placement, and the checkpoint it resumes."""
         assert master is not None
-        ranks = Ranks(0, config.num_trainers, master, config.collective_timeout)
+        ranks = Ranks(
+            0,
+            config.num_trainers,
+            master,
+            config.collective_timeout,
+            sync=config.sync,
+            sync_every=config.sync_every,
+        )
         try:
             ranks.broadcast(
                 {

@@ -26,6 +26,7 @@ from pathlib import Path
 from sniper.cluster._abc import Launch
 from sniper.cluster._checkpoint import load_job
 from sniper.cluster._config import TrainConfig
+from sniper.cluster._hosts import RankHost
 from sniper.cluster._machine import check_machine
 from sniper.cluster._plan import oracle_auc, plan_training
 from sniper.cluster._registry import open_launcher
@@ -39,9 +40,15 @@ from sniper.runtime import log_to_stderr
 __all__ = ["run_train"]
 
 
-def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = None) -> int:
+def run_train(
+    config: TrainConfig,
+    ps: str | None = None,
+    hubs: str | None = None,
+    trainers: tuple[RankHost, ...] = (),
+) -> int:
     """Run ``sniper train``; returns the exit status. ``ps`` and ``hubs``: ``host:port,...``
-    of servers started elsewhere (``launcher = "auto"`` then means ``local``).
+    of servers started elsewhere (``launcher = "auto"`` then means ``local``); ``trainers``:
+    the ranks of a cluster spec, started elsewhere, of which this process is rank 0.
 
     A run that trains no batch fails (:class:`~sniper.roles.TrainingError`, after its report)
     rather than report success: its hubs had nothing to hand out."""
@@ -75,7 +82,7 @@ def run_train(config: TrainConfig, ps: str | None = None, hubs: str | None = Non
         trained = None
     else:
         try:
-            report = supervise(launcher, Launch(config, plan, resume, ps, hubs))
+            report = supervise(launcher, Launch(config, plan, resume, ps, hubs, trainers))
         except Preempted as preempted:
             report, status = preempted.report, preempted.status
         trained = report.steps - report.resumed_from_step

@@ -54,6 +54,7 @@ from sniper.roles._ps import PsSettings as PsSettings
 from sniper.roles._ranks import RankMaster as RankMaster
 from sniper.roles._ranks import Ranks as Ranks
 from sniper.roles._ranks import import_torch_distributed as import_torch_distributed
+from sniper.roles._ranks import interface_of as interface_of
 from sniper.roles._step import Predictor as Predictor
 from sniper.roles._train_report import LiveProgress as LiveProgress
 from sniper.roles._train_report import TrainReport as TrainReport
@@ -110,6 +111,7 @@ __all__ = [
     "estimate_bytes",
     "gather",
     "import_torch_distributed",
+    "interface_of",
     "load_checkpoint",
     "plan_moves",
     "replace_file",

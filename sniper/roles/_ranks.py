@@ -16,11 +16,25 @@ averaged update, and the step whose weights sum to 0 tells every rank at once th
 rank's data has ended. The steps of every rank stay aligned, so a checkpoint every ``K``
 steps pauses every rank at the same step.
 
+Local SGD (``sync = "local_sgd"``). Each rank applies its own updates, and every
+``sync_every`` steps the ranks average the model's state instead (:meth:`Ranks.local_step`):
+its floating-point arrays (parameters, the optimizer's moments), each rank weighted by
+whether it trained a batch since the last average. The steps stay aligned as above (a rank
+whose data has ended counts the others' steps, without a collective until the next average),
+and the first average after every rank's data has ended is the job's last: up to
+``sync_every`` - 1 steps after the last batch trained.
+
 Failure. Every collective is bounded by the group's timeout (``collective_timeout``), and a
 peer that dies closes its connections, which fails the others' collective at once: either
 way the call raises :class:`~sniper.roles.TrainingError` naming the collective, the job's
 attempt fails, and the supervisor restarts the ranks from the latest checkpoint. No rank
 waits for a dead one.
+
+Networks. A rank's collective listens on one of its machine's interfaces and tells the
+others its address. By default that is the interface of the address the machine's hostname
+resolves to; a rank given its own address (a cluster spec's ``[[trainer]] host``) uses the
+interface holding it instead (:func:`interface_of`), so that ranks on machines with several
+networks, or in network namespaces, reach each other where the spec says.
 
 torch is needed only here and only when ``num_trainers`` > 1: the numpy MLP of a
 single-rank job never imports it.
@@ -29,15 +43,20 @@ single-rank job never imports it.
 from __future__ import annotations
 
 import datetime
+import fcntl
 import logging
+import os
+import socket
+import struct
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from sniper._metrics import Histogram
+from sniper.models import DenseModel
 from sniper.roles._errors import TrainingError
 
-__all__ = ["RankMaster", "Ranks", "import_torch_distributed"]
+__all__ = ["RankMaster", "Ranks", "import_torch_distributed", "interface_of"]
 
 log = logging.getLogger("sniper.trainer")
 T = TypeVar("T")
@@ -60,21 +79,63 @@ def import_torch_distributed() -> Any:
     return dist
 
 
+SIOCGIFADDR = 0x8915
+"""Linux's ioctl that reads an interface's IPv4 address."""
+
+
+def interface_of(host: str) -> str:
+    """The name of this machine's network interface that holds ``host``'s (IPv4) address:
+    where a rank given that address binds its collective. ``ValueError`` where ``host`` does
+    not resolve or no interface here holds it (the spec names another machine)."""
+    try:
+        address = socket.gethostbyname(host)
+    except OSError as exc:
+        raise ValueError(f"trainer host {host!r} does not resolve: {exc}") from None
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        for _, name in socket.if_nameindex():
+            request = struct.pack("256s", name.encode()[:15])
+            try:
+                answer = fcntl.ioctl(probe.fileno(), SIOCGIFADDR, request)
+            except OSError:
+                continue  # no IPv4 address on this one
+            if socket.inet_ntoa(answer[20:24]) == address:
+                return name
+    raise ValueError(
+        f"trainer host {host!r} ({address}) is not an address of this machine: a rank runs "
+        "on the machine its [[trainer]] entry names"
+    )
+
+
 class RankMaster:
     """The rendezvous of a job's ranks (a ``TCPStore``), held by rank 0's process: made
-    before the other ranks start, so that they are told its port."""
+    before the other ranks start, so that they are told its port (``port`` 0: a free one).
+    ``interface``: the network interface of rank 0's collective (None: by hostname)."""
 
-    def __init__(self, host: str, size: int, timeout: float) -> None:
+    def __init__(
+        self,
+        host: str,
+        size: int,
+        timeout: float,
+        port: int = 0,
+        interface: str | None = None,
+    ) -> None:
         dist = import_torch_distributed()
         self.host = host
-        self.store = dist.TCPStore(
-            host,
-            0,
-            size,
-            True,
-            timeout=datetime.timedelta(seconds=timeout),
-            wait_for_workers=False,
-        )
+        self.interface = interface
+        try:
+            self.store = dist.TCPStore(
+                host,
+                port,
+                size,
+                True,
+                timeout=datetime.timedelta(seconds=timeout),
+                wait_for_workers=False,
+            )
+        except RuntimeError as exc:
+            first = (str(exc).splitlines() or [""])[0]
+            raise ValueError(
+                f"the ranks' rendezvous cannot listen on port {port}: {first[:200]}"
+            ) from None
         self.port = int(self.store.port)
 
     @property
@@ -93,20 +154,36 @@ class Ranks:
         size: int,
         master: str | RankMaster,
         timeout: float,
+        interface: str | None = None,
+        sync: str = "allreduce",
+        sync_every: int = 1,
     ) -> None:
+        """``interface``: the network interface this rank's collective binds to
+        (:func:`interface_of`; rank 0's is ``master``'s; None: the hostname's). ``sync``:
+        ``allreduce`` (:meth:`average` each step's gradients) or ``local_sgd``
+        (:meth:`local_step`, the model's state averaged every ``sync_every`` steps)."""
         dist = import_torch_distributed()
         import torch
 
         self.rank = rank
         self.size = size
         self.timeout = timeout
+        self.local_sgd = sync == "local_sgd"
+        """Each rank updates its own model; :meth:`local_step` averages them now and then."""
+        self.sync_every = sync_every
+        self._local_steps = 0
+        self._trained_since_average = False
         if isinstance(master, RankMaster):
             store = master.store
+            interface = master.interface
         else:
             host, _, port = master.rpartition(":")
             store = dist.TCPStore(
                 host, int(port), size, False, timeout=datetime.timedelta(seconds=timeout)
             )
+        if interface is not None:
+            # gloo reads it when the group is made; this process is one rank, so it is ours.
+            os.environ["GLOO_SOCKET_IFNAME"] = interface
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
         self.nccl = gpus >= size
         """A GPU of its own for each rank on this host: gradients on a GPU go through NCCL."""
@@ -174,6 +251,38 @@ class Ranks:
             count = tensor.numel()
             tensor.copy_(wire[offset : offset + count].view_as(tensor))
             offset += count
+        return True
+
+    def local_step(self, model: DenseModel, trained: bool) -> bool:
+        """``local_sgd``: count a step of the job, in which this rank trained a batch (and
+        applied its update) or not (its data has ended); every ``sync_every``-th, average
+        ``model``'s state across the ranks, weighted by whether each trained since the last
+        average. False: no rank trained this step (every rank's data has ended)."""
+        self._trained_since_average |= trained
+        self._local_steps += 1
+        if self._local_steps % self.sync_every:
+            return True
+        weight = 1.0 if self._trained_since_average else 0.0
+        self._trained_since_average = False
+        self.average_state(model, weight)
+        # A rank trains every step until its data ends, then joins: none trained this step
+        # means every rank's data has ended.
+        return self.any(trained)
+
+    def average_state(self, model: DenseModel, weight: float = 1.0) -> bool:
+        """Average ``model``'s floating-point state arrays across the ranks (each weighted by
+        ``weight``), as :meth:`average` does gradients, and load the result into it."""
+        import numpy as np
+
+        arrays = model.state()
+        floats = {
+            name: np.array(array, copy=True, order="C")
+            for name, array in arrays.items()
+            if np.issubdtype(array.dtype, np.floating) and array.ndim
+        }
+        if not self.average(list(floats.values()), weight):
+            return False
+        model.load_state({**arrays, **floats})
         return True
 
     def broadcast(self, value: T | None) -> T:

@@ -12,6 +12,8 @@ Several ranks (``num_trainers``). The model's update averages its gradients acro
 first (:meth:`~sniper.models.TrainStep.update_averaged`): the all-reduce runs on the model's
 thread, while the push is under way. A rank whose data has ended takes part in the others'
 steps with a weight of 0 (:meth:`DenseStep.join`), so that every rank applies every update.
+With ``sync = "local_sgd"`` the update is the rank's own, and every ``sync_every`` steps the
+ranks average their models instead (:meth:`~sniper.roles._ranks.Ranks.local_step`).
 """
 
 from __future__ import annotations
@@ -131,7 +133,7 @@ class DenseStep:
         """
         start = time.perf_counter()
         step = self._on_thread(_forward_backward, self.model, inputs, labels, scores, sequences)
-        update = self._on_thread(_update_after, step, self.ranks)
+        update = self._on_thread(_update_after, step, self.ranks, self.model)
         try:
             done = await step.wait()
         except BaseException:
@@ -196,13 +198,17 @@ def _predict(model: DenseModel, inputs: F32, sequences: Mapping[str, Jagged]) ->
     return model.predict(inputs, sequences=sequences)
 
 
-def _update_after(step: TaskHandle[TrainStep], ranks: Ranks | None) -> float:
+def _update_after(step: TaskHandle[TrainStep], ranks: Ranks | None, model: DenseModel) -> float:
     """The update of ``step``, queued right behind it on the model's one thread (so done by
-    now), its gradients averaged across ``ranks`` (None: one rank); its own seconds. A failed
-    step fails this too."""
+    now), its gradients averaged across ``ranks`` (None: one rank; ``local_sgd``: the
+    rank's own update, then ``model`` averaged if this step is due); its own seconds. A
+    failed step fails this too."""
     start = time.perf_counter()
     if ranks is None:
         step.result().update()
+    elif ranks.local_sgd:
+        step.result().update()
+        ranks.local_step(model, trained=True)
     else:
         step.result().update_averaged(ranks.average)
     return time.perf_counter() - start
@@ -210,7 +216,10 @@ def _update_after(step: TaskHandle[TrainStep], ranks: Ranks | None) -> float:
 
 def _join(model: DenseModel, ranks: Ranks) -> bool:
     """A step on two examples of zeros, weighted 0 in the average: this rank's gradients count
-    for nothing, and it applies the others' update (see :meth:`DenseStep.join`)."""
+    for nothing, and it applies the others' update (see :meth:`DenseStep.join`); with
+    ``local_sgd``, a step counted without training, and the average if one is due."""
+    if ranks.local_sgd:
+        return ranks.local_step(model, trained=False)
     labels = len(model.inputs.labels)
     shape = (2,) if labels == 1 else (2, labels)
     step = model.train_step(

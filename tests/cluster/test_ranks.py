@@ -63,6 +63,25 @@ def test_two_ranks_train_what_one_does(tmp_path: Path, model: str) -> None:
     assert abs(two["eval_data_auc"] - one["eval_data_auc"]) < 0.01
 
 
+def test_local_sgd_trains_every_example_and_averages_every_k_steps(tmp_path: Path) -> None:
+    _job(tmp_path, "mlp")
+    _, one = _train(tmp_path, "one", "--batch-size", "256")
+    _, local = _train(
+        tmp_path,
+        "local",
+        *("--batch-size", "128", "--num-trainers", "2", "--sync", "local_sgd"),
+        *("--sync-every", "4"),
+    )
+    assert local["examples"] == one["examples"]
+    assert sum(r["examples"] for r in local["ranks"]) == local["examples"]
+    # The ranks count the steps after the last batch up to the next average, which ends the
+    # job: one average every 4 steps, the last one included, and one more (the end's) at most.
+    assert one["steps"] <= local["steps"] < one["steps"] + 4
+    assert local["ops"]["AllReduce"]["count"] == (local["steps"] + 1) // 4
+    assert local["allreduce_bytes"] > 0
+    assert abs(local["eval_data_auc"] - one["eval_data_auc"]) < 0.02
+
+
 def test_kill_9_of_rank_1_restarts_the_ranks(tmp_path: Path) -> None:
     _job(tmp_path, "mlp")
     args = ("--batch-size", "128", "--num-trainers", "2", "--checkpoint-every", "10")

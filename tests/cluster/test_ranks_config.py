@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,23 @@ def test_the_in_process_launcher_is_one_rank() -> None:
 def test_auto_shard_is_one_rank_s() -> None:
     with pytest.raises(ValueError, match=r"auto_shard with num_trainers = 2 is not supported"):
         TrainConfig(num_trainers=2, num_hubs=2, auto_shard=True)
+
+
+def test_local_sgd_checkpoints_right_after_an_average() -> None:
+    every_5 = TrainConfig(
+        num_trainers=2,
+        num_hubs=2,
+        sync="local_sgd",
+        sync_every=5,
+        checkpoint_dir="ck",
+        checkpoint_every=10,
+    )
+    with pytest.raises(ValueError, match=r"checkpoint_every = 10 must be a multiple of sync_"):
+        dataclasses.replace(every_5, sync_every=4)
+    with pytest.raises(ValueError, match=r"sync must be 'allreduce' or 'local_sgd', got 'x'"):
+        TrainConfig(sync="x")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="sync_every"):
+        TrainConfig(sync_every=0)
 
 
 def test_num_trainers_is_at_least_one() -> None:

@@ -1,8 +1,8 @@
 """`sniper train --launcher ray` on a real 3-node Ray cluster (ray.cluster_utils.Cluster: a
-head and two nodes, each with its own custom resource). Ray binds to the machine's interface
-even when told 127.0.0.1, so the cluster and the job run inside a network namespace of their
-own with only `lo` up (root needed, as in CI), and the test checks that nothing is left running
-in it afterwards."""
+head and two nodes, each with its own custom resource), with one trainer or two ranks. Ray
+binds to the machine's interface even when told 127.0.0.1, so the cluster and the job run
+inside a network namespace of their own with only `lo` up (root needed, as in CI), and the
+test checks that nothing is left running in it afterwards."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ import json, os, signal, subprocess, sys, time
 from pathlib import Path
 from ray.cluster_utils import Cluster
 
-KILL = len(sys.argv) > 1  # kill -9 one role's actor once the job has a checkpoint
+KILL = sys.argv[1] if len(sys.argv) > 1 else None  # kill -9 an actor of this class once the
+# job has a checkpoint (RoleActor: a ps or hub; RankActor: a trainer rank)
 
 
 def an_actor():
@@ -31,13 +32,17 @@ def an_actor():
         try:
             if os.readlink(proc / "ns" / "net") != here:
                 continue
-            if (proc / "cmdline").read_bytes().startswith(b"ray::RoleActor"):
+            if (proc / "cmdline").read_bytes().startswith(f"ray::{KILL}".encode()):
                 return int(proc.name)
         except OSError:
             continue
-    raise AssertionError("no RoleActor process")
+    raise AssertionError(f"no {KILL} process")
 
-cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
+cluster = Cluster(
+    initialize_head=True,
+    head_node_args={"num_cpus": 2, "include_dashboard": False, "resources": {"trainer_slot": 1}},
+)
+head = cluster.head_node.node_id
 nodes = [cluster.add_node(num_cpus=1, resources={"ps_slot": 1}) for _ in range(2)]
 cluster.wait_for_nodes()
 try:
@@ -56,7 +61,8 @@ finally:
     cluster.shutdown()
 print(json.dumps({"rc": train.returncode, "out": out, "err": err[-3000:],
                   "restarted": [line for line in err.splitlines() if "restarting" in line],
-                  "ps_nodes": [node.node_id for node in nodes]}))
+                  "ps_nodes": [node.node_id for node in nodes],
+                  "head": head}))
 """
 
 
@@ -117,8 +123,44 @@ def test_ray_places_each_ps_on_its_own_node_and_leaves_nothing(
 def test_a_killed_actor_is_placed_again_and_the_job_resumes(namespace: str, tmp_path: Path) -> None:
     extra = 'checkpoint_dir = "ck"\ncheckpoint_every = 10\n'
     (tmp_path / "job.toml").write_text(JOB.format(batches=80, extra=extra))
-    result = run_in(namespace, tmp_path, "--kill")
+    result = run_in(namespace, tmp_path, "RoleActor")
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["restarts"] == 1, result["err"]
     assert report["steps"] == 72  # every batch trained, those after the checkpoint again
     assert "restarting every process (restart 1 of 3)" in str(result["restarted"])
+
+
+def test_two_trainer_ranks_rank_1_an_actor_placed_by_resources_trainer(
+    namespace: str, tmp_path: Path
+) -> None:
+    extra = (
+        "num_trainers = 2\nnum_hubs = 2\n[resources.trainer]\nnum_cpus = 0.5\ntrainer_slot = 1\n"
+    )
+    (tmp_path / "job.toml").write_text(JOB.format(batches=30, extra=extra))
+    result = run_in(namespace, tmp_path)
+    out = str(result["out"])
+    # Rank 1 asked for the one trainer_slot, which only the head has.
+    line = next(x for x in out.splitlines() if x.startswith("started trainer ranks on Ray"))
+    assert re.findall(r"1 \(node (\w+)\)", line) == [str(result["head"])[:12]], line
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["config"]["num_trainers"] == 2
+    assert report["steps"] == 14  # each hub's 15 batches less 1 held out, both ranks a step
+    assert [r["rank"] for r in report["ranks"]] == [0, 1]
+    assert all(r["examples"] > 0 for r in report["ranks"])
+    assert report["examples"] == sum(r["examples"] for r in report["ranks"])
+    assert report["allreduce_bytes"] > 0
+
+
+def test_a_killed_rank_actor_restarts_the_ranks(namespace: str, tmp_path: Path) -> None:
+    extra = (
+        'checkpoint_dir = "ck"\ncheckpoint_every = 10\nnum_trainers = 2\nnum_hubs = 2\n'
+        "[resources.trainer]\nnum_cpus = 0.5\n"
+    )
+    (tmp_path / "job.toml").write_text(JOB.format(batches=80, extra=extra))
+    result = run_in(namespace, tmp_path, "RankActor")
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["restarts"] == 1, result["err"]
+    assert "trainer 1 died" in str(result["err"]), result["err"]
+    assert report["steps"] == 36  # each hub's 40 batches less 4 held out, a step of both ranks
+    assert report["examples"] == 72 * report["config"]["batch_size"]  # every batch, once
+    assert [r["rank"] for r in report["ranks"]] == [0, 1]
