@@ -40,7 +40,6 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import BinaryIO
 
 import numpy as np
 from numpy.typing import NDArray
@@ -196,7 +195,7 @@ def manifest_digest(directory: Path) -> str:
     return hashlib.sha256(_read_file(directory / MANIFEST)).hexdigest()
 
 
-def _open_file(path: Path) -> BinaryIO:
+def _open_file(path: Path) -> io.BufferedReader:
     """``path`` opened for reading if it is a regular file and not a symlink: a checkpoint's
     files are read where they are, never followed out of its directory (nor the root)."""
     try:
