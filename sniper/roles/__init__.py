@@ -35,6 +35,7 @@ from sniper.roles._engine import PsEngine as PsEngine
 from sniper.roles._errors import RPC_ERRORS as RPC_ERRORS
 from sniper.roles._errors import AlreadyPushedError as AlreadyPushedError
 from sniper.roles._errors import DataError as DataError
+from sniper.roles._errors import ReopenedBatchError as ReopenedBatchError
 from sniper.roles._errors import TrainingError as TrainingError
 from sniper.roles._errors import Unavailable as Unavailable
 from sniper.roles._errors import UnknownBatchError as UnknownBatchError
@@ -46,6 +47,7 @@ from sniper.roles._evaluate import EvalResult as EvalResult
 from sniper.roles._hub import HubConfig as HubConfig
 from sniper.roles._hub import HubRole as HubRole
 from sniper.roles._hub import HubSettings as HubSettings
+from sniper.roles._ps import MAX_PUSH_VALUE as MAX_PUSH_VALUE
 from sniper.roles._ps import PsRole as PsRole
 from sniper.roles._ps import PsRoleConfig as PsRoleConfig
 from sniper.roles._ps import PsSettings as PsSettings
@@ -65,6 +67,7 @@ __all__ = [
     "MANIFEST",
     "MAX_DIM",
     "MAX_HUBS",
+    "MAX_PUSH_VALUE",
     "RPC_ERRORS",
     "AlreadyPushedError",
     "AutoShard",
@@ -89,6 +92,7 @@ __all__ = [
     "PsRole",
     "PsRoleConfig",
     "PsSettings",
+    "ReopenedBatchError",
     "TrainReport",
     "Trainer",
     "TrainerConfig",

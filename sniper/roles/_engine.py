@@ -38,7 +38,12 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from sniper._config import Validated, check_at_least, check_positive
-from sniper.roles._errors import AlreadyPushedError, UnknownBatchError, UnknownVariableError
+from sniper.roles._errors import (
+    AlreadyPushedError,
+    ReopenedBatchError,
+    UnknownBatchError,
+    UnknownVariableError,
+)
 from sniper.rpc import LookupTarget, Pooled
 from sniper.scheduler import Scheduler, TaskHandle, TaskKey, wait_all
 from sniper.store import (
@@ -122,7 +127,9 @@ class PsEngine:
         self._variables_of: Counter[int] = Counter()  # batch id -> its variables held
         self._pushed: OrderedDict[tuple[int, str], None] = OrderedDict()
         """The (batch, variable) pairs pushed most recently, so a duplicate push is told it
-        was applied (ALREADY_EXISTS) rather than that the batch is unknown."""
+        was applied (ALREADY_EXISTS) rather than that the batch is unknown, and a FeedSample
+        of one is refused (:class:`ReopenedBatchError`): a batch once pushed is never
+        reopened, so no gradient reaches its rows twice."""
         self.kernel_seconds: dict[str, float] = {}
         """Store seconds of each variable's pins, lookups and pushes so far: the load it puts
         on this ps (auto_shard compares them across ps). A lookup or push task pools or
@@ -214,6 +221,7 @@ class PsEngine:
         with self._lock:
             now = time.monotonic()  # read under the lock: the dict stays in feed-time order
             self._expire(now)
+            self._check_not_pushed(batch_id, [name for name, _ in split])
             self._check_room(batch_id, split)
             for name, batch in split:
                 # Re-feeding moves the key to the end, keeping the dict ordered by feed time.
@@ -228,6 +236,23 @@ class PsEngine:
         # Background: a lookup or push the trainer waits for goes first (work_stealing); a
         # lookup that comes before its batch's pins maps the rows itself, and the pins skip.
         return self._submit(parts, _pin_parts, background=True)
+
+    def _check_not_pushed(self, batch_id: int, names: list[str]) -> None:
+        """Refuse to feed a batch already pushed (under the lock): see :attr:`_pushed`."""
+        pushed = [name for name in names if (batch_id, name) in self._pushed]
+        if pushed:
+            raise ReopenedBatchError(
+                f"batch {batch_id} of variable {pushed[0]!r} was already pushed; a batch id "
+                "is never fed again once pushed: feed the batch under a new id"
+            )
+
+    def forget_pushed(self, names: Iterable[str]) -> None:
+        """Forget the pushes of variables ``names`` (a Restore rolled their rows back to before
+        them): their batches may be fed and pushed again, as a resumed job does."""
+        names = set(names)
+        with self._lock:
+            for key in [key for key in self._pushed if key[1] in names]:
+                del self._pushed[key]
 
     def _check_room(self, batch_id: int, split: list[tuple[str, ShardedBatch]]) -> None:
         """Refuse a feed that would hold more than ``max_pending_batches`` batches or

@@ -13,6 +13,7 @@ __all__ = [
     "RPC_ERRORS",
     "AlreadyPushedError",
     "DataError",
+    "ReopenedBatchError",
     "TrainingError",
     "Unavailable",
     "UnknownBatchError",
@@ -39,6 +40,12 @@ class UnknownBatchError(_Message):
 
 class AlreadyPushedError(UnknownBatchError):
     """A PushGrad named a batch whose gradients were already applied: it is applied once."""
+
+
+class ReopenedBatchError(Exception):
+    """A FeedSample named a batch whose gradients were already pushed: a batch id is never
+    reopened (a second PushGrad would apply to it again). Feed a new id; a Restore of the
+    variable forgets the pushes it rolls back, so a resumed job feeds its batches again."""
 
 
 class VariableExistsError(ValueError):

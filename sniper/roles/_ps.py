@@ -70,9 +70,18 @@ from sniper.store import (
     strides_of,
 )
 
-__all__ = ["PsRole", "PsRoleConfig", "PsSettings"]
+__all__ = ["MAX_PUSH_VALUE", "PsRole", "PsRoleConfig", "PsSettings"]
 
 log = logging.getLogger("sniper.ps")
+
+MAX_PUSH_VALUE = 1e30
+"""The largest ``|value|`` Push writes into a row; a row holding more is refused whole.
+
+Push is the one call that writes rows of the caller's choosing, and a lookup sums a bag's
+rows in float32: two finite rows of 3e38 pool to Inf. Below this bound a bag of up to 3.4e8
+rows (far more than one request can carry) pools to a finite sum, so the lookup need not
+check or saturate what it serves. Trained rows stay far below it: an optimizer step that
+would make a row non-finite is not applied (``nonfinite_updates``)."""
 
 
 @dataclass(frozen=True)
@@ -314,8 +323,7 @@ class PsRole:
                 raise ValueError(
                     f"rows must have shape ({len(signs)}, {table.dim}), got {rows.shape}"
                 )
-            if not np.isfinite(rows).all():
-                raise ValueError(f"rows of {name!r} have NaN or Inf; nothing was written")
+            _check_push_rows(name, rows)
             n, slots = len(signs), table.optimizer.slots
             state = np.broadcast_to(
                 table.optimizer.state_init()[None, :, None], (n, slots, table.dim)
@@ -365,6 +373,7 @@ class PsRole:
         for (config, _), table in zip(loaded, tables, strict=True):
             self.engine.put_variable(config.name, table)
             self._configs[config.name] = config
+        self.engine.forget_pushed(config.name for config, _ in loaded)
         rows = sum(len(d.signs) for _, d in loaded)
         return Checkpointed(tuple(c.name for c, _ in loaded), rows, digest)
 
@@ -469,6 +478,25 @@ class PsRole:
 def _variable_stats(name: str, table: EmbeddingTable, kernel_seconds: float) -> VariableStats:
     statistics = asdict(table.statistics())
     return VariableStats(name=name, kernel_seconds=kernel_seconds, **statistics)
+
+
+def _check_push_rows(name: str, rows: NDArray[Any]) -> None:
+    """Refuse rows with NaN, Inf, or a value above :data:`MAX_PUSH_VALUE` (its doc says why)."""
+    if not rows.size:
+        return
+    if strides_of(rows) is not None:
+        largest = float(max_abs_matrices([rows])[0])
+    else:
+        largest = float(np.abs(rows).max())
+    if largest <= np.float32(MAX_PUSH_VALUE):  # 1e30 as float32 holds it: 1.0000000150e30
+        return
+    if not np.isfinite(largest):
+        raise ValueError(f"rows of {name!r} have NaN or Inf; nothing was written")
+    raise ValueError(
+        f"rows of {name!r} hold a value of magnitude {largest:.3g}, over Push's bound of "
+        f"{MAX_PUSH_VALUE:g} (a lookup's sum of such rows could overflow float32); nothing was "
+        "written"
+    )
 
 
 def _nonfinite(grads: Mapping[str, NDArray[Any]]) -> list[str]:

@@ -9,7 +9,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sniper.roles import AlreadyPushedError, PsEngine, UnknownBatchError, UnknownVariableError
+from sniper.roles import (
+    AlreadyPushedError,
+    PsEngine,
+    ReopenedBatchError,
+    UnknownBatchError,
+    UnknownVariableError,
+)
 from sniper.rpc import LookupTarget
 from sniper.scheduler import SCHEDULER_NAMES, KeyLike, TaskHandle, TaskKey, open_scheduler
 from sniper.scheduler._adaptive import AdaptiveScheduler
@@ -288,6 +294,28 @@ def test_the_same_push_sent_twice_at_once_is_applied_once() -> None:
         # Every sign received exactly one gradient of 1.0 per batch: SGD(1.0) took 30 steps.
         np.testing.assert_array_equal(engine.table("a").get(signs), np.full((2000, 2), -30.0))
         assert refused == 30 and engine.pending_batches() == 0
+
+
+def test_a_pushed_batch_is_never_fed_again_until_a_restore_forgets_it(engine: PsEngine) -> None:
+    engine.feed_many(4, [("a", SIGNS, OFFSETS), ("b", SIGNS, OFFSETS)])
+    engine.lookup(4, ["a", "b"])
+    engine.push_grad(4, {"a": GRADS, "b": GRADS})
+    rows = engine.table("a").get(SIGNS)
+    for names in (["a"], ["b", "a"]):
+        with pytest.raises(
+            ReopenedBatchError,
+            match=f"batch 4 of variable {names[0]!r} was already pushed; a batch id is never "
+            "fed again once pushed: feed the batch under a new id",
+        ):
+            engine.feed_many(4, [(name, SIGNS, OFFSETS) for name in names])
+    assert engine.pending_batches() == 0  # the refused feed kept nothing, not even of "b"
+    with pytest.raises(AlreadyPushedError):
+        engine.push_grad(4, {"a": GRADS})
+    np.testing.assert_array_equal(engine.table("a").get(SIGNS), rows)
+    engine.forget_pushed(["a"])  # a restore of "a" rolled its pushes back
+    engine.feed(4, "a", SIGNS, OFFSETS)
+    with pytest.raises(ReopenedBatchError, match="variable 'b'"):
+        engine.feed(4, "b", SIGNS, OFFSETS)
 
 
 def test_fed_batches_that_are_never_pushed_are_capped() -> None:

@@ -13,7 +13,7 @@ from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 from numpy.typing import NDArray
 
-from sniper.roles import PsRoleConfig
+from sniper.roles import MAX_PUSH_VALUE, PsRoleConfig
 from sniper.roles._checkpoint import manifest_digest
 from sniper.roles._ps import _nonfinite
 from sniper.rpc import Checkpointed, LookupTarget, PsClient, VariableConfig
@@ -364,6 +364,25 @@ async def test_push_overwrites_rows() -> None:
         rows = np.arange(8, dtype=np.float32).reshape(2, 4)
         await client.push("emb", SIGNS[:2], rows)
         np.testing.assert_array_equal(await client.pull("emb", SIGNS[:2]), rows)
+
+
+async def test_push_refuses_rows_a_lookup_could_pool_to_inf() -> None:
+    async with running_ps() as (_service, client):
+        await create(client)
+        huge = np.full((2, 4), 3e38, np.float32)  # finite, but two of them sum to Inf
+        await expect(
+            Status.INVALID_ARGUMENT,
+            "rows of 'emb' hold a value of magnitude 3e+38, over Push's bound of 1e+30 (a "
+            "lookup's sum of such rows could overflow float32); nothing was written",
+            client.push("emb", SIGNS[:2], huge),
+        )
+        assert (await client.stats()).variables[0].rows == 0
+        bound = np.full((2, 4), -MAX_PUSH_VALUE, np.float32)  # the bound itself is written
+        await client.push("emb", SIGNS[:2], bound)
+        await client.feed_sample(1, {"emb": (SIGNS[:2], np.array([0, 2]))})
+        pooled = (await client.embedding_lookup(1, ["emb"]))["emb"].pooled
+        assert np.isfinite(pooled).all()
+        np.testing.assert_allclose(pooled, np.full((1, 4), -2e30), rtol=1e-6)
 
 
 async def test_health_turns_not_serving_once_the_ps_cannot_serve() -> None:

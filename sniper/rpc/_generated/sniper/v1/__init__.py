@@ -169,6 +169,12 @@ class PushRequest(betterproto.Message):
     name: str = betterproto.string_field(1)
     signs: "Tensor" = betterproto.message_field(2)
     rows: "Tensor" = betterproto.message_field(3)
+    """
+    float32 [n, dim]; optimizer state of these rows is reset. Every |value| must be at most
+     1e30 (sniper.roles.MAX_PUSH_VALUE), else INVALID_ARGUMENT and nothing is written: a
+     lookup sums a bag's rows in float32, and below the bound no bag a request can carry
+     pools to Inf (two rows of 3e38 would).
+    """
 
 
 @dataclass(eq=False, repr=False)
