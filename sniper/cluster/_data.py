@@ -11,7 +11,7 @@ or a malformed first line before any process starts.
 from __future__ import annotations
 
 from sniper.cluster._spec import DataShape
-from sniper.data import ParquetReader, Reader, SyntheticCtr, Workload, open_reader
+from sniper.data import NonfiniteDense, ParquetReader, Reader, SyntheticCtr, Workload, open_reader
 
 __all__ = ["check_same_schema", "probe_data"]
 
@@ -24,9 +24,11 @@ def probe_data(
     batch_size: int,
     seed: int,
     num_batches: int = 1,
+    nonfinite_dense: NonfiniteDense = "error",
 ) -> tuple[DataShape, Reader]:
     """The shape of ``data`` (a ``data`` config value) and a reader of it (of
-    ``num_batches`` batches per epoch for synthetic data; files are read whole)."""
+    ``num_batches`` batches per epoch for synthetic data; files are read whole, with
+    ``nonfinite_dense``)."""
     if data == "synthetic":
         generator = SyntheticCtr(
             workload, num_batches=num_batches, scale=scale, seed=seed, batch_size=batch_size
@@ -39,7 +41,7 @@ def probe_data(
             dict(generator.vocabulary),
         )
         return shape, generator
-    reader = open_reader(data, batch_size=batch_size)
+    reader = open_reader(data, batch_size=batch_size, nonfinite_dense=nonfinite_dense)
     first = next(iter(reader.batches()), None)
     if first is None:
         raise ValueError(f"data {data!r} holds no examples")

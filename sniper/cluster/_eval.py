@@ -73,7 +73,12 @@ def score_checkpoint(
     log_to_stderr()
     job = load_job(Path(checkpoint).resolve())
     shape, reader = probe_data(
-        data, workload=load_workload("seed_ctr"), scale=1.0, batch_size=config.batch_size, seed=0
+        data,
+        workload=load_workload("seed_ctr"),
+        scale=1.0,
+        batch_size=config.batch_size,
+        seed=0,
+        nonfinite_dense=config.nonfinite_dense,
     )
     widths = _widths(job)
     missing = [name for name in shape.variables if name not in widths]

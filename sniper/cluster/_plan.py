@@ -67,6 +67,7 @@ def plan_training(config: TrainConfig, workload: Workload) -> TrainPlan:
         scale=config.scale,
         batch_size=config.batch_size,
         seed=config.seed,
+        nonfinite_dense=config.nonfinite_dense,
     )
     shape, _ = probe(config.data)
     tables = config.model_spec(workload.embedding_dim).resolve(shape)

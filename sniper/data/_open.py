@@ -6,7 +6,7 @@ from pathlib import Path
 
 from sniper.data._criteo import CriteoTsv
 from sniper.data._files import FileSet, expand_paths
-from sniper.data._parquet import ParquetReader
+from sniper.data._parquet import NonfiniteDense, ParquetReader
 from sniper.data._reader import Reader
 from sniper.data._synthetic import SyntheticCtr
 from sniper.data._workload import Workload, load_workload
@@ -26,6 +26,7 @@ def open_reader(
     num_batches: int | None = None,
     batch_size: int | None = None,
     seed: int = 0,
+    nonfinite_dense: NonfiniteDense = "error",
 ) -> Reader:
     """The reader that ``data`` names: ``synthetic``, ``criteo:PATH`` or ``parquet:PATH``.
 
@@ -34,7 +35,9 @@ def open_reader(
       per epoch (required); ``batch_size`` defaults to the workload's.
     - ``criteo:PATH``: :class:`CriteoTsv` (a ``.gz`` is decompressed); ``batch_size``
       defaults to 1024.
-    - ``parquet:PATH``: :class:`ParquetReader`; ``batch_size`` defaults to the first file's.
+    - ``parquet:PATH``: :class:`ParquetReader`; ``batch_size`` defaults to the first file's;
+      ``nonfinite_dense`` says what a NaN or Inf dense feature gets (Criteo's dense features
+      are parsed from integers, and synthetic ones generated: both always finite).
 
     ``PATH`` is a file, a directory (its non-hidden files; for Parquet, its ``*.parquet``
     files) or a glob; several files are read in sorted order as one :class:`FileSet`, which
@@ -67,7 +70,12 @@ def open_reader(
                 size = batch_size or DEFAULT_BATCH_SIZE
                 readers.append(CriteoTsv(file, batch_size=size, max_batches=num_batches))
             else:
-                parquet = ParquetReader(file, batch_size=batch_size, max_batches=num_batches)
+                parquet = ParquetReader(
+                    file,
+                    batch_size=batch_size,
+                    max_batches=num_batches,
+                    nonfinite_dense=nonfinite_dense,
+                )
                 batch_size = parquet.batch_size  # every file in batches of the first's size
                 readers.append(parquet)
         if len(readers) == 1:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from sniper._config import RunSettings, check_at_least, check_positive
 from sniper.data._open import open_reader
+from sniper.data._parquet import NonfiniteDense
 from sniper.data._reader import Reader
 
 __all__ = ["DataSource", "check_data_value"]
@@ -40,6 +41,10 @@ class DataSource(RunSettings):
     num_batches: int = 700
     """Batches per epoch of synthetic data; files are read whole."""
     batch_size: int = 1024
+    nonfinite_dense: NonfiniteDense = "error"
+    """What a NaN or Inf dense feature read from a file gets: ``error`` stops the read with
+    one line naming the file, the row and the column; ``fill`` reads it as 0. (Criteo's dense
+    features are parsed from integers, so always finite: a ``nan`` there is a malformed line.)"""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -57,4 +62,5 @@ class DataSource(RunSettings):
             num_batches=self.num_batches if self.data == "synthetic" else None,
             batch_size=self.batch_size,
             seed=self.seed,
+            nonfinite_dense=self.nonfinite_dense,
         )

@@ -207,13 +207,20 @@ def _open_file(path: Path) -> io.BufferedReader:
                 "regular files inside it, never through a link (copy the file in instead)"
             ) from None
         raise
-    return os.fdopen(fd, "rb")
+    try:
+        return os.fdopen(fd, "rb")
+    except OSError as exc:  # a directory opens, and the error names its descriptor
+        os.close(fd)
+        raise type(exc)(exc.errno, exc.strerror, str(path)) from None
 
 
 def _read_file(path: Path) -> bytes:
-    """The bytes of ``path``, read as :func:`_open_file` opens it."""
+    """The bytes of ``path``, read as :func:`_open_file` opens it; an error names it."""
     with _open_file(path) as handle:
-        return handle.read()
+        try:
+            return handle.read()
+        except OSError as exc:  # a read's error names no file
+            raise type(exc)(exc.errno, exc.strerror, str(path)) from None
 
 
 def load_checkpoint(directory: Path) -> list[tuple[VariableConfig, TableExport]]:
