@@ -207,8 +207,10 @@ class PsEngine:
         self, batch_id: int, variables: Iterable[tuple[str, ArrayLike, ArrayLike]]
     ) -> None:
         """Feed several variables of one batch: all are validated before any is kept."""
-        handles = self._submit_pins(self._keep(batch_id, variables))
+        parts = self._keep(batch_id, variables)
+        handles = self._submit_pins(parts)
         self._count(pair for handle in handles for pair in handle.result())
+        self._check_pinned(batch_id, parts)
 
     def _keep(
         self, batch_id: int, variables: Iterable[tuple[str, ArrayLike, ArrayLike]]
@@ -224,6 +226,9 @@ class PsEngine:
             self._check_not_pushed(batch_id, [name for name, _ in split])
             self._check_room(batch_id, split)
             for name, batch in split:
+                if (batch_id, name) not in self._batches:  # a re-feed has its rows already
+                    self._check_admits(batch_id, name, batch)
+            for name, batch in split:
                 # Re-feeding moves the key to the end, keeping the dict ordered by feed time.
                 self._drop((batch_id, name))
                 parts += self._hold(batch_id, name, batch, now)
@@ -236,6 +241,40 @@ class PsEngine:
         # Background: a lookup or push the trainer waits for goes first (work_stealing); a
         # lookup that comes before its batch's pins maps the rows itself, and the pins skip.
         return self._submit(parts, _pin_parts, background=True)
+
+    def _check_admits(self, batch_id: int, name: str, batch: ShardedBatch) -> None:
+        """Refuse a batch with signs in a shard whose rows fed batches pin, all of them
+        (:meth:`~sniper.store.EmbeddingTable.pins_full`): its new signs could only take rows
+        from batches still to be looked up, and finding none costs a scan of the shard. Told
+        at once, a hub waits or its operator acts, where each FeedSample used to take seconds
+        and be accepted until ``batch_ttl`` freed the abandoned batches' rows."""
+        table = self._tables.get(name)
+        if table is None:
+            return
+        for shard in range(batch.num_shards):
+            if batch.shard_size(shard) and table.pins_full(shard):
+                held = sum(1 for key in self._batches if key[1] == name and key[0] != batch_id)
+                raise CapacityError(
+                    f"variable {name!r} cannot admit this batch's signs in shard {shard}: {held} "
+                    f"fed batches not yet pushed pin every row there ({table.capacity} rows in "
+                    f"{table.num_shards} shards); push or release them (an abandoned one "
+                    f"expires after batch_ttl={self.batch_ttl:g} s), or raise its capacity"
+                )
+
+    def _check_pinned(self, batch_id: int, parts: list[_Part]) -> None:
+        """After a feed's pins: refuse it, keeping nothing, if a shard it needs rows in ran
+        out of them (:meth:`_check_admits`, found by this feed's own pins)."""
+        if not self.map_at_feed:
+            return
+        with self._lock:
+            try:
+                for name, batch in {part.name: part.batch for part in parts}.items():
+                    if self._batches.get((batch_id, name)) is not None:
+                        self._check_admits(batch_id, name, batch)
+            except CapacityError:
+                for name in {part.name for part in parts}:
+                    self._drop((batch_id, name))
+                raise
 
     def _check_not_pushed(self, batch_id: int, names: list[str]) -> None:
         """Refuse to feed a batch already pushed (under the lock): see :attr:`_pushed`."""
@@ -320,6 +359,7 @@ class PsEngine:
         key = TaskKey(items[0][0] if items else "__feed__", small=self._small(signs))
         held = await self.scheduler.run(key, self._keep, batch_id, items)
         self._count(pair for task in await wait_all(self._submit_pins(held)) for pair in task)
+        self._check_pinned(batch_id, held)
 
     def batches_of(self, name: str) -> list[tuple[int, ShardedBatch]]:
         """Variable ``name``'s fed batches not yet pushed, in feed order (to move them)."""
