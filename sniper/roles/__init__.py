@@ -35,6 +35,7 @@ from sniper.roles._engine import PsEngine as PsEngine
 from sniper.roles._errors import RPC_ERRORS as RPC_ERRORS
 from sniper.roles._errors import AlreadyPushedError as AlreadyPushedError
 from sniper.roles._errors import DataError as DataError
+from sniper.roles._errors import InFlightLimitError as InFlightLimitError
 from sniper.roles._errors import ReopenedBatchError as ReopenedBatchError
 from sniper.roles._errors import TrainingError as TrainingError
 from sniper.roles._errors import Unavailable as Unavailable
@@ -82,6 +83,7 @@ __all__ = [
     "HubConfig",
     "HubRole",
     "HubSettings",
+    "InFlightLimitError",
     "LiveProgress",
     "MemoryBudgetError",
     "Move",

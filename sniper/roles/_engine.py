@@ -384,6 +384,13 @@ class PsEngine:
                     kept += 1
             return kept
 
+    def fed_batch_size(self, batch_id: int, name: str) -> int | None:
+        """Examples of variable ``name``'s fed batch ``batch_id`` (None: not held): what its
+        lookup answers rows for."""
+        with self._lock:
+            entry = self._batches.get((batch_id, name))
+        return None if entry is None else entry.batch.batch_size
+
     def pending_batches(self) -> int:
         """(batch, variable) pairs fed and not yet pushed or expired."""
         with self._lock:

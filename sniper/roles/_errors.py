@@ -13,6 +13,7 @@ __all__ = [
     "RPC_ERRORS",
     "AlreadyPushedError",
     "DataError",
+    "InFlightLimitError",
     "ReopenedBatchError",
     "TrainingError",
     "Unavailable",
@@ -46,6 +47,11 @@ class ReopenedBatchError(Exception):
     """A FeedSample named a batch whose gradients were already pushed: a batch id is never
     reopened (a second PushGrad would apply to it again). Feed a new id; a Restore of the
     variable forgets the pushes it rolls back, so a resumed job feeds its batches again."""
+
+
+class InFlightLimitError(MemoryError):
+    """A request would take the bytes a ps works on at once past its ``max_inflight_mb``
+    (RESOURCE_EXHAUSTED: retry once the requests in flight are done)."""
 
 
 class VariableExistsError(ValueError):

@@ -160,8 +160,8 @@ class PsService(PsBase):
     """The ``sniper.v1.Ps`` service over a :class:`~sniper.roles.PsRole`.
 
     ``max_message_mb`` is the largest answer it may send (the server's limit, so a client with
-    the same limit can read it): a Pull that would answer more is refused before any row is
-    gathered, instead of building a message no one can receive.
+    the same limit can read it): a Pull or EmbeddingLookup that would answer more is refused
+    before any row is gathered, instead of building a message no one can receive.
     """
 
     def __init__(self, role: PsRole, max_message_mb: float = 256.0) -> None:
@@ -193,6 +193,16 @@ class PsService(PsBase):
     async def embedding_lookup(self, request: EmbeddingLookupRequest) -> EmbeddingLookupResponse:
         check_wire_dtype(request.pooled_dtype, "pooled_dtype", empty_ok=True)
         dtype = request.pooled_dtype or "float32"
+        answer = self.role.lookup_bytes(
+            request.batch_id, request.names, 4 if dtype == "float32" else 2
+        )
+        if answer > self.max_message_bytes:
+            raise CapacityError(
+                f"EmbeddingLookup of batch {request.batch_id} ({len(request.names)} variables) "
+                f"would answer {answer / _MB:.0f} MB, over this server's max_message_mb of "
+                f"{self.max_message_bytes / _MB:g}; look up fewer variables at a time, or "
+                "smaller batches"
+            )
         results = await self.role.embedding_lookup(
             request.batch_id, request.names, release=request.release
         )

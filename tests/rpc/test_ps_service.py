@@ -440,3 +440,26 @@ async def test_a_pull_bigger_than_the_message_limit_is_refused_before_gathering(
             client.pull("wide", signs),
         )
         assert (await client.pull("wide", signs[:50])).shape == (50, 4096)
+
+
+async def test_a_lookup_bigger_than_the_message_limit_is_refused_before_gathering() -> None:
+    """The finding's numbers: an answer of 305 MiB against max_message_mb 256."""
+    async with running_ps(max_message_bytes=256 * 2**20) as (role, client):
+        await client.create_variable(VariableConfig("wide", 1024, 16))
+        examples = 78_125  # one sign each, the same one: 78,125 x 1024 x 4 B = 305 MiB pooled
+        signs = np.full(examples, 7, dtype=np.uint64)
+        await client.feed_sample(1, {"wide": (signs, np.arange(examples + 1, dtype=np.int64))})
+        await expect(
+            Status.RESOURCE_EXHAUSTED,
+            "EmbeddingLookup of batch 1 (1 variables) would answer 305 MB, over this server's "
+            "max_message_mb of 256; look up fewer variables at a time, or smaller batches",
+            client.embedding_lookup(1, ["wide"]),
+        )
+        assert role.engine.pending_batches() == 1  # refused before anything: still fed
+        host, _, port = client.address.rpartition(":")
+        narrow = PsClient(host, int(port), wire_dtype="bfloat16")  # 153 MB: within the limit
+        try:
+            half = await narrow.embedding_lookup(1, ["wide"])
+        finally:
+            narrow.close()
+        assert half["wide"].pooled.shape == (examples, 1024)
