@@ -25,6 +25,7 @@ from typing import Any, ParamSpec, TypeVar, cast
 import betterproto
 import grpclib.server
 import numpy as np
+import sniffio
 
 from sniper._config import Validated, check_positive
 from sniper.roles import HubRole, PsRole
@@ -92,6 +93,7 @@ from sniper.transport._errors import grpc_error
 from sniper.transport._health import HealthService
 
 __all__ = [
+    "AsyncioOnlyError",
     "GrpcSettings",
     "GrpcTransport",
     "HubService",
@@ -340,6 +342,26 @@ class GrpcSettings(Validated):
             )
 
 
+class AsyncioOnlyError(ValueError):
+    """The gRPC transport was used under another event loop than asyncio (trio)."""
+
+
+def require_asyncio(what: str) -> None:
+    """Refuse, in one line, to run ``what`` over gRPC under an event loop other than asyncio:
+    grpclib is asyncio-only, and under trio it fails deep inside with trio's ``TypeError``
+    (unrecognized yield message), naming nothing. Outside any loop nothing is checked."""
+    try:
+        library = sniffio.current_async_library()
+    except sniffio.AsyncLibraryNotFoundError:
+        return
+    if library != "asyncio":
+        raise AsyncioOnlyError(
+            f"{what} needs asyncio: the gRPC transport (grpclib) runs on asyncio only, and this "
+            f"runs under {library}; run it with asyncio (anyio.run(..., backend='asyncio')), "
+            "or use the inprocess transport, which runs under any anyio backend"
+        )
+
+
 class GrpcTransport(Transport):
     """grpclib over HTTP/2 on asyncio: across processes and hosts. Addresses are
     ``host:port`` (port 0 picks a free one when serving)."""
@@ -360,6 +382,7 @@ class GrpcTransport(Transport):
 
     def server(self, services: list[Any]) -> Server:
         """A grpclib server with sniper's codec (size limit) and HTTP/2 windows and frames."""
+        require_asyncio("a gRPC server")
         return Server(
             services,
             max_message_bytes=int(self.settings.max_message_mb * _MB),
@@ -386,6 +409,7 @@ class GrpcTransport(Transport):
             await server.wait_closed()
 
     def ps_client(self, address: str) -> PsApi:
+        require_asyncio("a gRPC client")
         return PsClient(
             *split_address(address),
             timeout=self.timeout,
@@ -396,4 +420,5 @@ class GrpcTransport(Transport):
         )
 
     def hub_client(self, address: str) -> HubApi:
+        require_asyncio("a gRPC client")
         return HubClient(*split_address(address), security=self.security)
