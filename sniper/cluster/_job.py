@@ -41,10 +41,11 @@ from sniper.roles import (
     TrainerConfig,
     TrainingError,
     TrainReport,
+    data_served,
     describe_error,
     gather,
 )
-from sniper.rpc import HubApi, Placement, VariableConfig
+from sniper.rpc import DataServed, HubApi, Placement, VariableConfig
 
 __all__ = [
     "HubConnector",
@@ -133,8 +134,10 @@ async def train(
     watch: Watch | None = None,
     model: DenseModel | None = None,
     model_config: ModelConfig | None = None,
+    expected_data: DataServed | None = None,
 ) -> TrainReport:
     """Train on ``hubs``' batches until their data ends (or ``max_steps``); the report.
+    ``expected_data``: the data the job is configured for, which each hub must say it serves.
 
     With ``checkpointer``, the job is checkpointed every ``config.checkpoint_every`` steps;
     with ``resume``, the trainer continues from that checkpoint's model and counters (the ps
@@ -164,6 +167,7 @@ async def train(
         model,
         model_config,
     )
+    trainer.reader.expected = expected_data
     if resume is not None:
         trainer.resume_from(resume.trainer)
         trainer.positions.update(resume.positions)
@@ -242,6 +246,7 @@ async def run_job(
         watch,
         plan.model(),
         plan.model_config,
+        data_served(config, list(plan.tables), plan.data.dense_features),
     )
 
 

@@ -7,7 +7,9 @@ in one place, and the launcher hands a hub exactly the values the training confi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import json
+from dataclasses import dataclass, fields
 
 from sniper._config import RunSettings, check_at_least, check_positive
 from sniper.data._open import open_reader
@@ -51,6 +53,17 @@ class DataSource(RunSettings):
         check_data_value("data", self.data)
         check_at_least(self, 1, "num_batches", "batch_size")
         check_positive(self, "scale")
+
+    def data_digest(self) -> str:
+        """16 hex digits of SHA-256 over every data key: each field this class declares (a key
+        added here is covered without more code), and the seed of synthetic data. A trainer
+        and the hubs it reads compare it (:class:`~sniper.rpc.DataServed`)."""
+        keys = {f.name for f in fields(DataSource)} - {f.name for f in fields(RunSettings)}
+        if self.data == "synthetic":
+            keys.add("seed")
+        values = {key: getattr(self, key) for key in sorted(keys)}
+        text = json.dumps(values, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def open(self) -> Reader:
         """The reader of this data."""

@@ -13,6 +13,7 @@ __all__ = [
     "RPC_ERRORS",
     "AlreadyPushedError",
     "DataError",
+    "DataMismatchError",
     "InFlightLimitError",
     "ReopenedBatchError",
     "TrainingError",
@@ -83,3 +84,7 @@ class TrainingError(RuntimeError):
 
     steps: int = 0
     """Training steps done when it failed (set by the trainer's ``run``)."""
+
+
+class DataMismatchError(TrainingError):
+    """A hub serves other data than the trainer was configured for; the message names both."""

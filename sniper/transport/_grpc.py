@@ -50,6 +50,7 @@ from sniper.rpc import (
     moved_from_message,
     moved_to_message,
     placement_from_message,
+    served_to_message,
     stats_to_message,
 )
 from sniper.rpc.v1 import (
@@ -289,12 +290,15 @@ class HubService(HubBase):
 
     @_rpc("ReadSample")
     async def read_sample(self, request: ReadSampleRequest) -> ReadSampleResponse:
-        sample = await self.role.read_sample()
+        sample = await self.role.read_sample(describe=request.describe)
         if sample is None:
             return ReadSampleResponse(end_of_data=True)
-        return ReadSampleResponse(
+        response = ReadSampleResponse(
             batch_id=sample.batch_id, labels=encode(sample.labels), dense=encode(sample.dense)
         )
+        if sample.served is not None:
+            response.served = served_to_message(sample.served)
+        return response
 
     @_rpc("AckSample")
     async def ack_sample(self, request: AckSampleRequest) -> AckSampleResponse:
