@@ -8,12 +8,13 @@ import dataclasses
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 import pytest
 
 from sniper._metrics import Histogram
-from sniper.data import DataSource
+from sniper.data import DataSource, SyntheticCtr
 from sniper.roles import (
     DataMismatchError,
     HubConfig,
@@ -37,7 +38,7 @@ HUB = DataSource(data="synthetic", scale=0.01, num_batches=4, batch_size=64)
 def test_the_digest_covers_every_data_key_and_the_seed_of_synthetic_data() -> None:
     base = HUB.data_digest()
     assert len(base) == 16 and DataSource(**{**vars_of(HUB)}).data_digest() == base
-    for key, value in {
+    changes: dict[str, Any] = {
         "data": "parquet:x.parquet",
         "workload": "criteo",
         "scale": 0.02,
@@ -45,14 +46,15 @@ def test_the_digest_covers_every_data_key_and_the_seed_of_synthetic_data() -> No
         "batch_size": 128,
         "nonfinite_dense": "fill",
         "seed": 3,
-    }.items():
+    }
+    for key, value in changes.items():
         assert dataclasses.replace(HUB, **{key: value}).data_digest() != base, key
     assert dataclasses.replace(HUB, stats_interval=1.0).data_digest() == base  # not a data key
     files = dataclasses.replace(HUB, data="parquet:x.parquet")
     assert dataclasses.replace(files, seed=3).data_digest() == files.data_digest()
 
 
-def vars_of(source: DataSource) -> dict[str, object]:
+def vars_of(source: DataSource) -> dict[str, Any]:
     return {f.name: getattr(source, f.name) for f in dataclasses.fields(source)}
 
 
@@ -60,6 +62,7 @@ def vars_of(source: DataSource) -> dict[str, object]:
 async def serving_hub(transport: str) -> AsyncIterator[HubApi]:
     """A hub over ``HUB``'s data, feeding a real ps, reached through ``transport``."""
     reader = HUB.open()
+    assert isinstance(reader, SyntheticCtr)
     async with open_scheduler("inline", workers=1) as scheduler:
         ps = await created(PsRole(PsEngine(scheduler)), reader)
         hub = HubRole(reader, PsCluster([ps]), HubConfig(), HUB)

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.anyio
 def plugin_block() -> str:
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
     (block,) = [b for b in blocks if "class OneThread(Scheduler)" in b]
-    return block
+    return str(block)
 
 
 def test_the_plugin_imports_only_public_names() -> None:
