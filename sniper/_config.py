@@ -75,7 +75,7 @@ def load_config(cls: type[T], path: Path | None, overrides: dict[str, Any]) -> T
     if path is not None:
         try:
             values = tomllib.loads(path.read_text())
-        except (OSError, tomllib.TOMLDecodeError) as exc:
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise ValueError(f"{where}: {exc}") from None
     values.update({k: v for k, v in overrides.items() if v is not None})
     return from_mapping(cls, values, where)

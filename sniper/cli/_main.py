@@ -1,7 +1,9 @@
 """The ``sniper`` command: the root parser, assembled from each command group's module.
 
 Errors a user can fix (a bad flag value, an unknown workload or scheduler) print one line
-``sniper: error: ...`` and exit with status 2.
+``sniper: error: ...`` and exit with status 2; a job that fails, one line and status 1; an
+error sniper did not expect (a bug), one line naming it and status 1. None prints a traceback
+unless ``--debug`` (anywhere on the command line) asks for one.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from sniper.cli import (
     _serve,
     _train,
 )
-from sniper.cli._parsing import EXIT_USAGE, Command, Parser
+from sniper.cli._parsing import DEBUG, EXIT_FAILED, EXIT_USAGE, Command, Parser, fail, set_debug
 from sniper.runtime import collect_less, reuse_freed_memory
 
 __all__ = ["build_parser", "main"]
@@ -49,6 +51,9 @@ def build_parser() -> Parser:
         prog="sniper",
         description="A Python parameter server for CTR models with huge sparse embeddings.",
     )
+    parser.add_argument(
+        *DEBUG, action="store_true", help="print a failure's traceback above its one line"
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in GROUPS:
         group.add_parser(commands)
@@ -57,15 +62,20 @@ def build_parser() -> Parser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``sniper`` command line; returns the process exit status."""
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = any(arg in DEBUG for arg in argv)  # after a command too: sniper train ... --debug
+    set_debug(debug)
+    args = build_parser().parse_args([arg for arg in argv if arg not in DEBUG])
     command: Command = args.run
     reuse_freed_memory()
     collect_less()
     try:
         return command(args)
     except (ValueError, LookupError, OSError) as exc:
-        print(f"sniper: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail(exc, str(exc), EXIT_USAGE)
     except KeyboardInterrupt:
         print("sniper: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # a bug: still one line, the traceback with --debug
+        hint = "" if debug else "; run again with --debug for the traceback"
+        return fail(exc, f"{type(exc).__name__}: {exc} (a bug in sniper{hint})", EXIT_FAILED)

@@ -10,6 +10,8 @@ the commands.
 from __future__ import annotations
 
 import argparse
+import sys
+import traceback
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -20,11 +22,36 @@ __all__ = [
     "Commands",
     "Parser",
     "add_workload",
+    "fail",
     "positive_int",
+    "set_debug",
 ]
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+
+DEBUG = ["--debug"]
+"""The flag that adds a failure's traceback above its one line (anywhere on the line)."""
+
+
+class _Debug:
+    on = False
+    """Whether ``--debug`` was given: :func:`fail` then prints the traceback."""
+
+
+def set_debug(on: bool) -> None:
+    """Whether :func:`fail` prints tracebacks (``--debug``), for this process."""
+    _Debug.on = on
+
+
+def fail(exc: BaseException, line: str, status: int) -> int:
+    """Print a failure as ``sniper: error: <line>`` (with ``--debug``, its traceback first);
+    the exit status ``status``."""
+    if _Debug.on:
+        traceback.print_exception(exc, file=sys.stderr)
+    print(f"sniper: error: {line}", file=sys.stderr)
+    return status
+
 
 Command: TypeAlias = Callable[[argparse.Namespace], int]
 """A command's ``run``: its parsed arguments in, the process exit status out."""

@@ -8,11 +8,10 @@ or name servers started elsewhere (``--ps``, ``--hub``, ``--cluster-spec``).
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import TYPE_CHECKING
 
 from sniper.cli._config_flags import add_config_flags, config_overrides
-from sniper.cli._parsing import EXIT_FAILED, Parser, positive_int
+from sniper.cli._parsing import EXIT_FAILED, Parser, fail, positive_int
 
 if TYPE_CHECKING:
     from sniper.cli._parsing import Commands
@@ -156,8 +155,7 @@ def run(args: argparse.Namespace) -> int:
         return run_train(config, ps=ps, hubs=hubs, trainers=spec.trainers if spec else ())
     # A damaged checkpoint is the data's failure, not a usage error (status 2).
     except (TrainingError, CorruptCheckpointError, PeerError) as exc:
-        print(f"sniper: error: {_one_line(exc)}", file=sys.stderr)
-        return EXIT_FAILED
+        return fail(exc, _one_line(exc), EXIT_FAILED)
 
 
 def _one_line(exc: BaseException) -> str:

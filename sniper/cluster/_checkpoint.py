@@ -233,13 +233,27 @@ def _steps(root: Path) -> list[Path]:
         for child in root.iterdir()
         if (match := _STEP.fullmatch(child.name)) and child.is_dir()
     ]
-    try:
-        named = _STEP.fullmatch((root / LATEST).read_text().strip())
-    except (OSError, UnicodeDecodeError):
-        named = None
+    named = _named_by_latest(root)
     if named is not None and (root / named[0]).is_dir():
         found = [(step, child) for step, child in found if step <= int(named[1])]
     return [child for _, child in sorted(found, reverse=True)]
+
+
+def _named_by_latest(root: Path) -> re.Match[str] | None:
+    """The step ``root``'s ``latest`` names; None, with a warning naming the file when it
+    cannot be read or names no step (every step then counts, the newest first)."""
+    path = root / LATEST
+    try:
+        text = path.read_bytes().decode().strip()
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        log.warning("ignored %s: unreadable (%s); trying every step, the newest first", path, exc)
+        return None
+    named = _STEP.fullmatch(text)
+    if named is None:
+        log.warning("ignored %s: it names no step-N (%r); trying every step", path, text[:40])
+    return named
 
 
 def _load_step(directory: Path) -> JobCheckpoint:
@@ -259,8 +273,7 @@ def _load_step(directory: Path) -> JobCheckpoint:
         for index in range(num_ps):
             if (part := directory / f"ps-{index}").is_dir():
                 check_checkpoint_files(part)
-        with np.load(directory / TRAINER, allow_pickle=False) as arrays:
-            stored = {key: arrays[key] for key in arrays.files}
+        stored = _trainer_arrays(directory / TRAINER, where)
         positions = {
             int(hub): BatchId(int(hub), int(epoch), int(index))
             for hub, (epoch, index) in job["positions"].items()
@@ -285,6 +298,18 @@ def _load_step(directory: Path) -> JobCheckpoint:
     except (OSError, KeyError, TypeError, ValueError) as exc:
         raise CorruptCheckpointError(
             f"{where} is unreadable: {type(exc).__name__}: {exc}"
+        ) from None
+
+
+def _trainer_arrays(path: Path, where: str) -> dict[str, Any]:
+    """Every array of ``trainer.npz``; damage is one line naming it."""
+    content = path.read_bytes()  # np.load of a path leaves it open when the zip is bad
+    try:
+        with np.load(io.BytesIO(content), allow_pickle=False) as arrays:
+            return {key: arrays[key] for key in arrays.files}
+    except Exception as exc:  # a damaged zip raises many kinds; all mean the same here
+        raise CorruptCheckpointError(
+            f"{where}: {TRAINER} is unreadable ({type(exc).__name__}: {exc})"
         ) from None
 
 

@@ -13,7 +13,15 @@ from __future__ import annotations
 from typing import Any
 
 from sniper.cluster._spec import DataShape
-from sniper.data import FeatureSpec, ParquetReader, Reader, SyntheticCtr, Workload, open_reader
+from sniper.data import (
+    FeatureSpec,
+    NonfiniteDense,
+    ParquetReader,
+    Reader,
+    SyntheticCtr,
+    Workload,
+    open_reader,
+)
 
 __all__ = ["check_same_schema", "probe_data", "resolved_features"]
 
@@ -27,10 +35,11 @@ def probe_data(
     seed: int,
     num_batches: int = 1,
     features: FeatureSpec | None = None,
+    nonfinite_dense: NonfiniteDense = "error",
 ) -> tuple[DataShape, Reader]:
     """The shape of ``data`` (a ``data`` config value) and a reader of it (of
-    ``num_batches`` batches per epoch for synthetic data; files are read whole), through the
-    feature spec ``features`` for a user's table."""
+    ``num_batches`` batches per epoch for synthetic data; files are read whole, with
+    ``nonfinite_dense``), through the feature spec ``features`` for a user's table."""
     if data == "synthetic":
         generator = SyntheticCtr(
             workload, num_batches=num_batches, scale=scale, seed=seed, batch_size=batch_size
@@ -44,7 +53,9 @@ def probe_data(
             generator.label_names,
         )
         return shape, generator
-    reader = open_reader(data, batch_size=batch_size, features=features)
+    reader = open_reader(
+        data, batch_size=batch_size, features=features, nonfinite_dense=nonfinite_dense
+    )
     first = next(iter(reader.batches()), None)
     if first is None:
         raise ValueError(f"data {data!r} holds no examples")

@@ -81,6 +81,7 @@ def score_checkpoint(
         batch_size=config.batch_size,
         seed=0,
         features=FeatureSpec.from_table(table) if table else None,
+        nonfinite_dense=config.nonfinite_dense,
     )
     variables = _variables(job)
     missing = [name for name in shape.variables if name not in variables]

@@ -186,7 +186,7 @@ def load_cluster_spec(path: Path) -> ClusterSpec:
     where = f"cluster spec {path}"
     try:
         values = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ValueError(f"{where}: {exc}") from None
     unknown = sorted(set(values) - {"ps", "hub", "trainer"})
     if unknown:

@@ -42,10 +42,11 @@ from sniper.roles import (
     TrainerConfig,
     TrainingError,
     TrainReport,
+    data_served,
     describe_error,
     gather,
 )
-from sniper.rpc import HubApi, Placement, VariableConfig
+from sniper.rpc import DataServed, HubApi, Placement, VariableConfig
 
 __all__ = [
     "HubConnector",
@@ -137,8 +138,10 @@ async def train(
     model_config: ModelConfig | None = None,
     labels: Sequence[str] = ("label",),
     ranks: Ranks | None = None,
+    expected_data: DataServed | None = None,
 ) -> TrainReport:
     """Train on ``hubs``' batches until their data ends (or ``max_steps``); the report.
+    ``expected_data``: the data the job is configured for, which each hub must say it serves.
 
     With ``checkpointer``, the job is checkpointed every ``config.checkpoint_every`` steps;
     with ``resume``, the trainer continues from that checkpoint's model and counters (the ps
@@ -180,6 +183,7 @@ async def train(
         ranks=ranks,
         num_hubs=len(hubs),
     )
+    trainer.reader.expected = expected_data
     if resume is not None:
         trainer.resume_from(resume.trainer)
         trainer.positions.update(resume.positions)
@@ -265,6 +269,7 @@ async def run_job(
             plan.model_config,
             plan.data.labels,
             ranks,
+            data_served(config, list(plan.tables), plan.data.dense_features),
         )
     finally:
         if ranks is not None:

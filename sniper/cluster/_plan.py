@@ -72,6 +72,7 @@ def plan_training(config: TrainConfig, workload: Workload) -> TrainPlan:
         scale=config.scale,
         batch_size=config.batch_size,
         seed=config.seed,
+        nonfinite_dense=config.nonfinite_dense,
     )
     shape, reader = probe(config.data, features=config.feature_spec())
     features = resolved_features(reader)

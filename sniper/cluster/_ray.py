@@ -94,7 +94,7 @@ class RoleActor:
     async def _hub(self, config: ServeConfig) -> HubRole:
         cluster = hub_cluster(config)
         self._stack.callback(cluster.close)
-        hub = HubRole(config.open(), cluster, config)
+        hub = HubRole(config.open(), cluster, config, config)
         self._stack.callback(hub.close)
         # Ray runs each actor call as its own asyncio task, so the producer is a task of the
         # actor's loop that stop() cancels, not a task group entered in one call, left in another.

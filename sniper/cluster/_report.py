@@ -184,5 +184,5 @@ def read_report(path: Path) -> ReportFile:
     try:
         data = json.loads(path.read_text())
         return ReportFile(TrainReport.from_dict(data), data.get("oracle_auc"), data["config"])
-    except (KeyError, TypeError, json.JSONDecodeError) as exc:
+    except (KeyError, TypeError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"{path} is not a sniper train report: {exc}") from None

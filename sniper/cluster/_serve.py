@@ -240,7 +240,7 @@ async def serve_hub(config: ServeConfig) -> None:
 
     reader = config.open()
     cluster = hub_cluster(config)
-    hub = HubRole(reader, cluster, config)
+    hub = HubRole(reader, cluster, config, config)
     health = HealthService(("sniper.v1.Hub",), lambda: hub.healthy)
     server = _grpc_server([HubService(hub), health], config)
     await server.start(config.host, config.port)

@@ -116,11 +116,12 @@ def supervise(launcher: Launcher, launch: Launch) -> TrainReport:
     return report
 
 
-def _latest(job: Path | None) -> str | None:
-    """What ``job``'s ``latest`` names now (None: no checkpoint yet)."""
+def _latest(job: Path | None) -> bytes | None:
+    """What ``job``'s ``latest`` holds now (None: no checkpoint yet), as bytes: only compared,
+    so a damaged one (not UTF-8) is a value like any other here; :func:`load_job` names it."""
     if job is None or not (job / LATEST).is_file():
         return None
-    return (job / LATEST).read_text().strip()
+    return (job / LATEST).read_bytes().strip()
 
 
 def _gave_up(died: _RoleDied, deaths: collections.Counter[str], max_restarts: int) -> str:
@@ -366,7 +367,7 @@ class _OnSignal:
         latest = _latest(self.directory)
         if latest is None:
             return "no checkpoint yet"
-        return f"the latest checkpoint is {self.directory}/{latest}"
+        return f"the latest checkpoint is {self.directory}/{latest.decode(errors='replace')}"
 
 
 def _interrupt_in(group: BaseExceptionGroup[BaseException]) -> BaseException | None:

@@ -39,6 +39,7 @@ from sniper.data._metrics import log_loss as log_loss
 from sniper.data._metrics import roc_auc as roc_auc
 from sniper.data._open import DATA_KINDS as DATA_KINDS
 from sniper.data._open import open_reader as open_reader
+from sniper.data._parquet import NonfiniteDense as NonfiniteDense
 from sniper.data._parquet import ParquetFormatError as ParquetFormatError
 from sniper.data._parquet import ParquetReader as ParquetReader
 from sniper.data._parquet import parquet_schema as parquet_schema
@@ -73,6 +74,7 @@ __all__ = [
     "FeatureSpec",
     "FileSet",
     "LabelSpec",
+    "NonfiniteDense",
     "ParquetFormatError",
     "ParquetReader",
     "PlantedLabel",

@@ -9,7 +9,7 @@ from typing import Any
 from sniper.data._criteo import CriteoTsv
 from sniper.data._features import FeatureSpec
 from sniper.data._files import FileSet, expand_paths
-from sniper.data._parquet import ParquetReader
+from sniper.data._parquet import NonfiniteDense, ParquetReader
 from sniper.data._reader import Reader
 from sniper.data._synthetic import SyntheticCtr
 from sniper.data._table_reader import TableReader
@@ -31,6 +31,7 @@ def open_reader(
     batch_size: int | None = None,
     seed: int = 0,
     features: FeatureSpec | Mapping[str, Any] | None = None,
+    nonfinite_dense: NonfiniteDense = "error",
 ) -> Reader:
     """The reader that ``data`` names: ``synthetic``, ``criteo:PATH``, ``parquet:PATH``,
     ``csv:PATH`` or ``tsv:PATH``.
@@ -45,6 +46,9 @@ def open_reader(
       is a user's table of any schema, and ``csv:PATH`` or ``tsv:PATH`` (a header row, then
       one example a line) are read too, as one :class:`TableReader` of all the files;
       ``batch_size`` defaults to 1024. CSV and TSV need ``features``.
+      ``nonfinite_dense`` says what a NaN or Inf dense feature of sniper's own Parquet gets
+      (Criteo's dense features are parsed from integers, and synthetic ones generated: both
+      always finite).
 
     ``PATH`` is a file, a directory (its non-hidden files; for Parquet, its ``*.parquet``
     files) or a glob; several files are read in sorted order as one :class:`FileSet`, which
@@ -84,7 +88,12 @@ def open_reader(
                 size = batch_size or DEFAULT_BATCH_SIZE
                 readers.append(CriteoTsv(file, batch_size=size, max_batches=num_batches))
             else:
-                parquet = ParquetReader(file, batch_size=batch_size, max_batches=num_batches)
+                parquet = ParquetReader(
+                    file,
+                    batch_size=batch_size,
+                    max_batches=num_batches,
+                    nonfinite_dense=nonfinite_dense,
+                )
                 batch_size = parquet.batch_size  # every file in batches of the first's size
                 readers.append(parquet)
         if len(readers) == 1:

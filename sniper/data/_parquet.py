@@ -20,7 +20,7 @@ import os
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -31,7 +31,14 @@ from sniper.data._batch import Batch, Ragged, checked_batch
 from sniper.data._checks import check_int
 from sniper.data._reader import Reader, check_stream
 
-__all__ = ["FORMAT", "ParquetFormatError", "ParquetReader", "parquet_schema", "write_parquet"]
+__all__ = [
+    "FORMAT",
+    "NonfiniteDense",
+    "ParquetFormatError",
+    "ParquetReader",
+    "parquet_schema",
+    "write_parquet",
+]
 
 FORMAT = "sniper.data/1"
 """Value of the ``sniper.format`` metadata key; bumped when the schema changes."""
@@ -47,6 +54,10 @@ _KEY_DENSE = b"sniper.dense_features"
 _KEY_BATCH = b"sniper.batch_size"
 _KEY_SOURCE = b"sniper.source"
 _KEY_SHAPE = b"sniper.shape"
+
+NonfiniteDense = Literal["error", "fill"]
+"""What a reader does with a NaN or Inf dense feature: refuse the file naming the row and
+column, or read it as 0 (``DataSource.nonfinite_dense``)."""
 
 
 class ParquetFormatError(ValueError):
@@ -142,16 +153,29 @@ class ParquetReader:
     """
 
     def __init__(
-        self, path: str | Path, *, batch_size: int | None = None, max_batches: int | None = None
+        self,
+        path: str | Path,
+        *,
+        batch_size: int | None = None,
+        max_batches: int | None = None,
+        nonfinite_dense: NonfiniteDense = "error",
     ) -> None:
         """``batch_size`` defaults to the batch size the file was written with;
-        ``max_batches`` stops each epoch early."""
+        ``max_batches`` stops each epoch early; ``nonfinite_dense``: a NaN or Inf dense
+        feature is a :class:`ParquetFormatError` naming its row and feature (``error``), or
+        is read as 0 (``fill``)."""
         if max_batches is not None:
             check_int("max_batches", max_batches)
+        if nonfinite_dense not in ("error", "fill"):
+            raise ValueError(f"nonfinite_dense must be 'error' or 'fill', got {nonfinite_dense!r}")
+        self._nonfinite_dense = nonfinite_dense
         self.path = Path(path)
         if not self.path.is_file():
             raise FileNotFoundError(f"Parquet file {str(self.path)!r} does not exist")
-        self._file = pq.ParquetFile(self.path)
+        try:
+            self._file = pq.ParquetFile(self.path)
+        except (pa.ArrowException, OSError) as exc:  # truncated, or not Parquet at all
+            raise ParquetFormatError(f"{self.path}: not a readable Parquet file ({exc})") from None
         schema = self._file.schema_arrow
         metadata = schema.metadata or {}
         self._variables = self._read_variables(schema, metadata)
@@ -311,15 +335,29 @@ class ParquetReader:
         """Read row groups as numpy, keeping the last ones read: a batch read alone again, or
         consecutive small batches, share them."""
         if self._cached is None or self._cached[0] != groups:
-            table = self._file.read_row_groups(list(groups), columns=self._columns())
-            self._cached = (groups, self._to_rows(table))
+            table = self._read_table(self._file, groups, use_threads=True)
+            self._cached = (groups, self._to_rows(table, groups))
         return self._cached[1]
+
+    def _read_table(self, file: Any, groups: tuple[int, ...], *, use_threads: bool) -> Any:
+        """Row groups ``groups`` of ``file`` (this reader's path), or a
+        :class:`ParquetFormatError` naming the file when they cannot be decoded (a file cut
+        short after its footer was read, a damaged page)."""
+        try:
+            return file.read_row_groups(
+                list(groups), columns=self._columns(), use_threads=use_threads
+            )
+        except (pa.ArrowException, OSError) as exc:
+            raise ParquetFormatError(
+                f"{self.path}: row groups {groups[0]}..{groups[-1]} are unreadable ({exc})"
+            ) from None
 
     def _columns(self) -> list[str]:
         return [_LABEL, _DENSE, *self._variables]
 
-    def _to_rows(self, table: Any) -> _Rows:
-        """A table's columns as checked numpy arrays (checked here once, for every batch)."""
+    def _to_rows(self, table: Any, groups: tuple[int, ...]) -> _Rows:
+        """A table's columns (row groups ``groups``, in order) as checked numpy arrays
+        (checked here once, for every batch)."""
         labels = _numpy(self._single_chunk(table, _LABEL)).astype(np.float32, copy=False)
         if not np.all((labels == 0) | (labels == 1)):
             raise ParquetFormatError(
@@ -328,7 +366,35 @@ class ParquetReader:
         dense_column = self._single_chunk(table, _DENSE)
         dense = _numpy(dense_column.flatten()).reshape(len(dense_column), self._dense_features)
         sparse = {name: self._ragged(table, name) for name in self._variables}
-        return _Rows(labels, dense.astype(np.float32, copy=False), sparse)
+        dense = self._finite(dense.astype(np.float32, copy=False), groups)
+        return _Rows(labels, dense, sparse)
+
+    def _finite(self, dense: NDArray[np.float32], groups: tuple[int, ...]) -> NDArray[np.float32]:
+        """``dense`` if every value is finite; else refused naming the first bad one's row and
+        feature, or (``nonfinite_dense = "fill"``) a copy with 0 in their place. A NaN read
+        as a feature would train, then fail far from here (a NaN probability) naming nothing."""
+        if np.isfinite(dense.sum(dtype=np.float64)):  # one pass, no mask, when all is well
+            return dense
+        finite = np.isfinite(dense)
+        if finite.all():  # the float64 sum overflowed: huge, but finite, values
+            return dense
+        if self._nonfinite_dense == "fill":
+            return np.where(finite, dense, np.float32(0))
+        row, feature = (int(i[0]) for i in np.nonzero(~finite))
+        raise ParquetFormatError(
+            f"{self.path}: row {self._file_row(groups, row)} (from 0), column 'dense', feature "
+            f"{feature}: {dense[row, feature]}; dense features must be finite (nonfinite_dense "
+            '= "fill" reads NaN and Inf as 0)'
+        )
+
+    def _file_row(self, groups: tuple[int, ...], row: int) -> int:
+        """The file row of row ``row`` of row groups ``groups`` read back to back."""
+        for group in groups:
+            size = int(self._group_starts[group + 1] - self._group_starts[group])
+            if row < size:
+                return int(self._group_starts[group]) + row
+            row -= size
+        raise IndexError(f"row {row} lies past row groups {groups}")
 
     def _ragged(self, table: Any, name: str) -> Ragged:
         """A list<uint64> column as ``(signs, offsets)``, views of its buffers where possible;
@@ -341,7 +407,8 @@ class ParquetReader:
 
     def __repr__(self) -> str:
         limit = f", max_batches={self._max_batches}" if self._max_batches is not None else ""
-        return f"ParquetReader({str(self.path)!r}, batch_size={self._batch_size}{limit})"
+        fill = ', nonfinite_dense="fill"' if self._nonfinite_dense == "fill" else ""
+        return f"ParquetReader({str(self.path)!r}, batch_size={self._batch_size}{limit}{fill})"
 
     def _single_chunk(self, table: Any, name: str) -> Any:
         column = table.column(name)
@@ -410,7 +477,13 @@ class _Decoder:
 
     def __init__(self, reader: ParquetReader) -> None:
         self._reader = reader
-        self._file = pq.ParquetFile(reader.path)
+        try:
+            self._file = pq.ParquetFile(reader.path)
+        except (pa.ArrowException, OSError) as exc:
+            raise ParquetFormatError(
+                f"{reader.path}: not a readable Parquet file ({exc}); it changed since it was "
+                "opened"
+            ) from None
         if not self._file.metadata.equals(reader._file.metadata):
             self._file.close()
             raise ParquetFormatError(
@@ -421,10 +494,9 @@ class _Decoder:
         self._file.close()
 
     def __call__(self, window: list[tuple[int, range]]) -> _Rows:
-        table = self._file.read_row_groups(
-            list(_groups_of(window)), columns=self._reader._columns(), use_threads=False
-        )
-        return self._reader._to_rows(table)
+        groups = _groups_of(window)
+        table = self._reader._read_table(self._file, groups, use_threads=False)
+        return self._reader._to_rows(table, groups)
 
 
 def _groups_of(window: list[tuple[int, range]]) -> tuple[int, ...]:

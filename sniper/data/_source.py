@@ -8,12 +8,15 @@ in one place, and the launcher hands a hub exactly the values the training confi
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+import hashlib
+import json
+from dataclasses import dataclass, fields
 from typing import Any
 
 from sniper._config import RunSettings, check_at_least, check_positive
 from sniper.data._features import FeatureSpec
 from sniper.data._open import open_reader
+from sniper.data._parquet import NonfiniteDense
 from sniper.data._reader import Reader
 
 __all__ = ["DataSource", "check_data_value"]
@@ -50,6 +53,10 @@ class DataSource(RunSettings):
     a label, sparse variables and dense features (:class:`~sniper.data.FeatureSpec`: ``label``
     or ``labels``, ``sparse``, ``dense``, ``[features.columns.NAME]``...). Empty: sniper's own
     Parquet schema, Criteo or synthetic data."""
+    nonfinite_dense: NonfiniteDense = "error"
+    """What a NaN or Inf dense feature read from a file gets: ``error`` stops the read with
+    one line naming the file, the row and the column; ``fill`` reads it as 0. (Criteo's dense
+    features are parsed from integers, so always finite: a ``nan`` there is a malformed line.)"""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -73,6 +80,17 @@ class DataSource(RunSettings):
         """``[features]`` validated (errors name ``features.KEY``); None without one."""
         return FeatureSpec.from_table(self.features) if self.features else None
 
+    def data_digest(self) -> str:
+        """16 hex digits of SHA-256 over every data key: each field this class declares (a key
+        added here is covered without more code), and the seed of synthetic data. A trainer
+        and the hubs it reads compare it (:class:`~sniper.rpc.DataServed`)."""
+        keys = {f.name for f in fields(DataSource)} - {f.name for f in fields(RunSettings)}
+        if self.data == "synthetic":
+            keys.add("seed")
+        values = {key: getattr(self, key) for key in sorted(keys)}
+        text = json.dumps(values, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
     def open(self) -> Reader:
         """The reader of this data."""
         return open_reader(
@@ -84,4 +102,5 @@ class DataSource(RunSettings):
             batch_size=self.batch_size,
             seed=self.seed,
             features=self.feature_spec(),
+            nonfinite_dense=self.nonfinite_dense,
         )

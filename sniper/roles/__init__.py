@@ -37,6 +37,9 @@ from sniper.roles._engine import PsEngine as PsEngine
 from sniper.roles._errors import RPC_ERRORS as RPC_ERRORS
 from sniper.roles._errors import AlreadyPushedError as AlreadyPushedError
 from sniper.roles._errors import DataError as DataError
+from sniper.roles._errors import DataMismatchError as DataMismatchError
+from sniper.roles._errors import InFlightLimitError as InFlightLimitError
+from sniper.roles._errors import ReopenedBatchError as ReopenedBatchError
 from sniper.roles._errors import TrainingError as TrainingError
 from sniper.roles._errors import Unavailable as Unavailable
 from sniper.roles._errors import UnknownBatchError as UnknownBatchError
@@ -48,6 +51,8 @@ from sniper.roles._evaluate import EvalResult as EvalResult
 from sniper.roles._hub import HubConfig as HubConfig
 from sniper.roles._hub import HubRole as HubRole
 from sniper.roles._hub import HubSettings as HubSettings
+from sniper.roles._hub import data_served as data_served
+from sniper.roles._ps import MAX_PUSH_VALUE as MAX_PUSH_VALUE
 from sniper.roles._ps import PsRole as PsRole
 from sniper.roles._ps import PsRoleConfig as PsRoleConfig
 from sniper.roles._ps import PsSettings as PsSettings
@@ -71,6 +76,7 @@ __all__ = [
     "MANIFEST",
     "MAX_DIM",
     "MAX_HUBS",
+    "MAX_PUSH_VALUE",
     "RPC_ERRORS",
     "AlreadyPushedError",
     "AutoShard",
@@ -80,11 +86,13 @@ __all__ = [
     "CorruptCheckpointError",
     "DataError",
     "DataEvaluator",
+    "DataMismatchError",
     "EngineConfig",
     "EvalResult",
     "HubConfig",
     "HubRole",
     "HubSettings",
+    "InFlightLimitError",
     "LiveProgress",
     "MemoryBudgetError",
     "Move",
@@ -97,6 +105,7 @@ __all__ = [
     "PsSettings",
     "RankMaster",
     "Ranks",
+    "ReopenedBatchError",
     "TrainReport",
     "Trainer",
     "TrainerConfig",
@@ -107,6 +116,7 @@ __all__ = [
     "VariableExistsError",
     "check_checkpoint_files",
     "checkpoint_report",
+    "data_served",
     "describe_error",
     "estimate_bytes",
     "gather",

@@ -24,11 +24,14 @@ and state) before it returns anything; a damaged checkpoint raises
 **Confined.** A ps saves and restores only under its ``checkpoint_root``
 (:func:`confined`): ``../x``, an absolute path elsewhere, or a symlink out of the root is
 refused, because any client that can reach a ps could otherwise make it write where the ps
-process may write.
+process may write. A restore reads a checkpoint's files only as regular files, never through a
+symlink (:func:`_open_file`): one planted inside the root could otherwise point at any file the
+ps process may read (a save never writes one).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
@@ -189,7 +192,35 @@ def _replace_directory(staging: Path, directory: Path) -> None:
 
 def manifest_digest(directory: Path) -> str:
     """SHA-256 of a checkpoint's manifest (see :attr:`sniper.rpc.Checkpointed.manifest_sha256`)."""
-    return hashlib.sha256((directory / MANIFEST).read_bytes()).hexdigest()
+    return hashlib.sha256(_read_file(directory / MANIFEST)).hexdigest()
+
+
+def _open_file(path: Path) -> io.BufferedReader:
+    """``path`` opened for reading if it is a regular file and not a symlink: a checkpoint's
+    files are read where they are, never followed out of its directory (nor the root)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise CheckpointPathError(
+                f"checkpoint file {path} is a symlink; a checkpoint's files are read only as "
+                "regular files inside it, never through a link (copy the file in instead)"
+            ) from None
+        raise
+    try:
+        return os.fdopen(fd, "rb")
+    except OSError as exc:  # a directory opens, and the error names its descriptor
+        os.close(fd)
+        raise type(exc)(exc.errno, exc.strerror, str(path)) from None
+
+
+def _read_file(path: Path) -> bytes:
+    """The bytes of ``path``, read as :func:`_open_file` opens it; an error names it."""
+    with _open_file(path) as handle:
+        try:
+            return handle.read()
+        except OSError as exc:  # a read's error names no file
+            raise type(exc)(exc.errno, exc.strerror, str(path)) from None
 
 
 def load_checkpoint(directory: Path) -> list[tuple[VariableConfig, TableExport]]:
@@ -224,7 +255,7 @@ def check_checkpoint_files(directory: Path) -> None:
         file = directory / variable_file(entry["name"])
         where = f"checkpoint {directory}: {file.name} (variable {entry['name']!r})"
         try:
-            with file.open("rb") as handle:
+            with _open_file(file) as handle:
                 digest = hashlib.file_digest(handle, "sha256").hexdigest()
         except FileNotFoundError:
             raise CorruptCheckpointError(f"{where}: the file is missing") from None
@@ -236,7 +267,7 @@ def _entries(directory: Path) -> list[object]:
     """The manifest's list of variables, checked to be one."""
     path = directory / MANIFEST
     try:
-        manifest = json.loads(path.read_text())
+        manifest = json.loads(_read_file(path).decode())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise CorruptCheckpointError(
             f"checkpoint {directory}: {MANIFEST} is not JSON ({exc})"
@@ -270,7 +301,7 @@ def _load_entry(directory: Path, index: int, entry: object) -> tuple[VariableCon
     if config.name != name:
         raise CorruptCheckpointError(f"{where}: its config names {config.name!r}")
     try:
-        content = file.read_bytes()
+        content = _read_file(file)
     except FileNotFoundError:
         raise CorruptCheckpointError(f"{where}: the file is missing") from None
     if hashlib.sha256(content).hexdigest() != entry["sha256"]:

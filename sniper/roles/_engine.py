@@ -38,7 +38,12 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from sniper._config import Validated, check_at_least, check_positive
-from sniper.roles._errors import AlreadyPushedError, UnknownBatchError, UnknownVariableError
+from sniper.roles._errors import (
+    AlreadyPushedError,
+    ReopenedBatchError,
+    UnknownBatchError,
+    UnknownVariableError,
+)
 from sniper.rpc import LookupTarget, PendingFeed, Pooled
 from sniper.scheduler import Scheduler, TaskHandle, TaskKey, wait_all
 from sniper.store import (
@@ -122,7 +127,9 @@ class PsEngine:
         self._variables_of: Counter[int] = Counter()  # batch id -> its variables held
         self._pushed: OrderedDict[tuple[int, str], None] = OrderedDict()
         """The (batch, variable) pairs pushed most recently, so a duplicate push is told it
-        was applied (ALREADY_EXISTS) rather than that the batch is unknown."""
+        was applied (ALREADY_EXISTS) rather than that the batch is unknown, and a FeedSample
+        of one is refused (:class:`ReopenedBatchError`): a batch once pushed is never
+        reopened, so no gradient reaches its rows twice."""
         self.kernel_seconds: dict[str, float] = {}
         """Store seconds of each variable's pins, lookups and pushes so far: the load it puts
         on this ps (auto_shard compares them across ps). A lookup or push task pools or
@@ -214,8 +221,10 @@ class PsEngine:
     ) -> None:
         """Feed several variables of one batch: all are validated before any is kept. A
         variable named in ``weights`` has weighted bags (one weight per sign)."""
-        handles = self._submit_pins(self._keep(batch_id, variables, weights))
+        parts = self._keep(batch_id, variables, weights)
+        handles = self._submit_pins(parts)
         self._count(pair for handle in handles for pair in handle.result())
+        self._check_pinned(batch_id, parts)
 
     def _keep(
         self,
@@ -233,7 +242,11 @@ class PsEngine:
         with self._lock:
             now = time.monotonic()  # read under the lock: the dict stays in feed-time order
             self._expire(now)
+            self._check_not_pushed(batch_id, [name for name, _ in split])
             self._check_room(batch_id, split)
+            for name, batch in split:
+                if (batch_id, name) not in self._batches:  # a re-feed has its rows already
+                    self._check_admits(batch_id, name, batch)
             for name, batch in split:
                 # Re-feeding moves the key to the end, keeping the dict ordered by feed time.
                 self._drop((batch_id, name))
@@ -247,6 +260,57 @@ class PsEngine:
         # Background: a lookup or push the trainer waits for goes first (work_stealing); a
         # lookup that comes before its batch's pins maps the rows itself, and the pins skip.
         return self._submit(parts, _pin_parts, background=True)
+
+    def _check_admits(self, batch_id: int, name: str, batch: ShardedBatch) -> None:
+        """Refuse a batch with signs in a shard whose rows fed batches pin, all of them
+        (:meth:`~sniper.store.EmbeddingTable.pins_full`): its new signs could only take rows
+        from batches still to be looked up, and finding none costs a scan of the shard. Told
+        at once, a hub waits or its operator acts, where each FeedSample used to take seconds
+        and be accepted until ``batch_ttl`` freed the abandoned batches' rows."""
+        table = self._tables.get(name)
+        if table is None:
+            return
+        for shard in range(batch.num_shards):
+            if batch.shard_size(shard) and table.pins_full(shard):
+                held = sum(1 for key in self._batches if key[1] == name and key[0] != batch_id)
+                raise CapacityError(
+                    f"variable {name!r} cannot admit this batch's signs in shard {shard}: {held} "
+                    f"fed batches not yet pushed pin every row there ({table.capacity} rows in "
+                    f"{table.num_shards} shards); push or release them (an abandoned one "
+                    f"expires after batch_ttl={self.batch_ttl:g} s), or raise its capacity"
+                )
+
+    def _check_pinned(self, batch_id: int, parts: list[_Part]) -> None:
+        """After a feed's pins: refuse it, keeping nothing, if a shard it needs rows in ran
+        out of them (:meth:`_check_admits`, found by this feed's own pins)."""
+        if not self.map_at_feed:
+            return
+        with self._lock:
+            try:
+                for name, batch in {part.name: part.batch for part in parts}.items():
+                    if self._batches.get((batch_id, name)) is not None:
+                        self._check_admits(batch_id, name, batch)
+            except CapacityError:
+                for name in {part.name for part in parts}:
+                    self._drop((batch_id, name))
+                raise
+
+    def _check_not_pushed(self, batch_id: int, names: list[str]) -> None:
+        """Refuse to feed a batch already pushed (under the lock): see :attr:`_pushed`."""
+        pushed = [name for name in names if (batch_id, name) in self._pushed]
+        if pushed:
+            raise ReopenedBatchError(
+                f"batch {batch_id} of variable {pushed[0]!r} was already pushed; a batch id "
+                "is never fed again once pushed: feed the batch under a new id"
+            )
+
+    def forget_pushed(self, names: Iterable[str]) -> None:
+        """Forget the pushes of variables ``names`` (a Restore rolled their rows back to before
+        them): their batches may be fed and pushed again, as a resumed job does."""
+        names = set(names)
+        with self._lock:
+            for key in [key for key in self._pushed if key[1] in names]:
+                del self._pushed[key]
 
     def _check_room(self, batch_id: int, split: list[tuple[str, ShardedBatch]]) -> None:
         """Refuse a feed that would hold more than ``max_pending_batches`` batches or
@@ -317,6 +381,7 @@ class PsEngine:
         key = TaskKey(items[0][0] if items else "__feed__", small=self._small(signs))
         held = await self.scheduler.run(key, self._keep, batch_id, items, weights)
         self._count(pair for task in await wait_all(self._submit_pins(held)) for pair in task)
+        self._check_pinned(batch_id, held)
 
     def batches_of(self, name: str) -> list[tuple[int, ShardedBatch]]:
         """Variable ``name``'s fed batches not yet pushed, in feed order (to move them)."""
@@ -342,6 +407,13 @@ class PsEngine:
                 if (batch_id, name) not in self._batches and self._hold(batch_id, name, batch, now):
                     kept += 1
             return kept
+
+    def fed_batch_size(self, batch_id: int, name: str) -> int | None:
+        """Examples of variable ``name``'s fed batch ``batch_id`` (None: not held): what its
+        lookup answers rows for."""
+        with self._lock:
+            entry = self._batches.get((batch_id, name))
+        return None if entry is None else entry.batch.batch_size
 
     def pending_batches(self) -> int:
         """(batch, variable) pairs fed and not yet pushed or expired."""

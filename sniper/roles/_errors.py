@@ -13,6 +13,9 @@ __all__ = [
     "RPC_ERRORS",
     "AlreadyPushedError",
     "DataError",
+    "DataMismatchError",
+    "InFlightLimitError",
+    "ReopenedBatchError",
     "TrainingError",
     "Unavailable",
     "UnknownBatchError",
@@ -39,6 +42,17 @@ class UnknownBatchError(_Message):
 
 class AlreadyPushedError(UnknownBatchError):
     """A PushGrad named a batch whose gradients were already applied: it is applied once."""
+
+
+class ReopenedBatchError(Exception):
+    """A FeedSample named a batch whose gradients were already pushed: a batch id is never
+    reopened (a second PushGrad would apply to it again). Feed a new id; a Restore of the
+    variable forgets the pushes it rolls back, so a resumed job feeds its batches again."""
+
+
+class InFlightLimitError(MemoryError):
+    """A request would take the bytes a ps works on at once past its ``max_inflight_mb``
+    (RESOURCE_EXHAUSTED: retry once the requests in flight are done)."""
 
 
 class VariableExistsError(ValueError):
@@ -70,3 +84,7 @@ class TrainingError(RuntimeError):
 
     steps: int = 0
     """Training steps done when it failed (set by the trainer's ``run``)."""
+
+
+class DataMismatchError(TrainingError):
+    """A hub serves other data than the trainer was configured for; the message names both."""

@@ -39,14 +39,15 @@ from numpy.typing import NDArray
 
 from sniper._config import Validated, check_at_least, check_positive
 from sniper._metrics import Histogram
+from sniper.data import DataSource
 from sniper.placement import Placement
 from sniper.roles._batch_id import MAX_HUBS, BatchId
 from sniper.roles._cluster import PsCluster
 from sniper.roles._errors import DataError, Unavailable, describe_error
 from sniper.roles._handout import HandOut
-from sniper.rpc import Sample
+from sniper.rpc import DataServed, Sample
 
-__all__ = ["BatchLike", "HubConfig", "HubRole", "HubSettings", "ReaderLike"]
+__all__ = ["BatchLike", "HubConfig", "HubRole", "HubSettings", "ReaderLike", "data_served"]
 
 log = logging.getLogger("sniper.hub")
 
@@ -66,6 +67,14 @@ class ReaderLike(Protocol):
     """What the hub needs of a reader (``sniper.data.Reader``)."""
 
     def batches(self, *, epoch: int = 0, shard: int = 0, num_shards: int = 1) -> Iterator[Any]: ...
+
+
+def data_served(source: DataSource, variables: Sequence[str], dense_features: int) -> DataServed:
+    """The data ``source``'s keys name, of this shape: what a hub says it serves, and what a
+    trainer configured with the same keys expects."""
+    return DataServed(
+        source.data, tuple(variables), dense_features, source.batch_size, source.data_digest()
+    )
 
 
 @dataclass(frozen=True)
@@ -155,8 +164,21 @@ class _Turn:
 class HubRole:
     """The hub (see the module doc): ``await run()`` in a task group, then ``read_sample``."""
 
-    def __init__(self, reader: ReaderLike, cluster: PsCluster, config: HubConfig) -> None:
+    def __init__(
+        self,
+        reader: ReaderLike,
+        cluster: PsCluster,
+        config: HubConfig,
+        source: DataSource | None = None,
+    ) -> None:
+        """``source``: the data keys ``reader`` was opened from, which a ReadSample that asks
+        (``describe``) is told (:class:`~sniper.rpc.DataServed`); None tells nothing."""
         self.reader = reader
+        self.served = None
+        if source is not None:
+            variables = tuple(getattr(reader, "variables", ()))
+            dense = int(getattr(reader, "dense_features", 0))
+            self.served = data_served(source, variables, dense)
         self.cluster = cluster
         self.config = config
         self.feed_latency = Histogram()
@@ -301,15 +323,16 @@ class HubRole:
         """Stop handing out batches: later reads answer as if the data had ended."""
         self.handout.stop()
 
-    async def read_sample(self) -> Sample | None:
+    async def read_sample(self, *, describe: bool = False) -> Sample | None:
         """The next fed batch, leased to the caller until :meth:`acknowledge`; None at the end
-        of the data; :class:`Unavailable` if reading or feeding failed."""
+        of the data; :class:`Unavailable` if reading or feeding failed. With ``describe``,
+        it says what data this hub serves (when it was given its ``source``)."""
         taken = await self.handout.take()
         if taken is None:
             self._raise_failure()
             return None
         batch_id, batch = taken
-        return Sample(batch_id, batch.labels, batch.dense)
+        return Sample(batch_id, batch.labels, batch.dense, self.served if describe else None)
 
     async def acknowledge(self, batch_ids: Sequence[int]) -> int:
         """The reader has these batches: they are never handed out again. Answers how many

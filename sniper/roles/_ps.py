@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -43,7 +44,12 @@ from sniper.roles._checkpoint import (
     save_checkpoint,
 )
 from sniper.roles._engine import EngineConfig, PsEngine
-from sniper.roles._errors import Unavailable, UnknownVariableError, VariableExistsError
+from sniper.roles._errors import (
+    InFlightLimitError,
+    Unavailable,
+    UnknownVariableError,
+    VariableExistsError,
+)
 from sniper.roles._variables import table_from_config
 from sniper.rpc import (
     Checkpointed,
@@ -58,6 +64,7 @@ from sniper.rpc import (
     VariableStats,
     Weights,
 )
+from sniper.runtime import release_freed_memory
 from sniper.scheduler import Scheduler, scheduler_names
 from sniper.store import (
     FLOAT32_MAX,
@@ -72,9 +79,24 @@ from sniper.store import (
     strides_of,
 )
 
-__all__ = ["PsRole", "PsRoleConfig", "PsSettings"]
+__all__ = ["MAX_PUSH_VALUE", "PsRole", "PsRoleConfig", "PsSettings"]
 
 log = logging.getLogger("sniper.ps")
+
+_MB = 2**20
+_RELEASE_AFTER_BYTES = 64 * _MB
+"""Requests in flight past this, once all done, have the freed memory given back..."""
+_RELEASE_DELAY = 0.5
+"""...this many seconds later."""
+
+MAX_PUSH_VALUE = 1e30
+"""The largest ``|value|`` Push writes into a row; a row holding more is refused whole.
+
+Push is the one call that writes rows of the caller's choosing, and a lookup sums a bag's
+rows in float32: two finite rows of 3e38 pool to Inf. Below this bound a bag of up to 3.4e8
+rows (far more than one request can carry) pools to a finite sum, so the lookup need not
+check or saturate what it serves. Trained rows stay far below it: an optimizer step that
+would make a row non-finite is not applied (``nonfinite_updates``)."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +122,14 @@ class PsRoleConfig(Validated):
     pooling: Pooling = "fused"
     """``fused`` pools rows as they are read; ``separate`` copies them out first, then sums
     (the seeds' Embedding + SeqPool, for the experiment that compares them)."""
+    max_inflight_mb: float = 1024.0
+    """Request bytes (FeedSample signs, PushGrad gradients, Push rows, a moved variable's
+    rows) this ps works on at once. A request that would take it past this is refused at
+    once with RESOURCE_EXHAUSTED naming the numbers, not made to wait: its bytes are in
+    memory already, and a refusal frees them where a wait would hold them. A training job
+    keeps a few MB in flight per ps; 8 concurrent 229 MiB Push calls took a ps from 451 MB
+    to 5.3 GB without it. Once the requests in flight are done after a burst of more than
+    64 MB, the ps gives the freed memory back to the kernel."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -109,7 +139,7 @@ class PsRoleConfig(Validated):
             raise ValueError(f"lock must be one of {', '.join(LOCK_MODES)}, got {self.lock!r}")
         if self.pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
-        check_positive(self, "max_table_gb")
+        check_positive(self, "max_table_gb", "max_inflight_mb")
 
     def table(self, config: VariableConfig, budget_bytes: int) -> EmbeddingTable:
         """The table of a variable's configuration, with this ps's lock and pooling."""
@@ -177,6 +207,8 @@ class PsRole:
         self.nonfinite_gradients = 0
         self._configs: dict[str, VariableConfig] = {}
         self._in_flight_calls = 0
+        self._in_flight_bytes = 0
+        self._peak_bytes = 0  # the most in flight since the last release to the kernel
         self._draining = False
         self._idle: anyio.Event | None = None  # made by drain(): it needs a running loop
         self._layout: anyio.Lock | None = None  # made on first use, for the same reason
@@ -184,19 +216,49 @@ class PsRole:
     # -- lifecycle ------------------------------------------------------------------------------
 
     @contextmanager
-    def call(self, name: str) -> Iterator[None]:
-        """Count and time one call; refused with :class:`Unavailable` once draining."""
+    def call(self, name: str, nbytes: int = 0) -> Iterator[None]:
+        """Count and time one call of ``nbytes`` request bytes; refused with
+        :class:`Unavailable` once draining, and with ``MemoryError`` (RESOURCE_EXHAUSTED) past
+        ``max_inflight_mb`` (see :attr:`PsRoleConfig.max_inflight_mb`)."""
         if self._draining:
             raise Unavailable("this ps is shutting down; retry on another")
+        self._admit_bytes(name, nbytes)
         self._in_flight_calls += 1
+        self._in_flight_bytes += nbytes
+        self._peak_bytes = max(self._peak_bytes, self._in_flight_bytes)
         start = time.perf_counter()
         try:
             yield
         finally:
             self.record(name, time.perf_counter() - start)
             self._in_flight_calls -= 1
+            self._in_flight_bytes -= nbytes
+            if self._in_flight_bytes == 0 and self._peak_bytes > _RELEASE_AFTER_BYTES:
+                self._peak_bytes = 0
+                # Soon, not now: the transport frees the last request's message (and sends
+                # its answer) only after this call returns.
+                timer = threading.Timer(_RELEASE_DELAY, release_freed_memory)
+                timer.daemon = True
+                timer.start()
             if self._in_flight_calls == 0 and self._idle is not None:
                 self._idle.set()
+
+    def _admit_bytes(self, name: str, nbytes: int) -> None:
+        """Refuse a request whose bytes would take those in flight past ``max_inflight_mb``."""
+        cap = self.config.max_inflight_mb
+        if self._in_flight_bytes + nbytes <= cap * _MB:
+            return
+        size = f"{name} of {nbytes / _MB:.1f} MB"
+        if nbytes > cap * _MB:
+            raise InFlightLimitError(
+                f"{size} is over this ps's max_inflight_mb of {cap:g}; send it in parts, "
+                "or raise max_inflight_mb"
+            )
+        raise InFlightLimitError(
+            f"{size} refused: this ps has {self._in_flight_bytes / _MB:.1f} MB of requests in "
+            f"flight and max_inflight_mb is {cap:g}; retry once they are done, or raise "
+            "max_inflight_mb"
+        )
 
     @property
     def draining(self) -> bool:
@@ -259,7 +321,9 @@ class PsRole:
     async def feed_sample(
         self, batch_id: int, variables: Mapping[str, Signs], *, weights: Weights | None = None
     ) -> None:
-        with self.call("FeedSample"):
+        nbytes = sum(signs.nbytes + offsets.nbytes for signs, offsets in variables.values())
+        nbytes += sum(w.nbytes for w in (weights or {}).values())
+        with self.call("FeedSample", nbytes):
             await self.engine.feed_async(
                 batch_id,
                 [(name, signs, offsets) for name, (signs, offsets) in variables.items()],
@@ -288,7 +352,7 @@ class PsRole:
             return results
 
     async def push_grad(self, batch_id: int, grads: Mapping[str, NDArray[np.float32]]) -> int:
-        with self.call("PushGrad"):
+        with self.call("PushGrad", sum(np.asarray(grad).nbytes for grad in grads.values())):
             start = time.perf_counter()
             bad = _nonfinite(grads)
             self.nonfinite_gradients += len(bad)
@@ -309,19 +373,29 @@ class PsRole:
         """Bytes of one row of variable ``name`` as a Pull answers it."""
         return 4 * self.engine.table(name).dim
 
+    def lookup_bytes(self, batch_id: int, names: Sequence[str], itemsize: int = 4) -> int:
+        """Bytes of the pooled rows an EmbeddingLookup of ``names`` would answer, at
+        ``itemsize`` bytes a value (a variable or batch not held counts 0: its lookup fails
+        for that, naming it)."""
+        total = 0
+        for name in names:
+            size = self.engine.fed_batch_size(batch_id, name)
+            if size is not None and name in self._configs:
+                total += size * self.engine.table(name).dim * itemsize
+        return total
+
     async def pull(self, name: str, signs: NDArray[np.uint64]) -> NDArray[np.float32]:
         with self.call("Pull"):
             return await self.engine.pull_async(name, signs)
 
     async def push(self, name: str, signs: NDArray[np.uint64], rows: NDArray[np.float32]) -> None:
-        with self.call("Push"):
+        with self.call("Push", signs.nbytes + rows.nbytes):
             table = self.engine.table(name)
             if rows.shape != (len(signs), table.dim):
                 raise ValueError(
                     f"rows must have shape ({len(signs)}, {table.dim}), got {rows.shape}"
                 )
-            if not np.isfinite(rows).all():
-                raise ValueError(f"rows of {name!r} have NaN or Inf; nothing was written")
+            _check_push_rows(name, rows)
             n, slots = len(signs), table.optimizer.slots
             state = np.broadcast_to(
                 table.optimizer.state_init()[None, :, None], (n, slots, table.dim)
@@ -371,6 +445,7 @@ class PsRole:
         for (config, _), table in zip(loaded, tables, strict=True):
             self.engine.put_variable(config.name, table)
             self._configs[config.name] = config
+        self.engine.forget_pushed(config.name for config, _ in loaded)
         rows = sum(len(d.signs) for _, d in loaded)
         return Checkpointed(tuple(c.name for c, _ in loaded), rows, digest)
 
@@ -419,7 +494,10 @@ class PsRole:
         """Hold a variable moved here: a fresh table filled with its rows replaces any table of
         it (one created for the move holds fed batches, never rows), then its fed batches join
         those fed here. Everything is checked before anything changes."""
-        with self.call("ImportVariable"):
+        moved_bytes = sum(
+            array.nbytes for array in (moved.signs, moved.weights, moved.state, moved.steps)
+        )
+        with self.call("ImportVariable", moved_bytes):
             async with self._layout_lock():
                 data = TableExport(moved.signs, moved.weights, moved.state, moved.steps)
                 (table,) = self._fresh_tables([(moved.config, data)], "move")
@@ -476,6 +554,25 @@ class PsRole:
 def _variable_stats(name: str, table: EmbeddingTable, kernel_seconds: float) -> VariableStats:
     statistics = asdict(table.statistics())
     return VariableStats(name=name, kernel_seconds=kernel_seconds, **statistics)
+
+
+def _check_push_rows(name: str, rows: NDArray[Any]) -> None:
+    """Refuse rows with NaN, Inf, or a value above :data:`MAX_PUSH_VALUE` (its doc says why)."""
+    if not rows.size:
+        return
+    if strides_of(rows) is not None:
+        largest = float(max_abs_matrices([rows])[0])
+    else:
+        largest = float(np.abs(rows).max())
+    if largest <= np.float32(MAX_PUSH_VALUE):  # 1e30 as float32 holds it: 1.0000000150e30
+        return
+    if not np.isfinite(largest):
+        raise ValueError(f"rows of {name!r} have NaN or Inf; nothing was written")
+    raise ValueError(
+        f"rows of {name!r} hold a value of magnitude {largest:.3g}, over Push's bound of "
+        f"{MAX_PUSH_VALUE:g} (a lookup's sum of such rows could overflow float32); nothing was "
+        "written"
+    )
 
 
 def _nonfinite(grads: Mapping[str, NDArray[Any]]) -> list[str]:

@@ -25,8 +25,8 @@ import anyio
 
 from sniper._metrics import Histogram
 from sniper.roles._batch_id import BatchId
-from sniper.roles._errors import RPC_ERRORS, describe_error
-from sniper.rpc import HubApi, Sample
+from sniper.roles._errors import RPC_ERRORS, DataMismatchError, describe_error
+from sniper.rpc import DataServed, HubApi, Sample
 
 __all__ = ["HubReader", "Ticket"]
 
@@ -56,6 +56,10 @@ class HubReader:
         self._ended: set[int] = set()
         self._last: dict[int, tuple[int, int]] = {}  # hub -> (epoch, index) of its last batch
         self._tails: dict[int, anyio.Event] = {}  # hub -> done event of its latest ticket
+        self.expected: DataServed | None = None
+        """The data this trainer was configured for: the first read of each hub asks it what
+        it serves, and a hub serving other data stops training (:class:`DataMismatchError`)."""
+        self._described: set[int] = set()  # hubs whose data was compared
 
     def start_at(self, ticket: int) -> None:
         """Resume: the next ticket is ``ticket`` (call before the first :meth:`next_ticket`)."""
@@ -90,8 +94,14 @@ class HubReader:
         """The hub's next batch this reader does not have yet, or None at its end."""
         while hub not in self._ended:
             start = time.perf_counter()
-            sample = await self.hubs[hub][1].read_sample()
+            describe = self.expected is not None and hub not in self._described
+            api = self.hubs[hub][1]
+            # Asked only when it is: a HubApi written before ``describe`` still reads.
+            sample = await (api.read_sample(describe=True) if describe else api.read_sample())
             self.latency.record(time.perf_counter() - start)
+            if describe and sample is not None:
+                self._described.add(hub)
+                self._compare(hub, sample.served)
             if sample is None:
                 self._ended.add(hub)
                 return None
@@ -108,6 +118,18 @@ class HubReader:
             )
             await self._acknowledge(hub, sample.batch_id)
         return None
+
+    def _compare(self, hub: int, served: DataServed | None) -> None:
+        """Stop, naming both sides, if hub ``hub`` serves other data than :attr:`expected`
+        (a hub that does not say what it serves is taken at its word)."""
+        expected = self.expected
+        if served is None or expected is None or served.agrees_with(expected):
+            return
+        raise DataMismatchError(
+            f"hub {self.hubs[hub][0]} serves {served.describe()}, but this trainer was "
+            f"configured for {expected.describe()}; give the hubs and the trainer the same "
+            "data keys (data, workload, scale, num_batches, batch_size...)"
+        )
 
     async def _acknowledge(self, hub: int, batch_id: int) -> None:
         """Settle the batch's lease. A lost acknowledgement costs a re-read (skipped above),

@@ -19,6 +19,7 @@ what to do.
 from sniper._metrics import LatencySummary as LatencySummary
 from sniper.placement import Placement as Placement
 from sniper.rpc._api import Checkpointed as Checkpointed
+from sniper.rpc._api import DataServed as DataServed
 from sniper.rpc._api import HubApi as HubApi
 from sniper.rpc._api import LookupTarget as LookupTarget
 from sniper.rpc._api import MovedVariable as MovedVariable
@@ -48,6 +49,8 @@ from sniper.rpc._placement import placement_to_message as placement_to_message
 from sniper.rpc._security import Security as Security
 from sniper.rpc._security import is_loopback as is_loopback
 from sniper.rpc._security import load_token as load_token
+from sniper.rpc._served import served_from_message as served_from_message
+from sniper.rpc._served import served_to_message as served_to_message
 from sniper.rpc._stats import PsStats as PsStats
 from sniper.rpc._stats import VariableStats as VariableStats
 from sniper.rpc._stats import stats_from_message as stats_from_message
@@ -74,6 +77,7 @@ __all__ = [
     "RPC_DIR",
     "Channel",
     "Checkpointed",
+    "DataServed",
     "EncodedLookupResponse",
     "FeedSampleView",
     "HealthBase",
@@ -119,6 +123,8 @@ __all__ = [
     "moved_to_message",
     "placement_from_message",
     "placement_to_message",
+    "served_from_message",
+    "served_to_message",
     "stats_from_message",
     "stats_to_message",
     "tensor_present",

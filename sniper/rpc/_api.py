@@ -125,6 +125,45 @@ class LookupTarget:
 
 
 @dataclass(frozen=True)
+class DataServed:
+    """The data a hub serves (or a trainer expects): a trainer compares the two on its first
+    read of each hub, so a hub serving other data than the trainer's is one line naming both,
+    not a hang or a model trained on the wrong columns."""
+
+    data: str
+    """The ``data`` key: ``synthetic``, ``criteo:PATH``, ``parquet:PATH``."""
+    variables: tuple[str, ...]
+    dense_features: int
+    batch_size: int
+    digest: str
+    """Of every data key (:meth:`sniper.data.DataSource.data_digest`): keys that change the
+    batches without changing their shape (``scale``, ``seed``...) differ here."""
+
+    def describe(self) -> str:
+        """One line: what data, its shape, and its keys' digest."""
+        return (
+            f"data {self.data!r} ({len(self.variables)} variables, {self.dense_features} dense "
+            f"features, batch_size {self.batch_size}, data keys digest {self.digest})"
+        )
+
+    def agrees_with(self, other: DataServed) -> bool:
+        """The same data and shape (variables in any order)."""
+        return (
+            self.data,
+            sorted(self.variables),
+            self.dense_features,
+            self.batch_size,
+            self.digest,
+        ) == (
+            other.data,
+            sorted(other.variables),
+            other.dense_features,
+            other.batch_size,
+            other.digest,
+        )
+
+
+@dataclass(frozen=True)
 class Sample:
     """One batch as the hub hands it to a trainer: its id, labels and dense features."""
 
@@ -132,6 +171,8 @@ class Sample:
     labels: NDArray[np.float32]
     """``[batch]``, or ``[batch, labels]`` for several."""
     dense: NDArray[np.float32]
+    served: DataServed | None = None
+    """What data the hub serves, when the read asked (``describe``) and the hub knows."""
 
 
 @dataclass(frozen=True)
@@ -250,9 +291,10 @@ class PsApi(Protocol):
 class HubApi(Protocol):
     """The call of ``sniper.v1.Hub``."""
 
-    async def read_sample(self) -> Sample | None:
+    async def read_sample(self, *, describe: bool = False) -> Sample | None:
         """The next fed batch, or None at the end of the hub's data. The batch is leased to
-        the caller: acknowledge it, or the hub hands it out again after its lease."""
+        the caller: acknowledge it, or the hub hands it out again after its lease. With
+        ``describe``, the sample says what data the hub serves (:attr:`Sample.served`)."""
         ...
 
     async def acknowledge(self, batch_ids: Sequence[int]) -> int:

@@ -56,6 +56,7 @@ from sniper.rpc._moves import moved_from_message, moved_to_message
 from sniper.rpc._peer import call_peer
 from sniper.rpc._placement import placement_to_message
 from sniper.rpc._security import Security
+from sniper.rpc._served import served_from_message
 from sniper.rpc._stats import PsStats, stats_from_message
 from sniper.rpc._tensor import (
     FLOAT_DTYPES,
@@ -273,16 +274,17 @@ class HubClient:
     def close(self) -> None:
         self.channel.close()
 
-    async def read_sample(self) -> Sample | None:
-        response = await call_peer(
-            self.peer, lambda: self.stub.read_sample(ReadSampleRequest()), tls=self._tls
-        )
+    async def read_sample(self, *, describe: bool = False) -> Sample | None:
+        request = ReadSampleRequest(describe=describe)
+        response = await call_peer(self.peer, lambda: self.stub.read_sample(request), tls=self._tls)
         if response.end_of_data:
             return None
+        served = response.served if describe and response.is_set("served") else None
         return Sample(
             response.batch_id,
             decode(response.labels, "labels", "float32", (1, 2)),
             decode(response.dense, "dense", "float32", 2),
+            served_from_message(served),
         )
 
     async def acknowledge(self, batch_ids: Sequence[int]) -> int:

@@ -44,6 +44,8 @@ def load_token(path: str) -> str:
         token = Path(path).read_text().strip()
     except OSError as exc:
         raise ValueError(f"auth_token_file {path!r} cannot be read: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"auth_token_file {path!r} is not UTF-8 text") from None
     if not token:
         raise ValueError(f"auth_token_file {path!r} is empty; put the token in it")
     if any(c.isspace() for c in token) or not token.isprintable():

@@ -8,6 +8,7 @@ children, command lines, listening sockets) is read here too, for whatever watch
 from sniper.runtime._capacity import parallel_capacity as parallel_capacity
 from sniper.runtime._gc import collect_less as collect_less
 from sniper.runtime._logging import log_to_stderr as log_to_stderr
+from sniper.runtime._malloc import release_freed_memory as release_freed_memory
 from sniper.runtime._malloc import reuse_freed_memory as reuse_freed_memory
 from sniper.runtime._proc import children as children
 from sniper.runtime._proc import command_line as command_line
@@ -28,6 +29,7 @@ __all__ = [
     "log_to_stderr",
     "machine_cpu_seconds",
     "parallel_capacity",
+    "release_freed_memory",
     "reuse_freed_memory",
     "thread_cpu_seconds",
     "thread_names",

@@ -20,7 +20,7 @@ import ctypes.util
 import platform
 import warnings
 
-__all__ = ["reuse_freed_memory"]
+__all__ = ["release_freed_memory", "reuse_freed_memory"]
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -57,4 +57,22 @@ def reuse_freed_memory(mmap_threshold: int = 32 * _MB, trim_threshold: int = 128
             stacklevel=2,
         )
         return False
+    return True
+
+
+def release_freed_memory() -> bool:
+    """Give the kernel back the free pages of every malloc arena (glibc's ``malloc_trim``);
+    False where not glibc.
+
+    What a burst of large requests leaves behind: their HTTP/2 frames and decoded copies are
+    freed, but below the mmap threshold they were carved from the arenas, and free memory
+    inside an arena stays mapped (8 concurrent 229 MiB Push calls left 4.9 GB held in a ps).
+    A ps calls this once its requests in flight are done after such a burst; it walks the
+    arenas, so it is not for every request."""
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return False
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    libc.malloc_trim.argtypes = [ctypes.c_size_t]
+    libc.malloc_trim.restype = ctypes.c_int
+    libc.malloc_trim(0)
     return True

@@ -53,6 +53,9 @@ Example::
         handle.result(timeout=1.0)  # blocking wait, from a plain thread
 """
 
+from sniper._metrics import Histogram as Histogram
+from sniper._metrics import LatencySummary as LatencySummary
+
 from ._abc import Scheduler as Scheduler
 from ._exceptions import SchedulerBusy as SchedulerBusy
 from ._exceptions import SchedulerClosed as SchedulerClosed
@@ -66,12 +69,16 @@ from ._registry import open_scheduler as open_scheduler
 from ._registry import scheduler_names as scheduler_names
 from ._stats import SchedulerStatistics as SchedulerStatistics
 from ._task import MergeFn as MergeFn
+from ._task import Outcome as Outcome
 from ._task import TaskHandle as TaskHandle
 
 __all__ = [
     "SCHEDULER_NAMES",
+    "Histogram",
     "KeyLike",
+    "LatencySummary",
     "MergeFn",
+    "Outcome",
     "Scheduler",
     "SchedulerBusy",
     "SchedulerClosed",

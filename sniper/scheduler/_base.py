@@ -219,10 +219,10 @@ class BaseScheduler(Scheduler):
                 counters.merged += len(started)
         if error is None:
             for handle, result in zip(started, results, strict=True):
-                handle._finish(result)
+                handle.set_result(result)
         else:
             for handle in started:
-                handle._fail(error)
+                handle.set_exception(error)
 
     def _start(self, group: Sequence[AnyHandle]) -> list[AnyHandle]:
         """Claim the tasks that were not cancelled; cancel them all if close asked for it."""
@@ -231,7 +231,7 @@ class BaseScheduler(Scheduler):
                 handle.cancel()
             return []
         now = perf_counter()
-        started = [handle for handle in group if handle._start()]
+        started = [handle for handle in group if handle.start()]
         if started:
             with self._lock:
                 self._counters.pending -= len(started)

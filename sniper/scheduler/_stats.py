@@ -10,13 +10,18 @@ from sniper._metrics import Histogram, LatencySummary
 __all__ = ["Counters", "SchedulerStatistics"]
 
 
+_NONE = LatencySummary(0, 0.0, 0.0, 0.0, 0.0)
+
+
 @dataclass(frozen=True, slots=True)
 class SchedulerStatistics:
     """What a scheduler has done so far, read at one moment (see ``Scheduler.statistics()``).
 
     Every submitted task ends in exactly one of ``completed``, ``failed`` or ``cancelled``;
     until then it is ``pending`` or ``running``. So after close,
-    ``submitted == completed + failed + cancelled``.
+    ``submitted == completed + failed + cancelled``. The fields from ``stolen`` on have
+    defaults (none, empty), so a plugin that does not steal, merge or time its tasks builds
+    one from its counts alone.
     """
 
     backend: str
@@ -31,23 +36,23 @@ class SchedulerStatistics:
     """Tasks that ran and raised; the exception went to their handle."""
     cancelled: int
     """Tasks cancelled before they started; they never ran."""
-    stolen: int
+    stolen: int = 0
     """Tasks a worker took from another worker's queue (``work_stealing`` only)."""
-    merged: int
+    merged: int = 0
     """Tasks that ran as part of a merged call with at least one other (``per_variable``)."""
-    pending: int
+    pending: int = 0
     """Tasks accepted but not yet started or cancelled."""
-    running: int
+    running: int = 0
     """Tasks started but not yet finished."""
-    busy_seconds: tuple[float, ...]
+    busy_seconds: tuple[float, ...] = ()
     """Per worker, the seconds spent running tasks; see :meth:`utilization`."""
-    elapsed_seconds: float
+    elapsed_seconds: float = 0.0
     """Seconds since the scheduler was opened; the denominator of utilization."""
-    queue_wait: LatencySummary
+    queue_wait: LatencySummary = _NONE
     """Per task, the time from submit to start."""
-    run_time: LatencySummary
+    run_time: LatencySummary = _NONE
     """Per call, the time a task function (or one merged call) ran."""
-    closed: bool
+    closed: bool = False
     """True once closing started: ``submit`` raises ``SchedulerClosed``."""
 
     def utilization(self) -> tuple[float, ...]:

@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from time import perf_counter
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from ._exceptions import TaskCancelled
-from ._key import TaskKey
+from ._key import KeyLike, as_task_key
 from ._signal import OneShot, run_callbacks
 
-__all__ = ["MergeFn", "TaskHandle"]
+__all__ = ["MergeFn", "Outcome", "TaskHandle"]
 
 T = TypeVar("T")
 
@@ -35,10 +35,22 @@ def _released(*args: object) -> object:
     raise AssertionError("a task's function was called after the task finished")
 
 
+Outcome = Literal["completed", "failed", "cancelled"]
+"""How a task ended: the :class:`~sniper.scheduler.SchedulerStatistics` counter it goes to."""
+
+
+def _nothing() -> None:
+    return None
+
+
 class TaskHandle(OneShot, Generic[T]):
     """The result of one submitted task, awaitable from async code or waitable from threads.
 
-    Create handles with ``Scheduler.submit``; constructing one directly queues nothing.
+    Users get handles from ``Scheduler.submit``; constructing one queues nothing. A backend
+    (built in or a plugin subclassing :class:`~sniper.scheduler.Scheduler`) makes one per
+    submit and completes it with the public methods below: :meth:`run` on the thread that
+    runs the task, or :meth:`start` and then :meth:`set_result` or :meth:`set_exception` when
+    it calls the function itself (a merged call). Each completes the handle exactly once.
     """
 
     __slots__ = (
@@ -56,14 +68,17 @@ class TaskHandle(OneShot, Generic[T]):
 
     def __init__(
         self,
-        key: TaskKey,
+        key: KeyLike,
         fn: Callable[..., T],
         args: tuple[Any, ...],
-        merge: MergeFn | None,
-        on_cancel: Callable[[], None],
+        merge: MergeFn | None = None,
+        on_cancel: Callable[[], None] = _nothing,
     ) -> None:
+        """``fn(*args)`` under ``key`` (a ``TaskKey`` or a variable name); ``merge``, the batch
+        form of ``fn`` a merging backend may call instead; ``on_cancel``, called once if the
+        task is cancelled before it starts (a backend's count of cancelled tasks)."""
         super().__init__()
-        self.key = key
+        self.key = as_task_key(key)
         """The key the task was submitted under."""
         self.submitted_at = perf_counter()
         """``time.perf_counter()`` at submit, for the queue-wait histogram."""
@@ -127,15 +142,50 @@ class TaskHandle(OneShot, Generic[T]):
             raise
         return self._outcome()
 
-    def _start(self) -> bool:
-        """Claim the task for running; False if it was cancelled (skip it)."""
+    def run(self) -> Outcome:
+        """Run the task on the calling thread, unless it was cancelled, and complete the
+        handle with what it returned or raised; how it ended. What a backend's worker calls
+        for a task it does not merge. The task's exception is the handle's, not raised here:
+        a failing task must not kill its worker."""
+        if not self.start():
+            return "cancelled"
+        try:
+            result = self.call()
+        except BaseException as exc:
+            self.set_exception(exc)
+            return "failed"
+        self.set_result(result)
+        return "completed"
+
+    def call(self) -> T:
+        """Call the task's function with its arguments, once :meth:`start` claimed it; what it
+        returns or raises. A backend that counts a task before its waiters wake (as
+        ``statistics()`` promises) calls this, counts, then completes the handle."""
+        result: T = self._fn(*self._args)
+        return result
+
+    @property
+    def merge(self) -> MergeFn | None:
+        """The batch form of the task's function, if it was submitted with one."""
+        return self._merge
+
+    @property
+    def args(self) -> tuple[Any, ...]:
+        """The task's arguments, until it completes (then empty: they may be large)."""
+        return self._args
+
+    def start(self) -> bool:
+        """Claim the task for running; False if it was cancelled (skip it). A backend calls
+        this before it calls the function itself, then :meth:`set_result` or
+        :meth:`set_exception`."""
         with self._lock:
             if self._state is not _PENDING:
                 return False
             self._state = _RUNNING
             return True
 
-    def _finish(self, result: T) -> None:
+    def set_result(self, result: T) -> None:
+        """Complete a started task with its result, waking every waiter."""
         with self._lock:
             self._state = _FINISHED
             self._result = result
@@ -143,7 +193,8 @@ class TaskHandle(OneShot, Generic[T]):
             callbacks = self._mark_set_locked()
         run_callbacks(callbacks)
 
-    def _fail(self, exception: BaseException) -> None:
+    def set_exception(self, exception: BaseException) -> None:
+        """Complete a started task with the exception it raised, waking every waiter."""
         with self._lock:
             self._state = _FINISHED
             self._exception = exception

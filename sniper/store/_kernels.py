@@ -556,7 +556,11 @@ def map_rows(
                 rows[j] = NOT_ADMITTED
                 continue
             counters[shard, ADMITTED] += 1
-        row = _claim_row(slots, slot_of_row, stamps, low_water, meta, counters, shard)
+        # Once a claim found every row held, so would every later one of this call (it frees
+        # none): not scanning the shard again for each sign keeps a full shard's map O(n).
+        row = -1
+        if status != NO_ROW_FREE:
+            row = _claim_row(slots, slot_of_row, stamps, low_water, meta, counters, shard)
         if row < 0:
             rows[j] = NO_ROW_FREE
             status = NO_ROW_FREE

@@ -227,6 +227,9 @@ class EmbeddingTable(EmbeddingStore):
         shard runs out of rows to evict."""
         self._released: list[deque[ShardedBatch]] = [deque() for _ in range(shards)]
         """Per shard, released batches whose pins the next call on the shard takes back."""
+        self._pins_full = [False] * shards
+        """Per shard, whether a pin found every row held by pending batches, with no pin
+        given back since (:meth:`pins_full`)."""
         self._weights = untouched_zeros((capacity, self._dim), np.float32)
         self._state = untouched_zeros((capacity, self.optimizer.slots, self._dim), np.float32)
         self._state_init = np.ascontiguousarray(self.optimizer.state_init(), dtype=np.float32)
@@ -660,6 +663,7 @@ class EmbeddingTable(EmbeddingStore):
         if full and self._restamp(shard):
             rows, _, full, seq = self._map_rows(shard, signs, False, self._min_count, pin=True)
         if full:
+            self._pins_full[shard] = True
             return False
         evictions = int(self._counters[shard, k.EVICTIONS])
         batch.row_cache[(self._token, shard)] = RowMap(evictions, rows, seq, address(rows))
@@ -689,10 +693,18 @@ class EmbeddingTable(EmbeddingStore):
                     held += int(np.unique(every[every >= 0]).shape[0])
         return held
 
+    def pins_full(self, shard: int) -> bool:
+        """Whether the last pin of ``shard`` that needed a new row found none: rows pinned by
+        fed batches not yet pushed or released fill the shard, and none has given its rows
+        back since (nor is one about to: a release's pins count as given back). A ps refuses
+        a FeedSample then rather than map a batch that can only take rows from another's."""
+        return self._pins_full[shard] and not self._released[shard]
+
     def _unpin(self, batch: ShardedBatch, shard: int, mapped: RowMap) -> None:
         """Take back a pinned mapping's pins (the caller holds the shard's locks)."""
         self._end(shard, mapped.seq)
         self._pinned[shard].pop(id(batch), None)
+        self._pins_full[shard] = False
 
     def _drain(self, shard: int) -> None:
         """Close the shard for every batch released since the last call (under its locks)."""
@@ -714,6 +726,7 @@ class EmbeddingTable(EmbeddingStore):
             self._unpin(batch, shard, entry)
             batch.row_cache[(self._token, shard)] = entry._replace(evictions=evictions, seq=0)
             revoked = True
+        self._pins_full[shard] = False
         return revoked
 
     def _pinned_maps(self, shard: int) -> list[tuple[ShardedBatch, RowMap]]:

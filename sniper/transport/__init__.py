@@ -16,6 +16,7 @@ are anyio.
 from sniper.transport._abc import Transport as Transport
 from sniper.transport._errors import STATUS_OF as STATUS_OF
 from sniper.transport._errors import grpc_error as grpc_error
+from sniper.transport._grpc import AsyncioOnlyError as AsyncioOnlyError
 from sniper.transport._grpc import GrpcSettings as GrpcSettings
 from sniper.transport._grpc import GrpcTransport as GrpcTransport
 from sniper.transport._grpc import HubService as HubService
@@ -33,6 +34,7 @@ from sniper.transport._registry import transport_names as transport_names
 __all__ = [
     "STATUS_OF",
     "TRANSPORT_NAMES",
+    "AsyncioOnlyError",
     "GrpcSettings",
     "GrpcTransport",
     "HealthService",

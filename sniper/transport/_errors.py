@@ -3,7 +3,8 @@
 The status says whose fault a failure is. A request naming what does not exist is NOT_FOUND;
 a value the caller got wrong is INVALID_ARGUMENT with the field; a full table is
 RESOURCE_EXHAUSTED; a role that cannot answer now is UNAVAILABLE (retry). A checkpoint
-directory that cannot be read or written is FAILED_PRECONDITION: the path is the caller's.
+directory that cannot be read or written is FAILED_PRECONDITION: the path is the caller's; so
+is a FeedSample of a batch id already pushed (a batch is never reopened).
 Anything else is sniper's own bug: INTERNAL, with the traceback logged under an id that the
 message gives, so an operator can find it (grpclib keeps ``GRPCError`` and ``ProtocolError``
 apart for the same reason).
@@ -22,6 +23,7 @@ from sniper.roles import (
     CheckpointPathError,
     CorruptCheckpointError,
     MemoryBudgetError,
+    ReopenedBatchError,
     Unavailable,
     UnknownBatchError,
     UnknownVariableError,
@@ -37,6 +39,7 @@ STATUS_OF: tuple[tuple[type[BaseException], Status], ...] = (
     (UnknownBatchError, Status.NOT_FOUND),
     (FileNotFoundError, Status.NOT_FOUND),
     (VariableExistsError, Status.ALREADY_EXISTS),
+    (ReopenedBatchError, Status.FAILED_PRECONDITION),
     (Unavailable, Status.UNAVAILABLE),
     (CheckpointPathError, Status.PERMISSION_DENIED),
     (CorruptCheckpointError, Status.DATA_LOSS),

@@ -25,6 +25,7 @@ from typing import Any, ParamSpec, TypeVar, cast
 import betterproto
 import grpclib.server
 import numpy as np
+import sniffio
 
 from sniper._config import Validated, check_positive
 from sniper.roles import HubRole, PsRole
@@ -49,6 +50,7 @@ from sniper.rpc import (
     moved_from_message,
     moved_to_message,
     placement_from_message,
+    served_to_message,
     stats_to_message,
     tensor_present,
 )
@@ -93,6 +95,7 @@ from sniper.transport._errors import grpc_error
 from sniper.transport._health import HealthService
 
 __all__ = [
+    "AsyncioOnlyError",
     "GrpcSettings",
     "GrpcTransport",
     "HubService",
@@ -161,8 +164,8 @@ class PsService(PsBase):
     """The ``sniper.v1.Ps`` service over a :class:`~sniper.roles.PsRole`.
 
     ``max_message_mb`` is the largest answer it may send (the server's limit, so a client with
-    the same limit can read it): a Pull that would answer more is refused before any row is
-    gathered, instead of building a message no one can receive.
+    the same limit can read it): a Pull or EmbeddingLookup that would answer more is refused
+    before any row is gathered, instead of building a message no one can receive.
     """
 
     def __init__(self, role: PsRole, max_message_mb: float = 256.0) -> None:
@@ -198,6 +201,16 @@ class PsService(PsBase):
     async def embedding_lookup(self, request: EmbeddingLookupRequest) -> EmbeddingLookupResponse:
         check_wire_dtype(request.pooled_dtype, "pooled_dtype", empty_ok=True)
         dtype = request.pooled_dtype or "float32"
+        answer = self.role.lookup_bytes(
+            request.batch_id, request.names, 4 if dtype == "float32" else 2
+        )
+        if answer > self.max_message_bytes:
+            raise CapacityError(
+                f"EmbeddingLookup of batch {request.batch_id} ({len(request.names)} variables) "
+                f"would answer {answer / _MB:.0f} MB, over this server's max_message_mb of "
+                f"{self.max_message_bytes / _MB:g}; look up fewer variables at a time, or "
+                "smaller batches"
+            )
         results = await self.role.embedding_lookup(
             request.batch_id, request.names, release=request.release
         )
@@ -282,12 +295,15 @@ class HubService(HubBase):
 
     @_rpc("ReadSample")
     async def read_sample(self, request: ReadSampleRequest) -> ReadSampleResponse:
-        sample = await self.role.read_sample()
+        sample = await self.role.read_sample(describe=request.describe)
         if sample is None:
             return ReadSampleResponse(end_of_data=True)
-        return ReadSampleResponse(
+        response = ReadSampleResponse(
             batch_id=sample.batch_id, labels=encode(sample.labels), dense=encode(sample.dense)
         )
+        if sample.served is not None:
+            response.served = served_to_message(sample.served)
+        return response
 
     @_rpc("AckSample")
     async def ack_sample(self, request: AckSampleRequest) -> AckSampleResponse:
@@ -335,6 +351,26 @@ class GrpcSettings(Validated):
             )
 
 
+class AsyncioOnlyError(ValueError):
+    """The gRPC transport was used under another event loop than asyncio (trio)."""
+
+
+def require_asyncio(what: str) -> None:
+    """Refuse, in one line, to run ``what`` over gRPC under an event loop other than asyncio:
+    grpclib is asyncio-only, and under trio it fails deep inside with trio's ``TypeError``
+    (unrecognized yield message), naming nothing. Outside any loop nothing is checked."""
+    try:
+        library = sniffio.current_async_library()
+    except sniffio.AsyncLibraryNotFoundError:
+        return
+    if library != "asyncio":
+        raise AsyncioOnlyError(
+            f"{what} needs asyncio: the gRPC transport (grpclib) runs on asyncio only, and this "
+            f"runs under {library}; run it with asyncio (anyio.run(..., backend='asyncio')), "
+            "or use the inprocess transport, which runs under any anyio backend"
+        )
+
+
 class GrpcTransport(Transport):
     """grpclib over HTTP/2 on asyncio: across processes and hosts. Addresses are
     ``host:port`` (port 0 picks a free one when serving)."""
@@ -355,6 +391,7 @@ class GrpcTransport(Transport):
 
     def server(self, services: list[Any]) -> Server:
         """A grpclib server with sniper's codec (size limit) and HTTP/2 windows and frames."""
+        require_asyncio("a gRPC server")
         return Server(
             services,
             max_message_bytes=int(self.settings.max_message_mb * _MB),
@@ -381,6 +418,7 @@ class GrpcTransport(Transport):
             await server.wait_closed()
 
     def ps_client(self, address: str) -> PsApi:
+        require_asyncio("a gRPC client")
         return PsClient(
             *split_address(address),
             timeout=self.timeout,
@@ -391,4 +429,5 @@ class GrpcTransport(Transport):
         )
 
     def hub_client(self, address: str) -> HubApi:
+        require_asyncio("a gRPC client")
         return HubClient(*split_address(address), security=self.security)

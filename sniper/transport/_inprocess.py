@@ -231,8 +231,8 @@ class InProcessHubClient:
         self._endpoint = endpoint
         self.address = endpoint.address
 
-    async def read_sample(self) -> Sample | None:
-        sample: Sample | None = await self._endpoint.call("read_sample")
+    async def read_sample(self, *, describe: bool = False) -> Sample | None:
+        sample: Sample | None = await self._endpoint.call("read_sample", describe=describe)
         return sample
 
     async def acknowledge(self, batch_ids: Sequence[int]) -> int:

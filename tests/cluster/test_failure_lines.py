@@ -6,6 +6,7 @@ is not there, a peer that does not answer in time, whether the servers are named
 
 from __future__ import annotations
 
+import re
 import socket
 import sys
 from collections.abc import Iterator
@@ -109,6 +110,24 @@ def test_a_plaintext_job_against_a_tls_ps_hints_at_tls(
     )
 
 
+def test_a_hub_serving_other_data_than_the_trainer_expects_names_both(
+    room: Path, servers: dict[str, ServerProcess]
+) -> None:
+    """The hub serves scale 0.001; the trainer, configured with the default 0.02, used to wait
+    on batches of another shape. Now its first read compares, and one line names both."""
+    ps, hub = address(servers["ps"]), address(servers["hub"])
+    line = one_line(room, "--ps", ps, "--hub", hub, "--config", "token.toml")
+    found = re.fullmatch(
+        rf"sniper: error: hub {re.escape(hub)} serves data 'synthetic' \(76 variables, 13 dense "
+        r"features, batch_size 1024, data keys digest ([0-9a-f]{16})\), but this trainer was "
+        r"configured for data 'synthetic' \(76 variables, 13 dense features, batch_size 1024, "
+        r"data keys digest ([0-9a-f]{16})\); give the hubs and the trainer the same data keys "
+        r"\(data, workload, scale, num_batches, batch_size...\)\n",
+        line,
+    )
+    assert found is not None and found[1] != found[2], line
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -147,17 +166,18 @@ def test_a_ps_that_does_not_answer_in_time(room: Path, servers: dict[str, Server
 
 
 def test_a_job_that_trains_no_batch_exits_1_saying_why(room: Path) -> None:
+    data = ("--scale", "0.001", "--num-batches", "4")  # the trainer's keys are the hub's
     ps = start_server(room, "--workers", "1")
     try:
         hub = start_server(
             room,
             command=[
                 *(sys.executable, "-m", "sniper", "serve", "--role", "hub", "--port", "0"),
-                *("--ps", address(ps), "--scale", "0.001", "--num-batches", "4"),
+                *("--ps", address(ps), *data),
             ],
         )
         try:
-            args = ("train", "--quiet", "--ps", address(ps), "--hub", address(hub))
+            args = ("train", "--quiet", "--ps", address(ps), "--hub", address(hub), *data)
             first = sniper(room, *args, "--output", "first.json", timeout=120)
             assert first.returncode == 0, first.stderr[-3000:]
             again = sniper(room, *args, "--output", "again.json", timeout=120)

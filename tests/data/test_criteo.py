@@ -119,6 +119,14 @@ def test_shards_split_the_file_and_epochs_repeat_it(tmp_path: Path) -> None:
             criteo_line("0", [*INTEGERS[:12], "99999999999999999999"], CATEGORIES),
             "I13 must be a 64-bit integer or empty, got '99999999999999999999'",
         ),
+        (  # dense features are integers: a NaN or Inf never reaches the trainer
+            criteo_line("0", [*INTEGERS[:4], "nan", *INTEGERS[5:]], CATEGORIES),
+            "I5 must be a 64-bit integer or empty, got 'nan'",
+        ),
+        (
+            criteo_line("0", [*INTEGERS[:12], "-inf"], CATEGORIES),
+            "I13 must be a 64-bit integer or empty, got '-inf'",
+        ),
         (
             criteo_line("0", INTEGERS, [*CATEGORIES[:5], "xyz", *CATEGORIES[6:]]),
             "C6 must be 1 to 16 hex digits or empty, got 'xyz'",

@@ -22,10 +22,12 @@ from sniper.data import (
     Batch,
     CriteoFormatError,
     CriteoTsv,
+    DataSource,
     ParquetFormatError,
     ParquetReader,
     Reader,
     convert,
+    open_reader,
     parquet_schema,
     write_parquet,
 )
@@ -374,6 +376,92 @@ def test_nulls_in_a_sign_column_are_refused(tmp_path: Path) -> None:
     message = "column 'v' has nulls; write an empty list for an example without signs"
     with pytest.raises(ParquetFormatError, match=re.escape(message)):
         list(ParquetReader(path, batch_size=2).batches())
+
+
+def nonfinite_file(path: Path, groups: int = 3) -> Path:
+    """Row groups of 2 examples, 2 dense features; row 5, feature 1 is NaN, row 3's is Inf."""
+    dense = np.arange(groups * 4, dtype=np.float32).reshape(groups * 2, 2)
+    dense[5, 1] = np.nan
+    dense[3, 0] = np.inf
+    schema = parquet_schema(("v",), 2, {b"sniper.batch_size": b"2"})
+    with pq.ParquetWriter(path, schema) as writer:
+        for group in range(groups):
+            rows = dense[2 * group : 2 * group + 2]
+            columns = [
+                pa.array([1.0, 0.0], pa.float32()),
+                pa.FixedSizeListArray.from_arrays(pa.array(rows.reshape(-1)), 2),
+                ragged_column([[1], [2]]),
+            ]
+            writer.write_table(pa.table(columns, schema=schema))
+    return path
+
+
+@pytest.mark.parametrize("window_bytes", [WINDOW_BYTES, 1])
+def test_a_nonfinite_dense_feature_is_refused_naming_file_row_and_column(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, window_bytes: int
+) -> None:
+    monkeypatch.setattr("sniper.data._parquet.WINDOW_BYTES", window_bytes)
+    path = nonfinite_file(tmp_path / "nan.parquet")
+    message = (
+        f"{path}: row 3 (from 0), column 'dense', feature 0: inf; dense features must be "
+        'finite (nonfinite_dense = "fill" reads NaN and Inf as 0)'
+    )
+    with pytest.raises(ParquetFormatError, match=re.escape(message)):
+        list(ParquetReader(path).batches())
+    with pytest.raises(ParquetFormatError, match=re.escape(message)):
+        ParquetReader(path).batch(1)
+    shard = f"{path}: row 5 (from 0), column 'dense', feature 1: nan; "
+    with pytest.raises(ParquetFormatError, match=re.escape(shard)):
+        list(ParquetReader(path).batches(shard=0, num_shards=2))  # batches 0 and 2 only
+
+
+def test_nonfinite_dense_fill_reads_nan_and_inf_as_zero(tmp_path: Path) -> None:
+    path = nonfinite_file(tmp_path / "nan.parquet")
+    reader = open_reader(f"parquet:{path}", nonfinite_dense="fill")
+    dense = np.concatenate([batch.dense for batch in reader.batches()])
+    want = np.arange(12, dtype=np.float32).reshape(6, 2)
+    want[5, 1] = want[3, 0] = 0
+    np.testing.assert_array_equal(dense, want)
+    source = DataSource(data=f"parquet:{path}", nonfinite_dense="fill")
+    assert np.isfinite(np.concatenate([b.dense for b in source.open().batches()])).all()
+    with pytest.raises(ParquetFormatError, match="row 3"):
+        list(DataSource(data=f"parquet:{path}").open().batches())
+
+
+def test_huge_finite_dense_features_are_not_taken_for_nonfinite(tmp_path: Path) -> None:
+    path = write_table(
+        tmp_path / "huge.parquet",
+        {
+            "label": pa.array([1.0, 0.0], pa.float32()),
+            "dense": pa.FixedSizeListArray.from_arrays(pa.array(np.full(4, 3e38, np.float32)), 2),
+            "v": ragged_column([[1], [2]]),
+        },
+    )
+    (batch,) = ParquetReader(path, batch_size=2).batches()
+    assert (batch.dense == np.float32(3e38)).all()
+
+
+@pytest.mark.parametrize("keep", [0.5, 0.97])
+def test_a_truncated_file_is_refused_naming_it(
+    synthetic_file: Path, tmp_path: Path, keep: float
+) -> None:
+    content = synthetic_file.read_bytes()
+    path = tmp_path / "cut.parquet"
+    path.write_bytes(content[: int(len(content) * keep)])
+    with pytest.raises(ParquetFormatError, match=re.escape(f"{path}: not a readable Parquet")):
+        ParquetReader(path)
+
+
+def test_a_damaged_row_group_is_refused_naming_the_file(
+    synthetic_file: Path, tmp_path: Path
+) -> None:
+    content = bytearray(synthetic_file.read_bytes())
+    content[4:4000] = bytes(3996)  # the first row group's pages, the footer intact
+    path = tmp_path / "damaged.parquet"
+    path.write_bytes(bytes(content))
+    for read in (lambda r: list(r.batches()), lambda r: r.batch(0)):
+        with pytest.raises(ParquetFormatError, match=re.escape(f"{path}: row groups 0..")):
+            read(ParquetReader(path))
 
 
 def test_reserved_variable_names_are_refused() -> None:

@@ -19,9 +19,9 @@ class JitteryHub(HubRole):
 
     delay = 0.01
 
-    async def read_sample(self) -> Sample | None:
+    async def read_sample(self, *, describe: bool = False) -> Sample | None:
         await anyio.sleep(random.random() * self.delay)
-        return await super().read_sample()
+        return await super().read_sample(describe=describe)
 
 
 async def created(role: PsRole, reader: SyntheticCtr) -> PsRole:

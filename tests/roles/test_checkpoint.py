@@ -74,6 +74,7 @@ async def test_restore_replaces_the_rows_and_keeps_optimizer_state(tmp_path: Pat
             exported = role.engine.table(name).export()
             assert set(exported.signs.tolist()) == set(SIGNS.tolist())  # replaced, not merged
             assert exported.steps.tolist() == [1] * len(SIGNS)  # Adam's step counts came back
+        await step(role, 2)  # the restore rolled batch 2's push back: a resume feeds it again
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ck"]  # no staging left behind
 
 
@@ -286,6 +287,48 @@ async def test_a_symlink_planted_at_the_target_is_replaced_not_followed(tmp_path
             await role.save("ck")
     assert (victim / "precious.txt").read_text() == "keep me"
     assert (root / "elsewhere" / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("which", ["variable", "manifest"])
+async def test_restore_never_follows_a_file_symlink_out_of_the_root(
+    tmp_path: Path, which: str
+) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    async with ps(root) as role:
+        await step(role, 1)
+        await role.save("ck")
+        before = await rows(role)
+        # The same bytes, moved outside the root and linked back: the checksums still hold.
+        name = variable_file("ctx") if which == "variable" else "manifest.json"
+        outside = tmp_path / name
+        (root / "ck" / name).rename(outside)
+        (root / "ck" / name).symlink_to(outside)
+        await step(role, 2)
+        trained = await rows(role)
+        message = f"checkpoint file {root.resolve() / 'ck' / name} is a symlink; "
+        with pytest.raises(CheckpointPathError, match=re.escape(message)):
+            await role.restore("ck")
+        with pytest.raises(CheckpointPathError, match=re.escape(message)):
+            check_checkpoint_files(root / "ck")
+        after = await rows(role)  # step 2's push stands: nothing was restored
+        assert all((after[n] == trained[n]).all() and (after[n] != before[n]).any() for n in NAMES)
+    with pytest.raises(CheckpointPathError, match=re.escape(message)):
+        load_checkpoint(root / "ck")
+
+
+async def test_restore_never_follows_a_directory_symlink_out_of_the_root(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    async with ps(root) as role:
+        await step(role, 1)
+        await role.save("ck")
+        (root / "ck").rename(tmp_path / "ck")
+        (root / "ck").symlink_to(tmp_path / "ck")
+        with pytest.raises(CheckpointPathError, match="'ck' is not under this ps's"):
+            await role.restore("ck")
 
 
 SAVER = """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -9,7 +10,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sniper.roles import AlreadyPushedError, PsEngine, UnknownBatchError, UnknownVariableError
+from sniper.roles import (
+    AlreadyPushedError,
+    PsEngine,
+    ReopenedBatchError,
+    UnknownBatchError,
+    UnknownVariableError,
+)
 from sniper.rpc import LookupTarget
 from sniper.scheduler import SCHEDULER_NAMES, KeyLike, TaskHandle, TaskKey, open_scheduler
 from sniper.scheduler._adaptive import AdaptiveScheduler
@@ -288,6 +295,59 @@ def test_the_same_push_sent_twice_at_once_is_applied_once() -> None:
         # Every sign received exactly one gradient of 1.0 per batch: SGD(1.0) took 30 steps.
         np.testing.assert_array_equal(engine.table("a").get(signs), np.full((2000, 2), -30.0))
         assert refused == 30 and engine.pending_batches() == 0
+
+
+def test_a_pushed_batch_is_never_fed_again_until_a_restore_forgets_it(engine: PsEngine) -> None:
+    engine.feed_many(4, [("a", SIGNS, OFFSETS), ("b", SIGNS, OFFSETS)])
+    engine.lookup(4, ["a", "b"])
+    engine.push_grad(4, {"a": GRADS, "b": GRADS})
+    rows = engine.table("a").get(SIGNS)
+    for names in (["a"], ["b", "a"]):
+        with pytest.raises(
+            ReopenedBatchError,
+            match=f"batch 4 of variable {names[0]!r} was already pushed; a batch id is never "
+            "fed again once pushed: feed the batch under a new id",
+        ):
+            engine.feed_many(4, [(name, SIGNS, OFFSETS) for name in names])
+    assert engine.pending_batches() == 0  # the refused feed kept nothing, not even of "b"
+    with pytest.raises(AlreadyPushedError):
+        engine.push_grad(4, {"a": GRADS})
+    np.testing.assert_array_equal(engine.table("a").get(SIGNS), rows)
+    engine.forget_pushed(["a"])  # a restore of "a" rolled its pushes back
+    engine.feed(4, "a", SIGNS, OFFSETS)
+    with pytest.raises(ReopenedBatchError, match="variable 'b'"):
+        engine.feed(4, "b", SIGNS, OFFSETS)
+
+
+@pytest.mark.parametrize("backend", ["inline", "work_stealing"])
+def test_a_feed_the_pinned_rows_leave_no_room_for_is_refused_until_rows_come_back(
+    backend: str,
+) -> None:
+    with open_scheduler(backend, workers=2) as scheduler:
+        engine = PsEngine(scheduler)
+        engine.create_variable("a", EmbeddingTable(2, capacity=1000, optimizer=SGD(1.0)))
+        fresh = [np.arange(100 * b + 1, 100 * b + 101, dtype=np.uint64) for b in range(14)]
+        offsets = np.array([0, 60, 100])
+        for batch in range(10):  # abandoned batches: fed, never looked up nor pushed
+            engine.feed(batch, "a", fresh[batch], offsets)
+        message = (
+            "variable 'a' cannot admit this batch's signs in shard 0: 10 fed batches not yet "
+            "pushed pin every row there (1000 rows in 1 shards); push or release them (an "
+            "abandoned one expires after batch_ttl=300 s), or raise its capacity"
+        )
+        for batch in (10, 11):  # found by the first one's pins, then before any work
+            with pytest.raises(CapacityError, match=re.escape(message)):
+                engine.feed(batch, "a", fresh[batch], offsets)
+        assert engine.pending_batches() == 10  # a refused feed keeps nothing
+        engine.feed(3, "a", fresh[3], offsets)  # a batch re-fed has its rows: admitted
+        engine.lookup(4, ["a"])
+        engine.push_grad(4, {"a": np.ones((2, 2), np.float32)})  # gives its 100 rows back
+        engine.feed(12, "a", fresh[12], offsets)
+        with pytest.raises(CapacityError, match="10 fed batches not yet pushed pin every row"):
+            engine.feed(13, "a", fresh[13], offsets)
+        engine.release(0)  # a release gives rows back too
+        engine.feed(13, "a", fresh[13], offsets)
+        np.testing.assert_array_equal(engine.lookup(13, ["a"])["a"].pooled.shape, (2, 2))
 
 
 def test_fed_batches_that_are_never_pushed_are_capped() -> None:

@@ -149,6 +149,7 @@ def test_trains_against_servers_started_elsewhere(tmp_path: Path) -> None:
                     ps_list,
                     "--hub",
                     f"127.0.0.1:{hub.port}",
+                    *("--scale", "0.01", "--num-batches", "30"),  # the hub's data keys
                     "--output",
                     str(output),
                 ],

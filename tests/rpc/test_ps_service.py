@@ -13,7 +13,7 @@ from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 from numpy.typing import NDArray
 
-from sniper.roles import PsRoleConfig
+from sniper.roles import MAX_PUSH_VALUE, PsRoleConfig
 from sniper.roles._checkpoint import manifest_digest
 from sniper.roles._ps import _nonfinite
 from sniper.rpc import Checkpointed, LookupTarget, PsClient, VariableConfig
@@ -366,6 +366,25 @@ async def test_push_overwrites_rows() -> None:
         np.testing.assert_array_equal(await client.pull("emb", SIGNS[:2]), rows)
 
 
+async def test_push_refuses_rows_a_lookup_could_pool_to_inf() -> None:
+    async with running_ps() as (_service, client):
+        await create(client)
+        huge = np.full((2, 4), 3e38, np.float32)  # finite, but two of them sum to Inf
+        await expect(
+            Status.INVALID_ARGUMENT,
+            "rows of 'emb' hold a value of magnitude 3e+38, over Push's bound of 1e+30 (a "
+            "lookup's sum of such rows could overflow float32); nothing was written",
+            client.push("emb", SIGNS[:2], huge),
+        )
+        assert (await client.stats()).variables[0].rows == 0
+        bound = np.full((2, 4), -MAX_PUSH_VALUE, np.float32)  # the bound itself is written
+        await client.push("emb", SIGNS[:2], bound)
+        await client.feed_sample(1, {"emb": (SIGNS[:2], np.array([0, 2]))})
+        pooled = (await client.embedding_lookup(1, ["emb"]))["emb"].pooled
+        assert np.isfinite(pooled).all()
+        np.testing.assert_allclose(pooled, np.full((1, 4), -2e30), rtol=1e-6)
+
+
 async def test_health_turns_not_serving_once_the_ps_cannot_serve() -> None:
     request = HealthCheckRequest(service="sniper.v1.Ps")
     for stop in ("drain", "close the scheduler"):
@@ -421,3 +440,26 @@ async def test_a_pull_bigger_than_the_message_limit_is_refused_before_gathering(
             client.pull("wide", signs),
         )
         assert (await client.pull("wide", signs[:50])).shape == (50, 4096)
+
+
+async def test_a_lookup_bigger_than_the_message_limit_is_refused_before_gathering() -> None:
+    """The finding's numbers: an answer of 305 MiB against max_message_mb 256."""
+    async with running_ps(max_message_bytes=256 * 2**20) as (role, client):
+        await client.create_variable(VariableConfig("wide", 1024, 16))
+        examples = 78_125  # one sign each, the same one: 78,125 x 1024 x 4 B = 305 MiB pooled
+        signs = np.full(examples, 7, dtype=np.uint64)
+        await client.feed_sample(1, {"wide": (signs, np.arange(examples + 1, dtype=np.int64))})
+        await expect(
+            Status.RESOURCE_EXHAUSTED,
+            "EmbeddingLookup of batch 1 (1 variables) would answer 305 MB, over this server's "
+            "max_message_mb of 256; look up fewer variables at a time, or smaller batches",
+            client.embedding_lookup(1, ["wide"]),
+        )
+        assert role.engine.pending_batches() == 1  # refused before anything: still fed
+        host, _, port = client.address.rpartition(":")
+        narrow = PsClient(host, int(port), wire_dtype="bfloat16")  # 153 MB: within the limit
+        try:
+            half = await narrow.embedding_lookup(1, ["wide"])
+        finally:
+            narrow.close()
+        assert half["wide"].pooled.shape == (examples, 1024)

@@ -85,6 +85,12 @@ async def test_a_training_step_and_the_caller_mistakes_of_the_grpc_contract() ->
             "batch 7 of variable 'emb' was already pushed; a gradient is applied once",
             client.push_grad(7, {"emb": np.ones((2, 4), np.float32)}),
         )
+        await expect(  # nor is the pushed batch reopened for a second push
+            Status.FAILED_PRECONDITION,
+            "batch 7 of variable 'emb' was already pushed; a batch id is never fed again once "
+            "pushed: feed the batch under a new id",
+            client.feed_sample(7, {"emb": (SIGNS, OFFSETS)}),
+        )
         await expect(
             Status.NOT_FOUND,
             "batch 8 of variable 'emb' was not fed to this ps (or was already pushed or expired)",

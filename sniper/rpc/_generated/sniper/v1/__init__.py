@@ -188,6 +188,12 @@ class PushRequest(betterproto.Message):
     name: str = betterproto.string_field(1)
     signs: "Tensor" = betterproto.message_field(2)
     rows: "Tensor" = betterproto.message_field(3)
+    """
+    float32 [n, dim]; optimizer state of these rows is reset. Every |value| must be at most
+     1e30 (sniper.roles.MAX_PUSH_VALUE), else INVALID_ARGUMENT and nothing is written: a
+     lookup sums a bag's rows in float32, and below the bound no bag a request can carry
+     pools to Inf (two rows of 3e38 would).
+    """
 
 
 @dataclass(eq=False, repr=False)
@@ -309,7 +315,22 @@ class DropVariableResponse(betterproto.Message):
 
 @dataclass(eq=False, repr=False)
 class ReadSampleRequest(betterproto.Message):
-    pass
+    describe: bool = betterproto.bool_field(1)
+    """
+    Answer with the data this hub serves too (served): a trainer asks on its first read of
+     each hub, and stops, naming both sides, when the hub's data is not the one it expects.
+    """
+
+
+@dataclass(eq=False, repr=False)
+class DataServed(betterproto.Message):
+    """The data a hub serves, as its config and its reader say."""
+
+    data: str = betterproto.string_field(1)
+    variables: List[str] = betterproto.string_field(2)
+    dense_features: int = betterproto.uint32_field(3)
+    batch_size: int = betterproto.uint32_field(4)
+    digest: str = betterproto.string_field(5)
 
 
 @dataclass(eq=False, repr=False)
@@ -334,6 +355,7 @@ class ReadSampleResponse(betterproto.Message):
     labels: "Tensor" = betterproto.message_field(2)
     dense: "Tensor" = betterproto.message_field(3)
     end_of_data: bool = betterproto.bool_field(4)
+    served: "DataServed" = betterproto.message_field(5)
 
 
 @dataclass(eq=False, repr=False)
