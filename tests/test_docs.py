@@ -387,3 +387,28 @@ def test_the_command_line_synopsis_is_sniper_s_own() -> None:
         assert not unknown, f"`{' '.join(path)}` has no {sorted(unknown)}: {entry}"
         shown.add(" ".join(path))
     assert every_command(build_parser()) <= shown
+
+
+def flat(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``table``'s values by dotted key, nested tables opened."""
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            out |= flat(value, f"{prefix}{key}.")
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def test_criteo_toml_is_the_readme_s_job_and_what_the_readme_says_it_adds() -> None:
+    """README: "criteo.toml is this file with an output path, `num_ps = 2` and two more
+    variables (C12 sharded like C3, C9 narrow)" (it once differed from the block)."""
+    readme = flat(tomllib.loads(toml_under("README.md", "## Train on your own data")))
+    shipped = flat(tomllib.loads((ROOT / "experiments/configs/criteo.toml").read_text()))
+    assert {key: shipped.get(key) for key in readme} == readme
+    added = sorted(
+        {key.split(".")[1] if "." in key else key for key in set(shipped) - readme.keys()}
+    )
+    assert added == ["C12", "C9", "num_ps", "output"]
+    assert shipped["num_ps"] == 2
+    assert shipped["variables.C12.shards"] == shipped["variables.C3.shards"]
