@@ -412,3 +412,24 @@ def test_criteo_toml_is_the_readme_s_job_and_what_the_readme_says_it_adds() -> N
     assert added == ["C12", "C9", "num_ps", "output"]
     assert shipped["num_ps"] == 2
     assert shipped["variables.C12.shards"] == shipped["variables.C3.shards"]
+
+
+def test_every_command_in_prose_names_flags_sniper_has() -> None:
+    """A ``sniper ...`` span in a doc's prose may leave out required arguments or write a
+    placeholder for a value, but every command and flag it names exists (the README once
+    showed ``sniper eval ... --batch-size N``, a flag of ``train``)."""
+    spans = [
+        (doc, span)
+        for doc in DOCS
+        for span in re.findall(r"`(sniper [^`]+)`", (ROOT / doc).read_text().replace("\n", " "))
+    ]
+    assert len(spans) > 50
+    for doc, span in spans:
+        words = [
+            PLACEHOLDERS.get(w, w) for w in shlex.split(span.replace("[", " ").replace("]", " "))
+        ]
+        if words[1:] == ["..."]:
+            continue
+        error = parse_error(words[1:])
+        assert "unrecognized arguments" not in error, f"{doc}: `{span}`: {error}"
+        assert "invalid choice" not in error, f"{doc}: `{span}`: {error}"
