@@ -433,3 +433,19 @@ def test_every_command_in_prose_names_flags_sniper_has() -> None:
         error = parse_error(words[1:])
         assert "unrecognized arguments" not in error, f"{doc}: `{span}`: {error}"
         assert "invalid choice" not in error, f"{doc}: `{span}`: {error}"
+
+
+def test_seed_ctr_small_is_the_default_with_what_the_readme_says_differs() -> None:
+    """README: "seed_ctr_small.toml is the default's data and model with 2 ps on
+    `work_stealing` of 1 worker each, where the default runs 1 ps on `adaptive`" (it once
+    said the file spelled the default out)."""
+    default = load_train_config(None, {})
+    small = load_train_config(ROOT / "experiments/configs/seed_ctr_small.toml", {})
+    differ = {
+        f.name: getattr(small, f.name)
+        for f in dataclasses.fields(default)
+        if getattr(small, f.name) != getattr(default, f.name) and f.name != "variables"
+    }
+    assert differ == {"num_ps": 2, "scheduler": "work_stealing", "workers": 1}
+    assert small.model_spec() == default.model_spec()
+    assert (default.num_ps, default.scheduler) == (0, "adaptive")  # 0: 1 ps in one process
