@@ -35,6 +35,7 @@ SLOW = (
     "tests/test_bench_chaos.py",
     "tests/test_bench_profile.py",
     "tests/test_bench_e2e.py",
+    "tests/test_docs.py",
 )
 """Test files that each take a minute or more on two cores."""
 
