@@ -175,12 +175,13 @@ class RayPlacement:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         bundle, options = self._request(role)
+        self._check_cluster(role, count, bundle)
         group = placement_group([bundle] * count, strategy=self.strategy)
         self._groups.append(group)
         try:
             self.ray.get(group.ready(), timeout=timeout)
         except self.ray.exceptions.GetTimeoutError:
-            raise RuntimeError(
+            raise ValueError(
                 f"Ray could not place {count} {role} with {bundle} ({self.strategy}) "
                 f"within {timeout:.0f} s: the cluster lacks those resources"
             ) from None
@@ -193,6 +194,20 @@ class RayPlacement:
         ]
         self.actors += actors
         return actors
+
+    def _check_cluster(self, role: str, count: int, bundle: Mapping[str, float]) -> None:
+        """Refuse at once, naming the numbers, ``count`` servers of ``role`` that need more of
+        a resource than the whole cluster has (``num_ps = 100000``), rather than wait for a
+        placement that can never be made: a config error, as the local launcher's bounds
+        are (exit 2)."""
+        total = self.ray.cluster_resources()
+        for resource, amount in bundle.items():
+            need, have = amount * count, float(total.get(resource, 0.0))
+            if need > have:
+                raise ValueError(
+                    f"{count} {role} with {bundle} need {need:g} {resource} in all; the Ray "
+                    f"cluster has {have:g}: ask for fewer, or less each ([resources.{role}])"
+                )
 
     def _record_nodes(self, names: list[str], actors: list[Any], addresses: list[str]) -> None:
         for name, address, node in zip(

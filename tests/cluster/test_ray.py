@@ -85,8 +85,9 @@ JOB = (
 )
 
 
-def run_in(namespace: str, tmp_path: Path, *args: str) -> dict[str, object]:
-    """Run the cluster script in the namespace; what it reports of the job."""
+def run_in(namespace: str, tmp_path: Path, *args: str, rc: int = 0) -> dict[str, object]:
+    """Run the cluster script in the namespace; what it reports of the job (which exited
+    ``rc``)."""
     (tmp_path / "cluster.py").write_text(CLUSTER)
     ran = subprocess.run(
         ["ip", "netns", "exec", namespace, sys.executable, "cluster.py", *args],
@@ -98,13 +99,27 @@ def run_in(namespace: str, tmp_path: Path, *args: str) -> dict[str, object]:
     )
     assert ran.returncode == 0, ran.stderr[-3000:]
     result: dict[str, object] = json.loads(ran.stdout.strip().splitlines()[-1])
-    assert result["rc"] == 0, result["err"]
+    assert result["rc"] == rc, result["err"]
     # Nothing of Ray or sniper outlives the job in the namespace.
     left = subprocess.run(
         ["ip", "netns", "pids", namespace], capture_output=True, text=True, check=True
     ).stdout.split()
     assert left == [], [Path(f"/proc/{pid}/cmdline").read_text() for pid in left]
     return result
+
+
+def test_more_ps_than_the_ray_cluster_can_hold_is_refused_at_once_naming_the_numbers(
+    namespace: str, tmp_path: Path
+) -> None:
+    """num_ps = 50 of half a CPU and a ps_slot each, on a cluster of 4 CPUs and 2 ps_slots:
+    one line with the numbers, not a wait for a placement that cannot be made."""
+    (tmp_path / "job.toml").write_text(JOB.format(batches=30, extra="num_ps = 50\n"))
+    result = run_in(namespace, tmp_path, rc=2)
+    err = str(result["err"]).strip()
+    assert err.splitlines()[-1].startswith(
+        "sniper: error: 50 ps with {'CPU': 0.5, 'ps_slot': 1.0} need 25 CPU in all; the Ray "
+        "cluster has 4: ask for fewer, or less each ([resources.ps])"
+    ), err
 
 
 def test_ray_places_each_ps_on_its_own_node_and_leaves_nothing(
