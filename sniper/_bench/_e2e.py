@@ -12,7 +12,9 @@ process with ``torch.optim.Adagrad`` on the embeddings and Adam on the dense lay
 same synthetic batches, holding out the same batches as sniper's trainer. Signs map to rows
 by the hashing trick (``sign % rows``, rows = the variable's vocabulary, at most 2**20).
 ``--peer torchrec``: the same with TorchRec's ``FusedEmbeddingBagCollection``
-(``sniper._bench._torchrec_peer``).
+(``sniper._bench._torchrec_peer``). ``--model dlrm --peer torchrec``: sniper's zoo DLRM against
+TorchRec's DLRM, the same model on both sides, with their held-out AUCs at the same step
+(``sniper._bench._dlrm_peer``).
 
 Data: both train on the same synthetic batches, made before either clock starts. The peer gets
 them as tensors already mapped to rows; sniper's hub reads them from a Parquet file written
@@ -34,6 +36,14 @@ from typing import Any
 import numpy as np
 import tomli_w
 
+from sniper._bench._dlrm_peer import PEER as DLRM_PEER
+from sniper._bench._dlrm_peer import (
+    DlrmPeerRun,
+    dlrm_target,
+    model_table,
+    print_auc_comparison,
+    run_torchrec_dlrm,
+)
 from sniper._bench._report import PeerMissing, verdict
 from sniper._bench._torch_peer import import_torch
 from sniper._bench._torchrec_peer import MAX_ROWS, run_torchrec, table_rows, torchrec_python
@@ -83,7 +93,7 @@ def job_settings(
     and the dense model when it is not the numpy MLP (``[model] factory``)."""
     settings: dict[str, object] = {"stats_interval": PROGRESS_SECONDS}
     if model != "mlp":
-        settings["model"] = {"factory": model}
+        settings["model"] = model_table(model)
     if sent := _on_the_wire(launcher, wire_dtype):
         settings["wire_dtype"] = sent
     return settings
@@ -217,13 +227,18 @@ def _torch(workload: Workload, data: SyntheticCtr, threads: int) -> tuple[float,
     return trained * workload.batch_size / seconds, trained
 
 
-def target(peer: str, launcher: str, workload: Workload, scale: float) -> float | None:
+def target(
+    peer: str, launcher: str, workload: Workload, scale: float, model: str = "mlp"
+) -> float | None:
     """Issue 15's ratio for this row, or None where it sets none.
 
     Against TorchRec: 1.5x at the full shape and 1.0x at scale 0.02 for the job ``sniper
     train`` runs by default on one machine (in one process), 1.0x at the full shape over gRPC
     between processes. Against torch: 2.5x at the full shape, 1.5x at 0.02 and on ``criteo``.
+    The same DLRM against TorchRec's: :func:`~sniper._bench._dlrm_peer.dlrm_target`.
     """
+    if peer == "torchrec" and model == "dlrm":
+        return dlrm_target(launcher)
     full, small = scale >= 1.0, scale <= 0.02
     if peer == "torchrec":
         if launcher == "inprocess":
@@ -305,12 +320,14 @@ def run(
         return
     if peer == "torchrec":
         torchrec_python()  # a missing environment fails now, not after sniper's run
+    same_dlrm = peer == "torchrec" and model == "dlrm"
+    peer_label = DLRM_PEER if same_dlrm else PEERS[peer]
     launchers = ["inprocess", "local"] if launcher == "auto" else [launcher]
     print(
         f"sniper bench e2e: {workload.name} at scale {scale} ({batches} batches of "
         f"{workload.batch_size}), sniper = ps + 1 hub + trainer "
         f"({' and '.join(LAUNCHERS[name] + _wire_note(name, wire_dtype) for name in launchers)}), "
-        f"dense model {model}, peer = {PEERS[peer]} with {threads} threads"
+        f"dense model {model}, peer = {peer_label} with {threads} threads"
     )
     if wire_dtype != "float32" and not any(_on_the_wire(name, wire_dtype) for name in launchers):
         print(f"note: --wire-dtype {wire_dtype} does nothing here: the one-process job has no wire")
@@ -320,7 +337,11 @@ def run(
         name: _sniper(workload, data, seed, name, wire_dtype, model).report for name in launchers
     }
     missing: PeerMissing | None = None
-    if peer == "torchrec":
+    dlrm: DlrmPeerRun | None = None
+    if same_dlrm:
+        dlrm = run_torchrec_dlrm(workload, data, threads, eval_every=EVAL_EVERY, seed=seed)
+        torch_rate, torch_batches = dlrm.examples_per_second, dlrm.batches
+    elif peer == "torchrec":
         torch_rate, torch_batches = run_torchrec(
             workload, data, threads, hidden=HIDDEN, eval_every=EVAL_EVERY
         )
@@ -339,15 +360,19 @@ def run(
                 f"{rate:,.0f}",
                 str(report.steps),
                 "-" if ratio is None else f"{ratio:.2f}x",
-                "-" if ratio is None else _verdict(ratio, target(peer, name, workload, scale)),
+                "-"
+                if ratio is None
+                else _verdict(ratio, target(peer, name, workload, scale, model)),
             ]
         )
     if missing is None:
-        rows.append([PEERS[peer], f"{torch_rate:,.0f}", str(torch_batches), "1.00x", "-"])
+        rows.append([peer_label, f"{torch_rate:,.0f}", str(torch_batches), "1.00x", "-"])
     print()
     print_table(["", "examples/s", "batches", "ratio", "target"], rows)
     if missing is not None:
         print(f"note: {missing}; sniper's rows have no ratio")
+    if dlrm is not None:
+        print_auc_comparison({f"sniper, {LAUNCHERS[n]}": r for n, r in reports.items()}, dlrm)
     shown = launchers[0]
     report = reports[shown]
     print(

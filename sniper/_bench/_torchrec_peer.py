@@ -17,18 +17,20 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from sniper._bench._report import PeerMissing
-from sniper.data import SyntheticCtr, Workload
+from sniper.data import Batch, SyntheticCtr, Workload
 
 __all__ = [
     "INSTALL_HINT",
     "MAX_ROWS",
+    "jagged_batch",
     "peer_rows",
     "run_script",
     "run_torchrec",
@@ -94,28 +96,47 @@ def write_batches(
     }
     count = 0
     for index, batch in enumerate(data.batches()):
-        parts = [batch.sparse[name] for name in names]
-        arrays[f"values_{index}"] = np.concatenate(
-            [
-                (signs % np.uint64(rows[n])).astype(np.int64)
-                for n, (signs, _) in zip(names, parts, strict=True)
-            ]
+        arrays |= jagged_batch(
+            index, batch, names, lambda n, signs: (signs % np.uint64(rows[n])).astype(np.int64)
         )
-        arrays[f"lengths_{index}"] = np.concatenate(
-            [np.diff(offsets).astype(np.int64) for _, offsets in parts]
-        )
-        arrays[f"dense_{index}"] = batch.dense
-        arrays[f"labels_{index}"] = batch.labels
         count += 1
     arrays["batches"] = count
     np.savez(path, **arrays)
 
 
+def jagged_batch(
+    index: int,
+    batch: Batch,
+    names: Sequence[str],
+    row_ids: Callable[[str, NDArray[np.uint64]], NDArray[np.int64]],
+) -> dict[str, NDArray[Any]]:
+    """Batch ``index`` as the peer scripts read it: ``values_INDEX`` (each variable's row ids,
+    ``row_ids(name, signs)``, variable by variable), ``lengths_INDEX`` (each example's count,
+    the same order: what ``KeyedJaggedTensor.from_lengths_sync`` reads), ``dense_INDEX`` and
+    ``labels_INDEX``."""
+    parts = [batch.sparse[name] for name in names]
+    return {
+        f"values_{index}": np.concatenate(
+            [row_ids(n, signs) for n, (signs, _) in zip(names, parts, strict=True)]
+        ),
+        f"lengths_{index}": np.concatenate(
+            [np.diff(offsets).astype(np.int64) for _, offsets in parts]
+        ),
+        f"dense_{index}": batch.dense,
+        f"labels_{index}": batch.labels,
+    }
+
+
 def run_script(
-    mode: str, path: Path, threads: int, env: Mapping[str, str] | None = None
+    mode: str | None,
+    path: Path,
+    threads: int,
+    env: Mapping[str, str] | None = None,
+    script: Path = SCRIPT,
 ) -> dict[str, Any]:
     """Run ``_torchrec_script.py MODE PATH THREADS`` in the TorchRec environment (with ``env``
-    over this process's environment); its JSON line.
+    over this process's environment); its JSON line. Another ``script`` takes no ``mode``
+    (None): ``SCRIPT PATH THREADS``.
 
     A Python that cannot import torch or TorchRec is :class:`PeerMissing` (the user's
     environment, with the way to make one); any other failure of the script is a bug of the
@@ -123,7 +144,7 @@ def run_script(
     """
     python = torchrec_python()
     done = subprocess.run(
-        [python, str(SCRIPT), mode, str(path), str(threads)],
+        [python, str(script), *([mode] if mode else []), str(path), str(threads)],
         capture_output=True,
         text=True,
         check=False,
