@@ -13,13 +13,14 @@ sequence than its mean (DIN's attention, BST's transformer) is a module of the u
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import NamedTuple
 
 import torch
 
 from sniper.models import ModelInputs
 from sniper.torch._model import Feature
 
-__all__ = ["field_dims", "fields", "input_width", "sequence_mean"]
+__all__ = ["Parts", "field_dims", "fields", "input_parts", "input_width", "sequence_mean"]
 
 
 def field_dims(inputs: ModelInputs) -> dict[str, int]:
@@ -49,3 +50,32 @@ def sequence_mean(values: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
     example = torch.repeat_interleave(torch.arange(batch, device=values.device), lengths)
     sums = values.new_zeros(batch, values.shape[1]).index_add(0, example, values)
     return sums / lengths.clamp(min=1).unsqueeze(1).to(values.dtype)
+
+
+class Parts(NamedTuple):
+    """A model's input in three parts, whichever form it came in."""
+
+    pooled: torch.Tensor
+    """``[batch, embedding_width]``: the pooled variables' embeddings side by side."""
+    sequences: list[torch.Tensor]
+    """Each sequence variable's ``[batch, dim]`` field (its mean)."""
+    dense: torch.Tensor
+    """``[batch, dense_features]``."""
+
+
+def input_parts(
+    embedding_width: int,
+    inputs: torch.Tensor | Mapping[str, Feature],
+    other: torch.Tensor | Mapping[str, Feature] | None,
+) -> Parts:
+    """The parts of a zoo network's input, in either form a ``takes_matrix`` network is
+    called with: ``(matrix[, sequences])`` by :class:`~sniper.torch.TorchModel` (the pooled
+    part a view of the matrix: no copy), or ``(embeddings, dense)`` by a loop of the user's
+    own (``TrainCtx``)."""
+    if isinstance(inputs, Mapping):
+        assert isinstance(other, torch.Tensor), "forward(embeddings, dense)"
+        pooled = [f for f in inputs.values() if not isinstance(f, tuple)]
+        sequences = fields({k: f for k, f in inputs.items() if isinstance(f, tuple)})
+        return Parts(torch.cat(pooled, dim=1), sequences, other)
+    sequences = fields(other) if isinstance(other, Mapping) else []
+    return Parts(inputs[:, :embedding_width], sequences, inputs[:, embedding_width:])

@@ -19,7 +19,7 @@ from torch import nn
 
 from sniper.models import ModelInputs
 from sniper.torch._model import Feature
-from sniper.torch.models._fields import fields, input_width
+from sniper.torch.models._fields import input_parts, input_width
 from sniper.torch.models._zoo import ZooModel, layers
 
 __all__ = ["MlpNet", "TorchMlp"]
@@ -56,13 +56,10 @@ class MlpNet(nn.Module):
     ) -> torch.Tensor:
         """``(matrix[, sequences])`` as :class:`~sniper.torch.TorchModel` calls it, or the
         zoo's ``(embeddings, dense)`` as a loop of the user's own (``TrainCtx``) does."""
-        if isinstance(inputs, Mapping):
-            assert isinstance(other, torch.Tensor), "forward(embeddings, dense)"
-            return self.layers(torch.cat([*fields(inputs), other], dim=1))  # type: ignore[no-any-return]
-        if isinstance(other, Mapping) and other:
-            split = self.embedding_width
-            inputs = torch.cat([inputs[:, :split], *fields(other), inputs[:, split:]], dim=1)
-        return self.layers(inputs)  # type: ignore[no-any-return]
+        if isinstance(inputs, torch.Tensor) and not other:
+            return self.layers(inputs)  # type: ignore[no-any-return]  # the matrix as it is
+        parts = input_parts(self.embedding_width, inputs, other)
+        return self.layers(torch.cat([parts.pooled, *parts.sequences, parts.dense], dim=1))  # type: ignore[no-any-return]
 
 
 class TorchMlp(ZooModel):
