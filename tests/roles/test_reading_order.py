@@ -247,14 +247,14 @@ async def test_no_batch_s_input_is_written_by_another_while_it_trains(
         written[id(labels)] = dense.copy()
         return input_matrix(pipeline, ticket, labels, dense)  # type: ignore[arg-type]
 
-    def checking(model: Any, inputs: NDArray[np.float32], labels: Any, auc: Any) -> Any:
+    def checking(model: Any, inputs: NDArray[np.float32], labels: Any, *rest: Any) -> Any:
         def intact() -> bool:
             start = model.inputs.embedding_width
             return bool(np.array_equal(inputs[:, start:], written[id(labels)]))
 
         before = intact()
         time.sleep(0.005)  # room for another batch's lookup to write, were it allowed to
-        result = forward_backward(model, inputs, labels, auc)
+        result = forward_backward(model, inputs, labels, *rest)
         if not (before and intact()):
             mismatches.append(id(labels))
         return result
