@@ -36,6 +36,7 @@ SLOW = (
     "tests/test_bench_profile.py",
     "tests/test_bench_e2e.py",
     "tests/test_docs.py",
+    "tests/test_bench_limit.py",
 )
 """Test files that each take a minute or more on two cores."""
 

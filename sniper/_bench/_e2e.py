@@ -16,6 +16,10 @@ by the hashing trick (``sign % rows``, rows = the variable's vocabulary, at most
 TorchRec's DLRM, the same model on both sides, with their held-out AUCs at the same step
 (``sniper._bench._dlrm_peer``).
 
+Kernel-bound limit: after each of sniper's runs, the same job's store kernels and dense model
+run on its batches with nothing around them (:mod:`sniper._bench._limit`); the table gives
+that limit in ms per trained batch beside the run's own, and their ratio, the job's efficiency.
+
 Data: both train on the same synthetic batches, made before either clock starts. The peer gets
 them as tensors already mapped to rows; sniper's hub reads them from a Parquet file written
 from the same generator (``sniper data convert synthetic`` does the same), as a production hub
@@ -44,6 +48,7 @@ from sniper._bench._dlrm_peer import (
     print_auc_comparison,
     run_torchrec_dlrm,
 )
+from sniper._bench._limit import KernelLimit, measure_limit
 from sniper._bench._report import PeerMissing, verdict
 from sniper._bench._torch_peer import import_torch
 from sniper._bench._torchrec_peer import MAX_ROWS, run_torchrec, table_rows, torchrec_python
@@ -106,8 +111,11 @@ def _sniper(
     launcher: str = "local",
     wire_dtype: str = "float32",
     model: str = "mlp",
+    limit: bool = False,
 ) -> _Run:
-    """``sniper train``'s report, with the whole command's seconds, start-up in."""
+    """``sniper train``'s report, with the whole command's seconds, start-up in; with
+    ``limit``, then the job's kernel-bound limit (:mod:`sniper._bench._limit`), measured once
+    the job has stopped, on its own config and batches."""
     with tempfile.TemporaryDirectory() as tmp:
         settings = job_settings(launcher, wire_dtype, model)
         config, output = write_job(Path(tmp), workload, data, seed, launcher, settings)
@@ -117,7 +125,9 @@ def _sniper(
         )
         if last is not None:
             raise RuntimeError(f"sniper train failed: {last}")
-        return _Run(read_report(output).report, time.perf_counter() - started)
+        wall = time.perf_counter() - started
+        kernels = measure_limit(config, workload, data) if limit else None
+        return _Run(read_report(output).report, wall, kernels)
 
 
 @dataclass(frozen=True)
@@ -127,6 +137,20 @@ class _Run:
     report: TrainReport
     wall_seconds: float
     """The whole command's seconds, its start-up and stop included."""
+    limit: KernelLimit | None = None
+    """The job's kernel-bound limit, where measured."""
+
+    @property
+    def seconds_per_batch(self) -> float:
+        """The trainer's seconds per trained batch (what its examples/s counts)."""
+        return self.report.seconds / self.report.steps if self.report.steps else 0.0
+
+    @property
+    def efficiency(self) -> float | None:
+        """The kernel-bound limit over the actual seconds per batch, where both are known."""
+        if self.limit is None or not self.seconds_per_batch:
+            return None
+        return self.limit.efficiency(self.seconds_per_batch)
 
 
 WARM_UP_BATCHES = 12
@@ -263,6 +287,35 @@ def _wire_note(launcher: str, wire_dtype: str) -> str:
     return f", {sent} on the wire" if sent else ""
 
 
+EFFICIENCY_TARGET = {"inprocess": 0.7, "local": 0.5}
+"""Issue 44's efficiency (kernel-bound limit over actual time per batch) for each launcher."""
+
+
+def _efficiency_cells(run: _Run, launcher: str) -> list[str]:
+    """A row's ms per batch, kernel-bound limit in ms per batch, and efficiency with its
+    verdict; ``-`` where the limit was not measured."""
+    actual = f"{run.seconds_per_batch * 1e3:.2f}" if run.seconds_per_batch else "-"
+    efficiency = run.efficiency
+    if run.limit is None or efficiency is None:
+        return [actual, "-", "-"]
+    wanted = EFFICIENCY_TARGET.get(launcher)
+    judged = f" (>= {wanted:g}: {verdict(efficiency, wanted)})" if wanted is not None else ""
+    return [actual, f"{run.limit.seconds_per_batch * 1e3:.2f}", f"{efficiency:.2f}{judged}"]
+
+
+def _print_limits(runs: Mapping[str, _Run]) -> None:
+    """What each row's kernel-bound limit is made of."""
+    measured = [(name, run.limit) for name, run in runs.items() if run.limit is not None]
+    if not measured:
+        return
+    print(
+        "\nkernel-bound limit (the job's store kernels and dense model on its batches with "
+        "nothing around them; efficiency = limit / ms per batch):"
+    )
+    for name, limit in measured:
+        print(f"  {LAUNCHERS[name]}: {limit.describe()}")
+
+
 def _verdict(ratio: float, wanted: float | None) -> str:
     if wanted is None:
         return "-"
@@ -333,8 +386,8 @@ def run(
         print(f"note: --wire-dtype {wire_dtype} does nothing here: the one-process job has no wire")
     _warm_up(workload, scale, seed, launchers[-1], wire_dtype, model)  # "local" where measured
     data = SyntheticCtr(workload, num_batches=batches, scale=scale, seed=seed)
-    reports = {
-        name: _sniper(workload, data, seed, name, wire_dtype, model).report for name in launchers
+    runs = {
+        name: _sniper(workload, data, seed, name, wire_dtype, model, True) for name in launchers
     }
     missing: PeerMissing | None = None
     dlrm: DlrmPeerRun | None = None
@@ -351,14 +404,15 @@ def run(
         except PeerMissing as exc:
             missing, torch_rate, torch_batches = exc, 0.0, 0
     rows = []
-    for name, report in reports.items():
-        rate = report.examples_per_second
+    for name, sniper in runs.items():
+        rate = sniper.report.examples_per_second
         ratio = rate / torch_rate if torch_rate else None
         rows.append(
             [
                 f"sniper, {LAUNCHERS[name]}{_wire_note(name, wire_dtype)}",
                 f"{rate:,.0f}",
-                str(report.steps),
+                str(sniper.report.steps),
+                *_efficiency_cells(sniper, name),
                 "-" if ratio is None else f"{ratio:.2f}x",
                 "-"
                 if ratio is None
@@ -366,15 +420,23 @@ def run(
             ]
         )
     if missing is None:
-        rows.append([peer_label, f"{torch_rate:,.0f}", str(torch_batches), "1.00x", "-"])
+        peer_ms = f"{workload.batch_size / torch_rate * 1e3:.2f}" if torch_rate else "-"
+        rows.append(
+            [peer_label, f"{torch_rate:,.0f}", str(torch_batches), peer_ms, "-", "-", "1.00x", "-"]
+        )
     print()
-    print_table(["", "examples/s", "batches", "ratio", "target"], rows)
+    print_table(
+        ["", "examples/s", "batches", "ms/batch", "limit ms", "efficiency", "ratio", "target"],
+        rows,
+    )
     if missing is not None:
         print(f"note: {missing}; sniper's rows have no ratio")
+    _print_limits(runs)
     if dlrm is not None:
-        print_auc_comparison({f"sniper, {LAUNCHERS[n]}": r for n, r in reports.items()}, dlrm)
+        sides = {f"sniper, {LAUNCHERS[n]}": run.report for n, run in runs.items()}
+        print_auc_comparison(sides, dlrm)
     shown = launchers[0]
-    report = reports[shown]
+    report = runs[shown].report
     print(
         f"\nsniper trainer per-op latency, {LAUNCHERS[shown]} (the bottleneck is the largest p50):"
     )

@@ -228,3 +228,27 @@ def test_a_shape_read_from_a_tag_of_another_wire_type_is_refused_by_name() -> No
             TensorError, match=r"^signs must have 1 non-negative dimensions, got shape \(None,\)$"
         ):
             decode(signs, "signs", "uint64", 1)
+
+
+@pytest.mark.parametrize(
+    "batch_id", [0, 1, 0x7F, 0x80, 0x3FFF, 0x4000, 2**35 - 1, 2**35, 2**63, 2**64 - 1]
+)
+def test_varints_at_each_length_boundary_are_what_betterproto_writes_and_reads(
+    batch_id: int,
+) -> None:
+    """The one-byte fast paths (below 0x80) and the loop meet at 0x7F/0x80: both sides of it,
+    and of each further byte, encode and decode as betterproto does."""
+    grad = np.ones((0x80, 1), dtype=np.float32)  # a shape and a length past one byte
+    expected = PushGradRequest(
+        batch_id=batch_id, grads=[VariableGradient(name="v", grad=encode(grad))]
+    )
+    wire = push_grad_wire(batch_id, [("v", grad)]).wire
+    assert wire == bytes(expected)
+    view = DECODERS[PushGradRequest](wire)
+    assert view.batch_id == batch_id and view.grads[0].grad.shape == [0x80, 1]
+
+
+@pytest.mark.parametrize("data", [b"\x08", b"\x08\x80", b"\x12\x05v"])
+def test_a_message_cut_inside_a_varint_or_a_field_is_a_wire_error(data: bytes) -> None:
+    with pytest.raises(WireError):
+        DECODERS[PushGradRequest](data)
