@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -32,3 +33,15 @@ def reaped(process: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
         if process.poll() is None:
             process.kill()
             process.communicate()
+
+
+def two_ranks_trained(report_file: Path, steps: int) -> None:
+    """The report of a job of two trainer ranks: ``steps`` steps, each rank's examples, their
+    sum the job's, and gradients all-reduced."""
+    report = json.loads(report_file.read_text())
+    assert report["config"]["num_trainers"] == 2
+    assert report["steps"] == steps
+    assert [r["rank"] for r in report["ranks"]] == [0, 1]
+    assert all(r["examples"] > 0 for r in report["ranks"])
+    assert report["examples"] == sum(r["examples"] for r in report["ranks"])
+    assert report["allreduce_bytes"] > 0
