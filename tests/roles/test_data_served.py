@@ -79,10 +79,15 @@ async def serving_hub(transport: str) -> AsyncIterator[HubApi]:
                 group.cancel_scope.cancel()
 
 
-@pytest.mark.parametrize("transport", ["grpc", "inprocess"])
+TRANSPORTS = pytest.mark.parametrize(
+    ("transport", "anyio_backend"),
+    [("grpc", "asyncio"), ("inprocess", "asyncio"), ("inprocess", "trio")],
+)
+"""Each transport on each loop it runs on (grpclib runs on asyncio only)."""
+
+
+@TRANSPORTS
 async def test_the_first_read_says_what_the_hub_serves(transport: str, anyio_backend: str) -> None:
-    if transport == "grpc" and anyio_backend != "asyncio":
-        pytest.skip("grpclib runs on asyncio only")
     async with serving_hub(transport) as hub:
         sample = await hub.read_sample(describe=True)
         assert sample is not None
@@ -94,12 +99,10 @@ async def test_the_first_read_says_what_the_hub_serves(transport: str, anyio_bac
         assert later is not None and later.served is None  # only when asked
 
 
-@pytest.mark.parametrize("transport", ["grpc", "inprocess"])
+@TRANSPORTS
 async def test_a_trainer_configured_for_other_data_stops_naming_both_sides(
     transport: str, anyio_backend: str
 ) -> None:
-    if transport == "grpc" and anyio_backend != "asyncio":
-        pytest.skip("grpclib runs on asyncio only")
     reader = HUB.open()
     async with serving_hub(transport) as hub:
         agreeing = HubReader([("127.0.0.1:7001", hub)], Histogram())
