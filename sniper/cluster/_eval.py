@@ -28,8 +28,9 @@ from sniper.cluster._config import TrainConfig
 from sniper.cluster._data import probe_data
 from sniper.cluster._process import serve_config_command, server_process
 from sniper.cluster._servers import server_config as _server_config
+from sniper.cluster._spec import model_inputs
 from sniper.data import FeatureSpec, Reader, load_workload
-from sniper.models import ModelConfig, ModelInputs
+from sniper.models import ModelConfig
 from sniper.roles import MANIFEST, DataEvaluator, EvalResult, Predictor, PsCluster
 from sniper.rpc import PsClient, Security, VariableConfig
 from sniper.runtime import log_to_stderr
@@ -97,12 +98,11 @@ def score_checkpoint(
             f"{', '.join(shape.regression) or 'none'}); the checkpoint's model predicts "
             f"{', '.join(labels)} (regression: {', '.join(regression) or 'none'})"
         )
-    inputs = ModelInputs(
-        {n: variables[n].dim for n in shape.variables if variables[n].pooling != "none"},
+    inputs = model_inputs(
+        {name: variables[name] for name in shape.variables},
         shape.dense_features,
         labels,
-        regression=regression,
-        sequences={n: variables[n].dim for n in shape.variables if variables[n].pooling == "none"},
+        regression,
     )
     model = _model_config(job, config).open(inputs, seed=config.seed, threads=config.blas_threads)
     model.load_state(job.trainer["model"])

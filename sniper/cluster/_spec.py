@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from sniper._config import from_mapping
 from sniper.models import ModelInputs
@@ -41,7 +41,7 @@ from sniper.store import (
     make_optimizer,
 )
 
-__all__ = ["DEFAULT", "DataShape", "ModelSpec", "TableSpec", "model_inputs"]
+__all__ = ["DEFAULT", "DataShape", "ModelSpec", "PooledTable", "TableSpec", "model_inputs"]
 
 DEFAULT = "default"
 """The ``[variables]`` key whose entry applies to every variable."""
@@ -164,15 +164,26 @@ class ModelSpec:
         }
 
 
+class PooledTable(Protocol):
+    """What :func:`model_inputs` needs of a variable: a planned :class:`TableSpec` or the
+    ``VariableConfig`` a checkpoint's manifest records."""
+
+    @property
+    def dim(self) -> int: ...
+    @property
+    def pooling(self) -> str: ...
+
+
 def model_inputs(
-    tables: Mapping[str, TableSpec],
+    tables: Mapping[str, PooledTable],
     dense_features: int,
     labels: tuple[str, ...] = ("label",),
     regression: tuple[str, ...] = (),
 ) -> ModelInputs:
     """What a model for ``tables`` takes: the pooled variables' widths in the input matrix,
     and the unpooled ones (pooling ``none``) as sequences beside it; one output per label
-    (``regression``: those that are regression targets)."""
+    (``regression``: those that are regression targets). Training plans it from the tables,
+    ``sniper eval`` from a checkpoint's variables: one layout for both."""
     return ModelInputs(
         {name: table.dim for name, table in tables.items() if table.pooling != "none"},
         dense_features,
