@@ -150,6 +150,7 @@ class TorchModel(DenseModel):
         self.takes_matrix = bool(getattr(module, "takes_matrix", False))
         """The module takes the whole input matrix (see the module doc)."""
         self._regression = torch.from_numpy(inputs.regression_mask).to(self.device)
+        self._binary_only = not inputs.regression  # once, not a reduction (and sync) a batch
         empty = {
             name: (np.zeros((0, dim), dtype=np.float32), np.zeros(3, dtype=np.int64))
             for name, dim in inputs.sequences.items()
@@ -263,7 +264,7 @@ class TorchModel(DenseModel):
     def _loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Log loss of the binary labels' logits and squared error of the regression
         labels' values, averaged over the batch and the labels."""
-        if not bool(self._regression.any()):
+        if self._binary_only:
             return functional.binary_cross_entropy_with_logits(outputs, targets)
         binary = functional.binary_cross_entropy_with_logits(outputs, targets, reduction="none")
         squared = functional.mse_loss(outputs, targets, reduction="none")
@@ -272,7 +273,11 @@ class TorchModel(DenseModel):
     def _probabilities(self, logits: torch.Tensor) -> F32:
         """The predictions on the host: the sigmoid of a binary label's logit, a regression
         label's value as it is; ``[batch]`` for one label, else ``[batch, labels]``."""
-        outputs = torch.where(self._regression, logits, torch.sigmoid(logits))
+        outputs = (
+            torch.sigmoid(logits)
+            if self._binary_only
+            else torch.where(self._regression, logits, torch.sigmoid(logits))
+        )
         probs = outputs.cpu().numpy().astype(np.float32, copy=False)
         return probs[:, 0] if self._labels == 1 else probs
 
