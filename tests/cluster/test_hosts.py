@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import itertools
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -25,6 +26,9 @@ SUBNET = "10.213.77"
 SERVERS = '[[ps]]\nhost = "a"\nport = 1\n[[hub]]\nhost = "b"\nport = 2\n'
 """A spec's servers, for the trainers' cases."""
 DATA = ["--scale", "0.01", "--num-batches", "30"]
+_NETWORKS = itertools.count()
+"""Each network gets names of its own: a namespace's veth ends are destroyed by a kernel
+worker after ``ip netns del`` returns, so a later network reusing a name can find it taken."""
 
 
 def ip(*args: str) -> None:
@@ -52,11 +56,12 @@ def network(nodes: list[str], links: list[tuple[str, str]]) -> Iterator[dict[str
     reason = _namespaces_unavailable()
     if reason is not None:
         pytest.skip(reason)
-    tag = f"sn{os.getpid() % 100000}"
+    tag = f"sn{os.getpid() % 100000}n{next(_NETWORKS)}"
     names = {node: f"{tag}{chr(ord('a') + i)}" for i, node in enumerate(nodes)}
     address = {"root": f"{SUBNET}.254"} | {
         node: f"{SUBNET}.{i + 1}" for i, node in enumerate(nodes)
     }
+    pairs: list[str] = []
     try:
         for ns in names.values():
             ip("netns", "add", ns)
@@ -64,6 +69,7 @@ def network(nodes: list[str], links: list[tuple[str, str]]) -> Iterator[dict[str
         for number, (left, right) in enumerate(links):
             ends = {left: f"{tag}l{number}", right: f"{tag}r{number}"}
             ip("link", "add", ends[left], "type", "veth", "peer", "name", ends[right])
+            pairs.append(ends[left])
             for node, device in ends.items():
                 at = [] if node == "root" else ["-n", names[node]]
                 if node != "root":
@@ -76,6 +82,8 @@ def network(nodes: list[str], links: list[tuple[str, str]]) -> Iterator[dict[str
             f"ns:{node}": ns for node, ns in names.items()
         }
     finally:
+        for device in pairs:  # one end still in the root namespace takes its pair with it
+            subprocess.run(["ip", "link", "del", device], capture_output=True, check=False)
         for ns in names.values():
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
 
