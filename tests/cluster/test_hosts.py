@@ -5,10 +5,10 @@ CI); traffic stays inside them."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
-import itertools
 import subprocess
 import sys
 from collections.abc import Iterator
