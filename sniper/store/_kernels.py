@@ -844,11 +844,16 @@ def max_abs(values: np.ndarray) -> float:
     integer max over the bit patterns, which order like the magnitudes and which LLVM
     vectorizes (0.2 ns a value; a float max does not vectorize without fast-math). NaN's bit
     patterns lie above Inf's, so a NaN anywhere gives NaN."""
-    bits = values.view(np.uint32)
+    return _as_float32(_top_bits(values.view(np.uint32)))
+
+
+@kernel
+def _top_bits(bits: np.ndarray) -> np.uint32:
+    """The largest of contiguous float32 bit patterns with the sign cleared."""
     top = np.uint32(0)
     for j in range(bits.shape[0]):
         top = max(top, bits[j] & np.uint32(0x7FFFFFFF))
-    return _as_float32(top)
+    return top
 
 
 @kernel
@@ -857,9 +862,19 @@ def max_abs_strided(
 ) -> float:
     """:func:`max_abs` of the ``[rows, cols]`` matrix whose element ``[r, c]`` is
     ``values[r * row_stride + c * col_stride]`` in the flat ``values`` (a matrix that is not
-    contiguous in memory: one that is goes to :func:`max_abs` whole, vectorized)."""
+    contiguous in memory: one that is goes to :func:`max_abs` whole, vectorized).
+
+    A block of a wider matrix has one stride of 1: its runs along that axis are read as
+    contiguous runs, which LLVM vectorizes (a seed_ctr batch's 76 ``[1024, 16]`` column
+    blocks of a torch model's ``[1024, 1229]`` gradient: 1.10 ms a push with the general
+    loop, which does not vectorize, 0.53 ms so)."""
     bits = values.view(np.uint32)
     top = np.uint32(0)
+    if col_stride == 1 or row_stride == 1:
+        runs, run, step = (rows, cols, row_stride) if col_stride == 1 else (cols, rows, col_stride)
+        for i in range(runs):
+            top = max(top, _top_bits(bits[i * step : i * step + run]))
+        return _as_float32(top)
     for r in range(rows):
         for c in range(cols):
             top = max(top, bits[r * row_stride + c * col_stride] & np.uint32(0x7FFFFFFF))

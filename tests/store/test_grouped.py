@@ -291,8 +291,8 @@ def test_signs_a_kernel_cannot_read_in_place_are_refused() -> None:
 
 def _layouts(grad: NDArray[np.float32]) -> dict[str, NDArray[np.float32]]:
     """The same values as C order, a column block of a wider matrix, a block of a transposed
-    product (what the trainer pushes), every other row of a taller one, and reversed rows
-    (negative strides: copied first)."""
+    product (what the trainer pushes), every other row of a taller one, every other row and
+    column of a bigger one, and reversed rows (negative strides: copied first)."""
     rows, dim = grad.shape
     wide = np.zeros((rows, dim + 7), np.float32)
     wide[:, 3 : 3 + dim] = grad
@@ -300,12 +300,15 @@ def _layouts(grad: NDArray[np.float32]) -> dict[str, NDArray[np.float32]]:
     tall_t[2 : 2 + dim] = grad.T
     tall = np.zeros((2 * rows, dim), np.float32)
     tall[::2] = grad
+    sparse = np.zeros((2 * rows, 2 * dim), np.float32)
+    sparse[::2, ::2] = grad
     flipped = np.ascontiguousarray(grad[::-1])[::-1]
     return {
         "c": np.ascontiguousarray(grad),
         "column block": wide[:, 3 : 3 + dim],
         "transposed block": tall_t[2 : 2 + dim].T,
         "every other row": tall[::2],
+        "every other row and column": sparse[::2, ::2],  # no stride of 1
         "negative strides": flipped,
     }
 
@@ -560,7 +563,10 @@ def test_address_is_where_the_data_starts(tmp_path: Path) -> None:
         address(b"\0" * 8)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("layout", ["c", "column block", "transposed block", "every other row"])
+@pytest.mark.parametrize(
+    "layout",
+    ["c", "column block", "transposed block", "every other row", "every other row and column"],
+)
 def test_max_abs_matrices_reads_any_positive_strides(layout: str) -> None:
     grad = np.random.default_rng(3).normal(size=(33, 5)).astype(np.float32)
     grad[7, 2] = -41.5

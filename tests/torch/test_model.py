@@ -70,9 +70,9 @@ def mixed_batch(seed: int) -> tuple[F32, F32]:
 
 @pytest.mark.parametrize(("inputs", "make"), [(INPUTS, batch), (MIXED, mixed_batch)])
 def test_the_torch_mlp_takes_the_numpy_mlps_steps(inputs: ModelInputs, make: Any) -> None:
-    """Same seed, same initial weights, same loss, input gradients and Adam: equal to float
-    rounding over several steps; with a regression label too (squared error, its value as
-    the prediction)."""
+    """Same seed, same initial weights, same loss, input gradients (in the same memory order)
+    and Adam: equal to float rounding over several steps; with a regression label too
+    (squared error, its value as the prediction)."""
     numpy_model = open_model("mlp", inputs, {"hidden": [8, 4]}, lr=0.01, seed=5)
     torch_model = TorchMlp(inputs, hidden=[8, 4], lr=0.01, seed=5)
     assert isinstance(numpy_model, MlpModel)
@@ -83,6 +83,9 @@ def test_the_torch_mlp_takes_the_numpy_mlps_steps(inputs: ModelInputs, make: Any
         np.testing.assert_allclose(a.predictions, b.predictions, atol=1e-5)
         for name in inputs.dims:
             np.testing.assert_allclose(a.input_grads[name], b.input_grads[name], atol=1e-5)
+            # Laid out alike: each variable's gradient one contiguous run, as a push reads it.
+            assert b.input_grads[name].flags.f_contiguous
+            assert b.input_grads[name].strides == a.input_grads[name].strides
         a.update()
         b.update()
     x, _ = make(seed=9)

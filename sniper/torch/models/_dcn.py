@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from sniper.models import ModelInputs
+from sniper.torch._linear import Linear
 from sniper.torch._model import Feature
 from sniper.torch.models._fields import fields, input_width
 from sniper.torch.models._zoo import ZooModel, layers
@@ -38,13 +39,13 @@ class DcnV2Net(nn.Module):
             )
         width = input_width(inputs)
         self.cross = nn.ModuleList(
-            nn.Linear(width, width)
+            Linear(width, width)
             if not rank
-            else nn.Sequential(nn.Linear(width, rank, bias=False), nn.Linear(rank, width))
+            else nn.Sequential(Linear(width, rank, bias=False), Linear(rank, width))
             for _ in range(cross_layers)
         )
         self.deep = layers([width, *hidden], last_relu=True)
-        self.out = nn.Linear(hidden[-1] if hidden else width, len(inputs.labels))
+        self.out = Linear(hidden[-1] if hidden else width, len(inputs.labels))
 
     def forward(self, embeddings: dict[str, Feature], dense: torch.Tensor) -> torch.Tensor:
         x0 = torch.cat([*fields(embeddings), dense], dim=1)

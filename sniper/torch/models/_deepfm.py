@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from sniper.models import ModelInputs
+from sniper.torch._linear import Linear
 from sniper.torch._model import Feature
 from sniper.torch.models._fields import fields, input_width
 from sniper.torch.models._zoo import ZooModel, equal_width, layers
@@ -29,8 +30,8 @@ class DeepFmNet(nn.Module):
         dim = equal_width(inputs, "deepfm", "its factorization machine multiplies every two")
         labels, width = len(inputs.labels), input_width(inputs)
         features = inputs.dense_features
-        self.dense_field = nn.Linear(features, dim) if features else None
-        self.linear = nn.Linear(width, labels)
+        self.dense_field = Linear(features, dim) if features else None
+        self.linear = Linear(width, labels)
         self.deep = layers([width, *hidden, labels], last_relu=False)
 
     def forward(self, embeddings: dict[str, Feature], dense: torch.Tensor) -> torch.Tensor:

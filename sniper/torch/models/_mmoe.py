@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from sniper.models import ModelInputs
+from sniper.torch._linear import Linear
 from sniper.torch._model import Feature
 from sniper.torch.models._fields import fields, input_width
 from sniper.torch.models._zoo import ZooModel, layers
@@ -38,7 +39,7 @@ class MmoeNet(nn.Module):
         self.experts = nn.ModuleList(
             layers([width, *expert_hidden], last_relu=True) for _ in range(experts)
         )
-        self.gates = nn.ModuleList(nn.Linear(width, experts) for _ in inputs.labels)
+        self.gates = nn.ModuleList(Linear(width, experts) for _ in inputs.labels)
         self.towers = nn.ModuleList(
             layers([expert_hidden[-1], *tower_hidden, 1], last_relu=False) for _ in inputs.labels
         )

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from sniper.models import ModelInputs
+from sniper.torch._linear import Linear
 from sniper.torch._model import Feature
 from sniper.torch.models._fields import fields, input_width
 from sniper.torch.models._zoo import ZooModel, layers
@@ -23,7 +24,7 @@ class WideDeepNet(nn.Module):
     def __init__(self, inputs: ModelInputs, hidden: Sequence[int] = (64, 32)) -> None:
         super().__init__()
         labels, width = len(inputs.labels), input_width(inputs)
-        self.wide = nn.Linear(width, labels)
+        self.wide = Linear(width, labels)
         self.deep = layers([width, *hidden, labels], last_relu=False)
 
     def forward(self, embeddings: dict[str, Feature], dense: torch.Tensor) -> torch.Tensor:

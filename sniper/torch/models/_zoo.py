@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from sniper.models import ModelInputs
+from sniper.torch._linear import Linear
 from sniper.torch._model import TorchModel, open_optimizer, resolve_device
 from sniper.torch.models._fields import field_dims
 
@@ -31,7 +32,7 @@ def layers(sizes: Sequence[int], *, last_relu: bool) -> nn.Sequential:
     modules: list[nn.Module] = []
     pairs = list(itertools.pairwise(sizes))
     for index, (a, b) in enumerate(pairs):
-        modules.append(nn.Linear(a, b))
+        modules.append(Linear(a, b))
         if last_relu or index < len(pairs) - 1:
             modules.append(nn.ReLU())
     return nn.Sequential(*modules)

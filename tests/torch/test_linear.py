@@ -1,0 +1,95 @@
+"""``sniper.torch.Linear``: ``nn.Linear``'s values, gradients and state, whatever the input's
+shape, whichever way its gradient is asked for; the products on numpy's BLAS."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from sniper.torch import Linear, open_optimizer
+
+
+def _twins(bias: bool = True) -> tuple[Linear, nn.Linear]:
+    torch.manual_seed(0)
+    ours = Linear(7, 3, bias=bias)
+    theirs = nn.Linear(7, 3, bias=bias)
+    theirs.load_state_dict(ours.state_dict())
+    return ours, theirs
+
+
+def _close(a: torch.Tensor | None, b: torch.Tensor | None) -> None:
+    assert a is not None and b is not None
+    assert a.shape == b.shape
+    np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(5, 7), (2, 5, 7), (7,)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_values_and_gradients_are_nn_linears(shape: tuple[int, ...], bias: bool) -> None:
+    ours, theirs = _twins(bias)
+    x = torch.randn(*shape)
+    a, b = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+    out_a, out_b = ours(a), theirs(b)
+    _close(out_a, out_b)
+    weights = torch.randn(out_b.shape)
+    (out_a * weights).sum().backward()  # type: ignore[no-untyped-call]
+    (out_b * weights).sum().backward()  # type: ignore[no-untyped-call]
+    _close(a.grad, b.grad)
+    _close(ours.weight.grad, theirs.weight.grad)
+    if bias:
+        _close(ours.bias.grad, theirs.bias.grad)
+
+
+def test_a_leaf_input_gets_its_gradient_transposed_in_memory_and_a_layer_behind_does_not() -> None:
+    """The input leaf's gradient is ``[in, batch]`` in memory (each column block one
+    contiguous run: what a ps's push reads fastest); an intermediate's is row-major, for
+    the elementwise backward between layers. Both equal nn.Linear's."""
+    first, twin_first = _twins()
+    second, twin_second = Linear(3, 2), nn.Linear(3, 2)
+    twin_second.load_state_dict(second.state_dict())
+    x = torch.randn(6, 7)
+    a, b = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+    (grad_a,) = torch.autograd.grad(second(torch.relu(first(a))).sum(), [a])
+    (grad_b,) = torch.autograd.grad(twin_second(torch.relu(twin_first(b))).sum(), [b])
+    _close(grad_a, grad_b)
+    assert grad_a.stride() == (1, 6)  # the transposed product, viewed
+    hidden = torch.randn(6, 7, requires_grad=True) * 1.0  # not a leaf
+    (inner,) = torch.autograd.grad(first(hidden).sum(), [hidden])
+    assert inner.is_contiguous()
+
+
+def test_what_is_not_float32_on_the_cpu_runs_nn_linears_forward() -> None:
+    ours, theirs = _twins()
+    ours.double(), theirs.double()
+    x = torch.randn(4, 7, dtype=torch.float64, requires_grad=True)
+    out = ours(x)
+    assert out.dtype == torch.float64
+    assert "NumpyLinear" not in type(out.grad_fn).__name__
+    _close(out, theirs(x))
+
+
+def test_inference_and_no_grad_give_the_same_values() -> None:
+    ours, theirs = _twins()
+    x = torch.randn(4, 7)
+    with torch.no_grad():
+        _close(ours(x), theirs(x))
+    with torch.inference_mode():
+        _close(ours(x), theirs(x))
+
+
+def test_state_dicts_move_between_linear_and_nn_linear() -> None:
+    ours, theirs = _twins()
+    assert ours.state_dict().keys() == theirs.state_dict().keys()
+    again = nn.Linear(7, 3)
+    again.load_state_dict(ours.state_dict())
+    _close(again.weight, ours.weight)
+
+
+def test_optimizers_run_one_kernel_a_step_where_torch_has_one() -> None:
+    params = list(Linear(4, 2).parameters())
+    assert open_optimizer("adam", iter(params), 0.01).defaults["fused"] is True
+    assert open_optimizer("sgd", iter(params), 0.01).defaults["fused"] is True
+    assert open_optimizer("rmsprop", iter(params), 0.01).defaults["foreach"] is True
+    assert "fused" not in open_optimizer("lbfgs", iter(params), 0.01).defaults
