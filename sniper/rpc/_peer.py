@@ -18,6 +18,12 @@ peer (``ps 127.0.0.1:4242: connection lost ...``). A peer's own ``GRPCError`` pa
 except a refusal of the caller's credentials (UNAUTHENTICATED, PERMISSION_DENIED), which its
 server's transport sends before any role sees the call.
 
+grpclib also lets go of a closed connection's parts to break reference cycles (the
+connection's transport, h2's frame dispatch table); a call still using the connection when the
+peer goes away then fails with ``AttributeError`` naming one of them (grpclib issues 110, 156,
+185; CI saw a ps killed as training started end one attempt with "'Connection' object has no
+attribute '_transport'"). That is a lost connection too, and is mapped as one.
+
 Each of those is a :class:`PeerError`: besides status and message, it holds whom the call went
 to and what the user can do about it, so a command prints it as one line (:attr:`PeerError.line`:
 ``ps 127.0.0.1:4242: UNAVAILABLE: connection refused (...); nothing listens there: ...``).
@@ -83,6 +89,16 @@ async def call_peer(peer: str, call: Callable[[], Awaitable[T]], *, tls: bool = 
     except (StreamTerminatedError, OSError) as exc:  # TimeoutError is an OSError
         await _take_back(task, before)
         raise _mapped(peer, exc, tls) from exc
+    except AttributeError as exc:
+        if exc.name not in _RELEASED_ON_CLOSE:
+            raise
+        await _take_back(task, before)
+        closed = ConnectionResetError("the connection closed during the call")
+        raise _mapped(peer, closed, tls) from exc
+
+
+_RELEASED_ON_CLOSE = frozenset({"_transport", "_frame_dispatch_table"})
+"""What grpclib deletes when it closes a connection (see the module doc)."""
 
 
 async def _take_back(task: asyncio.Task[object] | None, before: int) -> None:

@@ -867,7 +867,7 @@ def max_abs_strided(
     A block of a wider matrix has one stride of 1: its runs along that axis are read as
     contiguous runs, which LLVM vectorizes (a seed_ctr batch's 76 ``[1024, 16]`` column
     blocks of a torch model's ``[1024, 1229]`` gradient: 1.10 ms a push with the general
-    loop, which does not vectorize, 0.53 ms so)."""
+    loop, which does not vectorize, 0.5-0.7 ms so)."""
     bits = values.view(np.uint32)
     top = np.uint32(0)
     if col_stride == 1 or row_stride == 1:

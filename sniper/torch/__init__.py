@@ -10,8 +10,8 @@
 - :func:`open_optimizer`: a ``torch.optim`` optimizer by name, as ``[model] optimizer``
   names it.
 - :class:`Linear`: ``torch.nn.Linear`` with its CPU float32 products on numpy's BLAS, which
-  the zoo's layers use (on the AMD EPYC sniper is measured on, torch's MKL took 1.8-3.7
-  times as long for an MLP's products); a drop-in for a module of the user's own.
+  the zoo's layers use (on the AMD EPYC sniper is measured on, torch's MKL took twice as
+  long for an MLP's input gradient); a drop-in for a module of the user's own.
 - :mod:`sniper.torch.models`: the model zoo (an MLP equal to the numpy one, DLRM, DeepFM,
   DCN-v2, Wide & Deep, MMoE), registered by name in the ``sniper.models`` entry points.
 

@@ -1,14 +1,23 @@
 """A ``torch.nn.Linear`` whose CPU products run on numpy's BLAS: :class:`Linear`.
 
-Why. On the CPUs sniper is measured on (AMD EPYC, Zen 4), the MKL in torch's CPU wheels runs
-single-precision GEMM well below what numpy's OpenBLAS does on the same core: for an MLP's
-three products on a ``[1024, 1229]`` batch (``x @ w.T``, ``g @ w``, ``g.T @ x``, 64 outputs),
-1.8 to 3.7 times as long, which was 90% of a torch MLP's step and most of the gap between a
-torch dense model and the numpy one. MKL picks its slower code paths on CPUs it does not
-recognize, and torch has no switch to another BLAS for float32. So the zoo's layers hand
-their products to numpy, whose BLAS runs under the same thread limit (the trainer's
-``blas_threads``), and keep everything else torch's: the parameters, autograd, the optimizer,
-``state_dict`` (a checkpoint loads into a plain ``nn.Linear`` and back).
+Why. On the CPU sniper is measured on (AMD EPYC, Zen 4, one thread), the MKL in torch's CPU
+wheels runs one of an MLP's three products at half the speed of numpy's OpenBLAS: on a
+``[1024, 1229]`` batch with 64 outputs, ``x @ w.T`` 1.8 ms in both and ``g.T @ x`` 2.0
+against 1.9, but ``g @ w`` (the input's gradient) 3.4 against 1.6. MKL picks slower code
+paths on CPUs it does not recognize (told this one is Intel's, through its undocumented CPU
+check, it ran all three in 1.5-1.7 ms), and torch has no switch to another BLAS for float32.
+With the products on numpy, ``torch_mlp``'s step alone went from 10.9 to 8.0 ms (the numpy
+MLP's: 7.2). So the zoo's layers hand their products to numpy, whose BLAS runs under the
+same thread limit (the trainer's ``blas_threads``), and keep everything else torch's: the
+parameters, autograd, the optimizer, ``state_dict`` (a checkpoint loads into a plain
+``nn.Linear`` and back).
+
+The gradient of an input that is a leaf (the trainer's input matrix) is computed as
+``w.T @ g.T``, ``[in, batch]`` in memory, and handed back as its transpose: each variable's
+column block of it is then one contiguous run, which a ps's push and its finite check read
+fastest (the numpy MLP's layout; a row-major gradient's blocks cost the push about 1 ms a
+seed_ctr 0.02 batch more, 4.5 against 5.5 ms in the kernel-bound limit). An intermediate's
+gradient stays row-major, as the elementwise backward between layers wants it.
 
 Only float32 tensors on the CPU outside ``torch.compile`` take the numpy path; anything else
 (a GPU, float64, a compiled graph) runs ``nn.Linear``'s own ``forward``.

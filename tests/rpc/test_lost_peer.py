@@ -148,3 +148,37 @@ async def test_a_cancel_of_the_callers_own_scope_still_arrives() -> None:
             assert scope.cancelled_caught
         finally:
             client.close()
+
+
+async def test_a_connection_grpclib_closed_under_a_call_is_unavailable_naming_the_peer(
+    tmp_path: Path,
+) -> None:
+    """grpclib drops a closed connection's transport before its channel hears of the loss; a
+    call made in between fails inside grpclib with AttributeError (as a ps killed just as
+    training started once did), which is a lost connection like any other."""
+    server = start_server(tmp_path, "--workers", "1")
+    client = PsClient(server.host, server.port, retries=0)
+    try:
+        await client.stats()  # connected
+        protocol = client.channel._protocol
+        assert protocol is not None
+        protocol.connection.close()  # what grpclib does as the peer goes; the loss comes later
+        error = await _in_a_task_group(client.stats)
+    finally:
+        client.close()
+        stop_server(server)
+    assert error.status == Status.UNAVAILABLE
+    assert error.message == (
+        f"ps {server.host}:{server.port}: connection lost (ConnectionResetError: the "
+        "connection closed during the call)"
+    )
+
+
+async def test_an_attribute_error_of_sniper_s_own_is_not_taken_for_a_lost_peer() -> None:
+    async def broken() -> None:
+        raise AttributeError("'Batch' object has no attribute 'signs'", name="signs")
+
+    from sniper.rpc._peer import call_peer
+
+    with pytest.raises(AttributeError, match="signs"):
+        await call_peer("ps 127.0.0.1:1", broken)
