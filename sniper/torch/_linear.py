@@ -19,8 +19,8 @@ fastest (the numpy MLP's layout; a row-major gradient's blocks cost the push abo
 seed_ctr 0.02 batch more, 4.5 against 5.5 ms in the kernel-bound limit). An intermediate's
 gradient stays row-major, as the elementwise backward between layers wants it.
 
-Only float32 tensors on the CPU outside ``torch.compile`` take the numpy path; anything else
-(a GPU, float64, a compiled graph) runs ``nn.Linear``'s own ``forward``.
+Only dense float32 tensors on the CPU outside ``torch.compile`` take the numpy path; anything
+else (a GPU, float64, a sparse input, a compiled graph) runs ``nn.Linear``'s own ``forward``.
 """
 
 from __future__ import annotations
@@ -85,6 +85,7 @@ class Linear(nn.Linear):
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         if (
             input.device.type == "cpu"
+            and input.layout == torch.strided
             and input.dtype == torch.float32
             and self.weight.dtype == torch.float32
             and not torch.compiler.is_compiling()

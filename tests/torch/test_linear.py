@@ -60,7 +60,7 @@ def test_a_leaf_input_gets_its_gradient_transposed_in_memory_and_a_layer_behind_
     assert inner.is_contiguous()
 
 
-def test_what_is_not_float32_on_the_cpu_runs_nn_linears_forward() -> None:
+def test_what_is_not_dense_float32_on_the_cpu_runs_nn_linears_forward() -> None:
     ours, theirs = _twins()
     ours.double(), theirs.double()
     x = torch.randn(4, 7, dtype=torch.float64, requires_grad=True)
@@ -68,6 +68,9 @@ def test_what_is_not_float32_on_the_cpu_runs_nn_linears_forward() -> None:
     assert out.dtype == torch.float64
     assert "NumpyLinear" not in type(out.grad_fn).__name__
     _close(out, theirs(x))
+    ours.float()
+    dense = torch.randn(4, 7)
+    _close(ours(dense.to_sparse()), ours(dense))  # a sparse input: nn.Linear's own path
 
 
 def test_inference_and_no_grad_give_the_same_values() -> None:
