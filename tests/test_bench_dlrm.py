@@ -31,6 +31,7 @@ from sniper.data import StreamingAuc, SyntheticCtr, load_workload
 from sniper.models import ModelConfig, ModelInputs
 from sniper.roles import TrainReport
 from sniper.torch.models import DlrmNet
+from tests._jagged import jagged_chunks
 
 
 def _script() -> ModuleType:
@@ -91,17 +92,10 @@ def test_each_sign_has_a_row_of_its_own_in_every_batch(tmp_path: Path) -> None:
     assert written["top"].tolist() == DLRM_PARAMS["top"]
     row_of: dict[tuple[str, int], int] = {}
     for index, batch in enumerate(data.batches()):
-        values, lengths = written[f"values_{index}"], written[f"lengths_{index}"]
-        assert lengths.tolist() == [int(x) for n in names for x in np.diff(batch.sparse[n][1])]
-        start = 0
-        for name, rows in zip(names, written["rows"], strict=True):
-            signs = batch.sparse[name][0]
-            ids = values[start : start + len(signs)]
+        for name, rows, signs, ids in jagged_chunks(written, index, batch, names):
             assert ids.min() >= 0 and ids.max() < rows
             for sign, row in zip(signs.tolist(), ids.tolist(), strict=True):
                 assert row_of.setdefault((name, sign), row) == row  # the same row every time
-            start += len(signs)
-        assert start == len(values)
         assert np.array_equal(written[f"dense_{index}"], batch.dense)
         assert np.array_equal(written[f"labels_{index}"], batch.labels)
     for name, rows in zip(names, written["rows"], strict=True):

@@ -24,6 +24,7 @@ from sniper._bench._torchrec_peer import (
 )
 from sniper.data import SyntheticCtr, load_workload
 from sniper.store import Adagrad
+from tests._jagged import jagged_chunks
 
 
 def test_batches_are_written_in_torchrecs_jagged_layout(tmp_path: Path) -> None:
@@ -35,17 +36,9 @@ def test_batches_are_written_in_torchrecs_jagged_layout(tmp_path: Path) -> None:
     names = [v.name for v in workload.variables]
     assert list(written["names"]) == names and int(written["batches"]) == 3
     for index, batch in enumerate(data.batches()):
-        values, lengths = written[f"values_{index}"], written[f"lengths_{index}"]
-        # Feature by feature, each feature's examples in order: what from_lengths_sync reads.
-        assert lengths.tolist() == [int(x) for n in names for x in np.diff(batch.sparse[n][1])]
-        start = 0
-        for name, rows in zip(names, written["rows"], strict=True):
-            signs = batch.sparse[name][0]
+        for name, rows, signs, chunk in jagged_chunks(written, index, batch, names):
             assert rows == table_rows(data, name, 4096)
-            chunk = values[start : start + len(signs)]
             assert chunk.tolist() == (signs % np.uint64(rows)).astype(np.int64).tolist()
-            start += len(signs)
-        assert start == len(values) == int(lengths.sum())
         assert np.array_equal(written[f"labels_{index}"], batch.labels)
 
 
