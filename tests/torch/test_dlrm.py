@@ -17,7 +17,9 @@ def _pairs(fields: int) -> torch.Tensor:
     return rows * fields + cols  # type: ignore[no-any-return]
 
 
-@pytest.mark.parametrize(("batch", "fields", "dim"), [(5, 6, 3), (2, 2, 4), (33, 11, 8)])
+@pytest.mark.parametrize(
+    ("batch", "fields", "dim"), [(5, 6, 3), (2, 2, 4), (33, 11, 8), (130, 9, 16)]
+)
 def test_the_pair_dots_and_their_gradient_are_autograds(batch: int, fields: int, dim: int) -> None:
     generator = torch.Generator().manual_seed(fields)
     stacked = torch.randn(batch, fields, dim, generator=generator, requires_grad=True)
