@@ -1,6 +1,6 @@
-"""DLRM's dot interaction (``pair_dots``) against autograd's own arithmetic, and the gradient of
-the input matrix a zoo model that takes it whole hands back: the same values as fed by the
-dict, ``[width, batch]`` in memory."""
+"""DLRM's dot interaction (``dot_interaction``) against autograd's own arithmetic, and the
+gradient of the input matrix a zoo model that takes it whole hands back: the same values as
+fed by the dict, ``[width, batch]`` in memory."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from sniper.models import ModelInputs, open_model
-from sniper.torch.models._dlrm import _symmetric, _symmetric_indexed, pair_dots
+from sniper.torch.models._interaction import _by_autograd, dot_interaction
 
 
 def _pairs(fields: int) -> torch.Tensor:
@@ -17,36 +17,52 @@ def _pairs(fields: int) -> torch.Tensor:
     return rows * fields + cols  # type: ignore[no-any-return]
 
 
+def _fields(batch: int, widths: list[int], dtype: torch.dtype) -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(len(widths) * batch)
+    return [
+        torch.randn(batch, width, generator=generator, dtype=dtype).requires_grad_(True)
+        for width in widths
+    ]
+
+
+@pytest.mark.parametrize("keep_first", [True, False])
 @pytest.mark.parametrize(
-    ("batch", "fields", "dim"), [(5, 6, 3), (2, 2, 4), (33, 11, 8), (130, 9, 16)]
+    ("batch", "dim", "widths"),
+    [(5, 3, [3, 12, 3]), (2, 4, [8]), (33, 8, [8, 80]), (130, 16, [16, 128, 16, 16])],
 )
-def test_the_pair_dots_and_their_gradient_are_autograds(batch: int, fields: int, dim: int) -> None:
-    generator = torch.Generator().manual_seed(fields)
-    stacked = torch.randn(batch, fields, dim, generator=generator, requires_grad=True)
-    pairs = _pairs(fields)
-    wide = torch.randn(batch, len(pairs) + 3, generator=generator)
-    grad = wide[:, 3:]  # a column block of a wider gradient, as a concatenation hands it back
-    expected = torch.bmm(stacked, stacked.transpose(1, 2)).flatten(1).index_select(1, pairs)
-    (expected_grad,) = torch.autograd.grad(expected, [stacked], grad)
-    got = pair_dots(stacked, pairs)
-    (got_grad,) = torch.autograd.grad(got, [stacked], grad)
+def test_the_interaction_and_its_gradients_are_autograds(
+    batch: int, dim: int, widths: list[int], keep_first: bool
+) -> None:
+    """The CPU's function against autograd's ``cat``, ``bmm`` and ``index_select`` (what runs
+    on a GPU), for several chunks of examples and fields given in several blocks."""
+    fields = _fields(batch, widths, torch.float32)
+    pairs = _pairs(sum(widths) // dim)
+    expected = _by_autograd(fields, dim, pairs, keep_first)
+    got = dot_interaction(fields, dim, pairs, keep_first)
+    grad = torch.randn(batch, expected.shape[1] + 3)[:, 3:]  # a block of a wider gradient
     torch.testing.assert_close(got, expected)
-    torch.testing.assert_close(got_grad, expected_grad)
+    for mine, theirs in zip(
+        torch.autograd.grad(got, fields, grad),
+        torch.autograd.grad(expected, fields, grad),
+        strict=True,
+    ):
+        torch.testing.assert_close(mine, theirs)
 
 
-def test_the_pair_dots_pass_gradcheck() -> None:
-    stacked = torch.randn(4, 5, 3, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda s: pair_dots(s, _pairs(5)), (stacked,))
+def test_the_interaction_passes_gradcheck() -> None:
+    fields = _fields(4, [3, 6, 3], torch.float64)
+    assert torch.autograd.gradcheck(
+        lambda *given: dot_interaction(given, 3, _pairs(4), keep_first=True), tuple(fields)
+    )
 
 
-def test_the_symmetric_gradient_is_the_same_by_kernel_and_by_torchs_indexing() -> None:
-    """The kernel runs on the CPU, torch's indexing elsewhere (a GPU): the same matrices."""
-    grad = torch.randn(7, 15)  # 6 fields
-    by_kernel = torch.full((7, 6, 6), float("nan"))
-    _symmetric(grad.numpy(), by_kernel.numpy())
-    torch.testing.assert_close(by_kernel, _symmetric_indexed(grad, _pairs(6), 6))
-    assert torch.equal(by_kernel, by_kernel.transpose(1, 2))
-    assert not by_kernel.diagonal(dim1=1, dim2=2).any()
+def test_a_dtype_numpy_lacks_takes_autograds_own() -> None:
+    fields = _fields(3, [8, 24], torch.bfloat16)
+    got = dot_interaction(fields, 8, _pairs(4), keep_first=True)
+    (grad,) = torch.autograd.grad(got.sum(), fields[:1])
+    expected = dot_interaction([f.detach().float() for f in fields], 8, _pairs(4), True)
+    torch.testing.assert_close(got.float(), expected, rtol=0.02, atol=0.05)
+    assert got.dtype == grad.dtype == torch.bfloat16
 
 
 INPUTS = ModelInputs({"a": 4, "b": 4, "c": 4}, dense_features=3)
@@ -73,12 +89,3 @@ def test_the_matrixs_gradient_is_the_dicts_laid_out_width_by_batch(name: str) ->
     for (variable, grad), want in zip(step.input_grads.items(), expected, strict=True):
         np.testing.assert_allclose(grad, want.numpy(), rtol=1e-5, atol=1e-7, err_msg=variable)
         assert grad.strides == (4, 4 * len(x)), variable
-
-
-def test_a_dtype_numpy_lacks_takes_torchs_indexing() -> None:
-    stacked = torch.randn(3, 4, 8).to(torch.bfloat16).requires_grad_(True)
-    dots = pair_dots(stacked, _pairs(4))
-    (grad,) = torch.autograd.grad(dots.sum(), [stacked])
-    expected = pair_dots(stacked.detach().float().requires_grad_(True), _pairs(4))
-    torch.testing.assert_close(dots.float(), expected, rtol=0.02, atol=0.05)
-    assert grad.dtype == torch.bfloat16 and grad.shape == stacked.shape
