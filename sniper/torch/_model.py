@@ -50,6 +50,7 @@ from numpy.typing import NDArray
 from torch.nn import functional
 
 from sniper.models import DenseModel, GradientAverage, Jagged, ModelInputs, TrainStep
+from sniper.torch._linear import WeightGrads, deferred_weight_grads
 from sniper.torch._state import load_module, load_optimizer, module_arrays, optimizer_arrays
 
 __all__ = ["Feature", "TorchModel", "open_optimizer", "resolve_device"]
@@ -118,21 +119,33 @@ def _trained(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
 
 
 class _TorchStep(TrainStep):
+    """A step's loss, predictions and input gradients; its update computes the gradients the
+    layers deferred (:func:`~sniper.torch._linear.deferred_weight_grads`), then steps the
+    optimizer."""
+
     def __init__(
-        self, loss: float, predictions: F32, grads: dict[str, F32], optimizer: torch.optim.Optimizer
+        self,
+        loss: float,
+        predictions: F32,
+        grads: dict[str, F32],
+        optimizer: torch.optim.Optimizer,
+        deferred: WeightGrads,
     ) -> None:
         self.loss = loss
         self.predictions = predictions
         self.input_grads = grads
         self._optimizer = optimizer
+        self._deferred = deferred
 
     def update(self) -> None:
+        self._deferred.apply()
         self._optimizer.step()
 
     def update_averaged(self, average: GradientAverage) -> None:
         """The step with every parameter's gradient averaged across the ranks first (the
         all-reduce DDP makes, over the same gradients; a parameter the loss did not reach
         counts as a zero gradient, so every rank averages the same list)."""
+        self._deferred.apply()
         params = _trained(self._optimizer)
         for param in params:
             if param.grad is None:
@@ -261,7 +274,8 @@ class TorchModel(DenseModel):
             targets = torch.from_numpy(_writable(np.asarray(labels, dtype=np.float32)))
             targets = targets.to(self.device).reshape(logits.shape)
             loss = self._loss(logits, targets)
-            leaf_grads = self._backward(loss, list(embeddings.values()))
+            with deferred_weight_grads() as deferred:
+                leaf_grads = self._backward(loss, list(embeddings.values()))
             grads: dict[str, F32] = {}
             for (name, leaf), found in zip(embeddings.items(), leaf_grads, strict=True):
                 # None: a sequence of empty bags only, or one the model ignores
@@ -272,13 +286,14 @@ class TorchModel(DenseModel):
                     continue
                 grads[name] = np.ascontiguousarray(grad.detach().cpu().numpy(), dtype=np.float32)
             predictions = self._probabilities(logits.detach())
-            return _TorchStep(float(loss.detach()), predictions, grads, self.optimizer)
+            return _TorchStep(float(loss.detach()), predictions, grads, self.optimizer, deferred)
 
     def _backward(
         self, loss: torch.Tensor, leaves: list[torch.Tensor]
     ) -> tuple[torch.Tensor | None, ...]:
         """The embeddings' gradients, as autograd makes them; the gradients of the parameters
-        the optimizer holds set as their ``.grad`` (None where the loss does not reach one).
+        the optimizer holds set as their ``.grad`` (None where the loss does not reach one, or
+        where a layer deferred it: the step's update computes those).
 
         ``torch.autograd.grad`` rather than ``loss.backward()``: accumulating into a leaf's
         ``.grad`` copies a gradient whose memory order is not the leaf's into the leaf's, and

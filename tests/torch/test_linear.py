@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from sniper.torch import Linear, open_optimizer
+from sniper.torch._linear import deferred_weight_grads
 
 
 def _twins(bias: bool = True) -> tuple[Linear, nn.Linear]:
@@ -96,3 +97,34 @@ def test_optimizers_run_one_kernel_a_step_where_torch_has_one() -> None:
     assert open_optimizer("sgd", iter(params), 0.01).defaults["fused"] is True
     assert open_optimizer("rmsprop", iter(params), 0.01).defaults["foreach"] is True
     assert "fused" not in open_optimizer("lbfgs", iter(params), 0.01).defaults
+
+
+@pytest.mark.parametrize("shape", [(5, 7), (2, 5, 7)])
+def test_deferred_weight_gradients_are_nn_linears_once_applied(shape: tuple[int, ...]) -> None:
+    """Inside ``deferred_weight_grads`` the input's gradient comes back at once and the
+    weights' wait for ``apply()``: then they are autograd's, a layer used twice included, and
+    a frozen bias gets none."""
+    ours, theirs = _twins()
+    ours.bias.requires_grad_(False)
+    theirs.bias.requires_grad_(False)
+    x = torch.randn(*shape)
+    a, b = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+    weights = torch.randn(*shape[:-1], 3)
+    with deferred_weight_grads() as later:
+        (input_grad,) = torch.autograd.grad(((ours(a) + ours(a * 2)) * weights).sum(), [a])
+    assert ours.weight.grad is None
+    ((theirs(b) + theirs(b * 2)) * weights).sum().backward()
+    _close(input_grad, b.grad)
+    later.apply()
+    _close(ours.weight.grad, theirs.weight.grad)
+    assert ours.bias.grad is None
+    later.apply()  # applied once: nothing is left to add
+    _close(ours.weight.grad, theirs.weight.grad)
+
+
+def test_a_backward_outside_the_block_computes_every_gradient_at_once() -> None:
+    ours, _ = _twins()
+    with deferred_weight_grads():
+        out = ours(torch.randn(4, 7))
+    out.sum().backward()
+    assert ours.weight.grad is not None and ours.bias.grad is not None
