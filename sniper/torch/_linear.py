@@ -35,7 +35,7 @@ batch's push and the next lookup wait on.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -51,15 +51,30 @@ class WeightGrads:
     """The weight and bias gradients of the layers whose backward ran inside
     :func:`deferred_weight_grads`, not computed yet."""
 
-    def __init__(self) -> None:
+    def __init__(self, params: Iterable[torch.Tensor]) -> None:
+        self._params = {id(param) for param in params}
         self._products: list[tuple[torch.Tensor, torch.Tensor | None, np.ndarray, np.ndarray]] = []
 
     def keep(
         self, weight: torch.Tensor, bias: torch.Tensor | None, grad: np.ndarray, x: np.ndarray
-    ) -> None:
-        """A layer's output gradient ``grad`` and input ``x`` (matrices), for its weight's
-        (and bias's) gradient."""
+    ) -> bool:
+        """Keep a layer's output gradient ``grad`` and input ``x`` (matrices) for its
+        ``weight``'s (and ``bias``'s, unless None) gradient; False, keeping nothing, unless
+        each is a parameter of the step's (a leaf, no hook on it): a weight computed from
+        others (``parametrize``, ``weight_norm``) or one that a hook watches takes its
+        gradient from autograd, at once."""
+        if not all(self._takes(param) for param in (weight, bias) if param is not None):
+            return False
         self._products.append((weight, bias, grad, x))
+        return True
+
+    def _takes(self, param: torch.Tensor) -> bool:
+        return (
+            id(param) in self._params
+            and param.is_leaf
+            and not getattr(param, "_backward_hooks", None)
+            and not getattr(param, "_post_accumulate_grad_hooks", None)
+        )
 
     def apply(self) -> None:
         """Compute every kept gradient and add it to its parameter's ``.grad`` (a parameter
@@ -72,22 +87,21 @@ class WeightGrads:
 
 
 def _accumulate(param: torch.Tensor, grad: torch.Tensor) -> None:
-    if param.grad is None:
-        param.grad = grad
-    else:
-        param.grad += grad
+    """A new ``.grad`` (autograd's may be a view it handed out elsewhere: not added in place)."""
+    param.grad = grad if param.grad is None else param.grad + grad
 
 
 _deferring = threading.local()
 
 
 @contextmanager
-def deferred_weight_grads() -> Iterator[WeightGrads]:
-    """While the block runs on this thread, a :class:`Linear`'s backward (on the numpy path)
-    returns its input's gradient and no weight or bias gradient: it keeps what they need in
-    the :class:`WeightGrads` yielded, whose ``apply()`` computes them. Autograd runs a CPU
-    graph's backward on the calling thread, so a backward called in the block defers."""
-    grads = WeightGrads()
+def deferred_weight_grads(params: Iterable[torch.Tensor]) -> Iterator[WeightGrads]:
+    """While the block runs on this thread, the backward of a :class:`Linear` (on the numpy
+    path) whose weight is one of ``params`` (the optimizer's) returns its input's gradient
+    only: it keeps what its weight's and bias's gradients need in the :class:`WeightGrads`
+    yielded, whose ``apply()`` computes them. Autograd runs a CPU graph's backward on the
+    calling thread, so a backward called in the block defers."""
+    grads = WeightGrads(params)
     outer = getattr(_deferring, "grads", None)
     _deferring.grads = grads
     try:
@@ -134,9 +148,13 @@ class _NumpyLinear(torch.autograd.Function):
         elif ctx.needs_input_grad[0]:
             dx = torch.from_numpy(np.matmul(g, weight.detach().numpy()).reshape(x.shape))
         deferred: WeightGrads | None = getattr(_deferring, "grads", None)
-        if deferred is not None and ctx.needs_input_grad[1]:
-            param, bias = ctx.params
-            deferred.keep(param, bias if ctx.needs_input_grad[2] else None, g, _array(x))
+        param, bias = ctx.params
+        trained_bias = bias if ctx.has_bias and ctx.needs_input_grad[2] else None
+        if (
+            ctx.needs_input_grad[1]
+            and deferred is not None
+            and deferred.keep(param, trained_bias, g, _array(x))
+        ):
             return dx, None, None
         if ctx.needs_input_grad[1]:
             dw = torch.from_numpy(np.matmul(g.T, _array(x)))

@@ -28,8 +28,10 @@ Zero copies on the CPU. The trainer's lookups write one ``[batch, width]`` float
 ``torch.from_numpy`` views it, and each variable's embedding is a column block of that view
 made a leaf that requires grad. After ``backward`` each leaf's ``.grad`` is
 ``d(loss)/d(pooled)``, which the trainer pushes to the ps while :meth:`TrainStep.update`
-(``optimizer.step()``) runs. On a GPU the matrix goes to the device in one copy per batch and
-the gradients come back in one copy per variable.
+runs: the weight gradients of the layers that deferred them
+(:func:`~sniper.torch._linear.deferred_weight_grads`), then ``optimizer.step()``. On a GPU
+the matrix goes to the device in one copy per batch and the gradients come back in one copy
+per variable.
 
 Threads. The model runs on the trainer's model thread; torch's intra-op pool is sized to the
 trainer's ``blas_threads`` (``threads``), the limit the numpy MLP's BLAS runs under, so that a
@@ -274,7 +276,7 @@ class TorchModel(DenseModel):
             targets = torch.from_numpy(_writable(np.asarray(labels, dtype=np.float32)))
             targets = targets.to(self.device).reshape(logits.shape)
             loss = self._loss(logits, targets)
-            with deferred_weight_grads() as deferred:
+            with deferred_weight_grads(_trained(self.optimizer)) as deferred:
                 leaf_grads = self._backward(loss, list(embeddings.values()))
             grads: dict[str, F32] = {}
             for (name, leaf), found in zip(embeddings.items(), leaf_grads, strict=True):

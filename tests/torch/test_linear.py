@@ -110,7 +110,7 @@ def test_deferred_weight_gradients_are_nn_linears_once_applied(shape: tuple[int,
     x = torch.randn(*shape)
     a, b = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
     weights = torch.randn(*shape[:-1], 3)
-    with deferred_weight_grads() as later:
+    with deferred_weight_grads(ours.parameters()) as later:
         (input_grad,) = torch.autograd.grad(((ours(a) + ours(a * 2)) * weights).sum(), [a])
     assert ours.weight.grad is None
     ((theirs(b) + theirs(b * 2)) * weights).sum().backward()
@@ -124,7 +124,54 @@ def test_deferred_weight_gradients_are_nn_linears_once_applied(shape: tuple[int,
 
 def test_a_backward_outside_the_block_computes_every_gradient_at_once() -> None:
     ours, _ = _twins()
-    with deferred_weight_grads():
+    with deferred_weight_grads(ours.parameters()):
         out = ours(torch.randn(4, 7))
     out.sum().backward()
     assert ours.weight.grad is not None and ours.bias.grad is not None
+
+
+def test_a_weight_that_is_not_the_optimizers_own_parameter_takes_autograds_gradient_at_once() -> (
+    None
+):
+    """A weight outside ``params`` (not the optimizer's), or computed from a parameter (a
+    parametrization), or watched by a hook, is not deferred: autograd's gradient, at once."""
+    outside, _ = _twins()
+    with deferred_weight_grads([]) as later:
+        outside(torch.randn(4, 7)).sum().backward()
+    assert outside.weight.grad is not None
+
+    class Doubled(nn.Module):
+        def forward(self, weight: torch.Tensor) -> torch.Tensor:
+            return weight * 2
+
+    parametrized, twin = _twins()
+    nn.utils.parametrize.register_parametrization(parametrized, "weight", Doubled())
+    original = dict(parametrized.named_parameters())["parametrizations.weight.original"]
+    with deferred_weight_grads(parametrized.parameters()) as later:
+        parametrized(torch.ones(4, 7)).sum().backward()
+    later.apply()
+    twin(torch.ones(4, 7)).sum().backward()
+    assert twin.weight.grad is not None and original.grad is not None
+    _close(original.grad, twin.weight.grad * 2)
+
+    hooked, _ = _twins()
+    seen: list[torch.Tensor] = []
+    hooked.weight.register_hook(seen.append)  # type: ignore[no-untyped-call]
+    with deferred_weight_grads(hooked.parameters()):
+        hooked(torch.randn(4, 7)).sum().backward()
+    assert len(seen) == 1 and hooked.weight.grad is not None
+
+
+def test_a_deferred_gradient_is_added_to_a_new_tensor_not_into_autograds() -> None:
+    """A weight also reached outside the layer has autograd's gradient first; the layer's is
+    added to a new tensor, so a gradient autograd handed out stays as it was."""
+    ours, theirs = _twins()
+    x = torch.randn(4, 7)
+    with deferred_weight_grads(ours.parameters()) as later:
+        (ours(x).sum() + ours.weight.sum()).backward()
+    direct = ours.weight.grad
+    assert direct is not None and torch.equal(direct, torch.ones(3, 7))
+    later.apply()
+    (theirs(x).sum() + theirs.weight.sum()).backward()
+    _close(ours.weight.grad, theirs.weight.grad)
+    assert torch.equal(direct, torch.ones(3, 7))

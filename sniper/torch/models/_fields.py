@@ -95,7 +95,8 @@ class _EmbeddingColumns(torch.autograd.Function):
     on DLRM at seed_ctr 0.02 the finite check alone then took 5 ms of a batch's push.
 
     The dense features' columns are data, with no gradient to push: :func:`input_parts`
-    hands them on detached, so no second gradient of the matrix is added to this one."""
+    hands them on detached, so no second gradient of the matrix is added to this one. The
+    view it returns is a custom function's: a network must not change it in place."""
 
     @staticmethod
     def forward(ctx: FunctionCtx, matrix: torch.Tensor, width: int) -> torch.Tensor:
