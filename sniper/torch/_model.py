@@ -308,6 +308,15 @@ class TorchModel(DenseModel):
             param.grad = grad
         return found[: len(leaves)]
 
+    def warm_up(self) -> None:
+        """Each submodule's own ``warm_up()``, where it has one (the zoo's DLRM loads its
+        interaction's compiled kernels: their first call would compile or load them inside
+        the first step, on the trainer's clock)."""
+        for module in self.module.modules():
+            warm_up = getattr(module, "warm_up", None)
+            if callable(warm_up):
+                warm_up()
+
     def predict(self, inputs: F32, *, sequences: Mapping[str, Jagged] | None = None) -> F32:
         with self._running(), torch.no_grad():
             self.module.eval()

@@ -246,3 +246,23 @@ def test_a_module_that_takes_the_matrix_gets_one_leaf_and_the_same_steps() -> No
         other.update()
     x, _ = batch(seed=7)
     np.testing.assert_allclose(a.predict(x), b.predict(x), atol=1e-6)
+
+
+def test_warm_up_calls_each_submodules_own() -> None:
+    """The trainer warms the model up before its clock starts; a module with kernels to load
+    (the zoo's DLRM) says so with a ``warm_up`` of its own."""
+
+    class Warms(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls = 0
+
+        def warm_up(self) -> None:
+            self.calls += 1
+
+    module = Spy()
+    module.inner = Warms()
+    model = TorchModel(module, torch.optim.SGD(module.parameters(), lr=0.1), INPUTS)
+    model.warm_up()
+    assert module.inner.calls == 1
+    open_model("dlrm", ModelInputs({"a": 4, "b": 4}, dense_features=3), {}).warm_up()

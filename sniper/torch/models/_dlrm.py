@@ -15,7 +15,7 @@ from torch import nn
 from sniper.models import ModelInputs
 from sniper.torch._model import Feature
 from sniper.torch.models._fields import field_dims, input_parts
-from sniper.torch.models._interaction import dot_interaction
+from sniper.torch.models._interaction import dot_interaction, load_interaction_kernels
 from sniper.torch.models._zoo import ZooModel, equal_width, layers
 
 __all__ = ["DLRM", "DlrmNet"]
@@ -49,6 +49,11 @@ class DlrmNet(nn.Module):
         self.register_buffer("pairs", rows * count + cols, persistent=False)
         width = (dim if features else 0) + len(rows)
         self.top = layers([width, *top, len(inputs.labels)], last_relu=False)
+
+    def warm_up(self) -> None:
+        """Load the interaction's kernels (:class:`~sniper.torch.TorchModel` calls this before
+        training starts)."""
+        load_interaction_kernels()
 
     def forward(
         self,

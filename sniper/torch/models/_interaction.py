@@ -32,7 +32,7 @@ from torch.autograd.function import FunctionCtx, once_differentiable
 
 from sniper.store import kernel
 
-__all__ = ["dot_interaction"]
+__all__ = ["dot_interaction", "load_interaction_kernels"]
 
 
 def dot_interaction(
@@ -49,6 +49,12 @@ def dot_interaction(
     if all(_on_kernels(field) for field in fields):
         return _DotInteraction.apply(dim, keep_first, *fields)  # type: ignore[no-untyped-call,no-any-return]
     return _by_autograd(fields, dim, pairs, keep_first)
+
+
+def load_interaction_kernels() -> None:
+    """Compile (or load from numba's cache) the kernels for float32, on two examples."""
+    fields = [torch.zeros(2, 4, requires_grad=True)]
+    torch.autograd.grad(dot_interaction(fields, 2, torch.tensor([2]), True).sum(), fields)
 
 
 def _by_autograd(
