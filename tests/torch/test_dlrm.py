@@ -89,3 +89,11 @@ def test_the_matrixs_gradient_is_the_dicts_laid_out_width_by_batch(name: str) ->
     for (variable, grad), want in zip(step.input_grads.items(), expected, strict=True):
         np.testing.assert_allclose(grad, want.numpy(), rtol=1e-5, atol=1e-7, err_msg=variable)
         assert grad.strides == (4, 4 * len(x)), variable
+
+
+def test_fields_of_two_dtypes_take_autograds_own() -> None:
+    """numpy would cast the wider field down into one stack; torch's ``cat`` promotes."""
+    fields = [*_fields(3, [4], torch.float32), *_fields(3, [8], torch.float64)]
+    got = dot_interaction(fields, 4, _pairs(3), keep_first=False)
+    assert got.dtype == torch.float64
+    torch.testing.assert_close(got, _by_autograd(fields, 4, _pairs(3), keep_first=False))

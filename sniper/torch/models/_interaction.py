@@ -15,8 +15,8 @@ a kernel; the forward's gather is a kernel that writes the dots into the top's i
 the first field; the products run on numpy's BLAS (as the zoo's layers do:
 ``sniper.torch._linear`` says why), 64 examples a time, so that a chunk's ``[fields, fields]``
 products stay in cache between the product and the kernel that reads them. The same batch
-takes 12 ms. Off the CPU (a GPU), in a dtype other than float32 and float64, or under
-``torch.compile``, the interaction is autograd's own.
+takes 12 ms. Off the CPU (a GPU), in a dtype other than float32 and float64 (or fields of
+two dtypes), or under ``torch.compile``, the interaction is autograd's own.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def dot_interaction(
     CPU's kernels walk the same order themselves)."""
     count = sum(field.shape[1] for field in fields) // dim
     assert len(pairs) == count * (count - 1) // 2, "every pair below the diagonal, in order"
-    if all(_on_kernels(field) for field in fields):
+    if len({field.dtype for field in fields}) == 1 and all(_on_kernels(f) for f in fields):
         return _DotInteraction.apply(dim, keep_first, *fields)  # type: ignore[no-untyped-call,no-any-return]
     return _by_autograd(fields, dim, pairs, keep_first)
 
