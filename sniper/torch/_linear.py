@@ -81,13 +81,27 @@ class WeightGrads:
         used twice gets both); idempotent."""
         products, self._products = self._products, []
         for weight, bias, grad, x in products:
-            _accumulate(weight, torch.from_numpy(np.matmul(grad.T, x)))
-            if bias is not None:
-                _accumulate(bias, torch.from_numpy(grad.sum(axis=0)))
+            weight_grad, bias_grad = _param_grads(grad, x, True, bias is not None)
+            _accumulate(weight, weight_grad)
+            _accumulate(bias, bias_grad)
 
 
-def _accumulate(param: torch.Tensor, grad: torch.Tensor) -> None:
-    """A new ``.grad`` (autograd's may be a view it handed out elsewhere: not added in place)."""
+def _param_grads(
+    grad: np.ndarray, x: np.ndarray, weight: bool, bias: bool
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """A layer's weight gradient ``grad.T @ x`` where ``weight``, its bias's (``grad`` summed
+    over the examples) where ``bias``, else None: at once in its backward, or later in
+    :meth:`WeightGrads.apply`."""
+    weight_grad = torch.from_numpy(np.matmul(grad.T, x)) if weight else None
+    bias_grad = torch.from_numpy(grad.sum(axis=0)) if bias else None
+    return weight_grad, bias_grad
+
+
+def _accumulate(param: torch.Tensor | None, grad: torch.Tensor | None) -> None:
+    """A new ``.grad`` (autograd's may be a view it handed out elsewhere: not added in place);
+    nothing where either is None (a layer without a trained bias)."""
+    if param is None or grad is None:
+        return
     param.grad = grad if param.grad is None else param.grad + grad
 
 
@@ -125,8 +139,7 @@ class _NumpyLinear(torch.autograd.Function):
         ctx: FunctionCtx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     ) -> torch.Tensor:
         ctx.save_for_backward(x, weight)
-        ctx.has_bias = bias is not None  # type: ignore[attr-defined]
-        ctx.params = (weight, bias)  # type: ignore[attr-defined]  # the parameters, for .grad
+        ctx.bias = bias  # type: ignore[attr-defined]  # the parameter itself, for its .grad
         ctx.leaf_input = x.is_leaf and x.dim() == 2  # type: ignore[attr-defined]
         out = np.matmul(_array(x), weight.detach().numpy().T)
         if bias is not None:
@@ -142,24 +155,22 @@ class _NumpyLinear(torch.autograd.Function):
     ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
         x, weight = ctx.saved_tensors
         g = _array(grad)
-        dx = dw = db = None
+        dx = None
         if ctx.needs_input_grad[0] and ctx.leaf_input:  # [in, batch] in memory, returned .T
             dx = torch.from_numpy(np.matmul(weight.detach().numpy().T, g.T)).T
         elif ctx.needs_input_grad[0]:
             dx = torch.from_numpy(np.matmul(g, weight.detach().numpy()).reshape(x.shape))
+        trained_bias = ctx.bias if ctx.bias is not None and ctx.needs_input_grad[2] else None
         deferred: WeightGrads | None = getattr(_deferring, "grads", None)
-        param, bias = ctx.params
-        trained_bias = bias if ctx.has_bias and ctx.needs_input_grad[2] else None
+        # A saved leaf comes back as the parameter itself; were it not, keep() would find it
+        # no parameter of the step's and its gradient would be computed here, at once.
         if (
             ctx.needs_input_grad[1]
             and deferred is not None
-            and deferred.keep(param, trained_bias, g, _array(x))
+            and deferred.keep(weight, trained_bias, g, _array(x))
         ):
             return dx, None, None
-        if ctx.needs_input_grad[1]:
-            dw = torch.from_numpy(np.matmul(g.T, _array(x)))
-        if ctx.has_bias and ctx.needs_input_grad[2]:
-            db = torch.from_numpy(g.sum(axis=0))
+        dw, db = _param_grads(g, _array(x), ctx.needs_input_grad[1], trained_bias is not None)
         return dx, dw, db
 
 
