@@ -25,6 +25,29 @@ def test_the_cli_offers_the_wire_dtypes_the_wire_has() -> None:
 
 
 @pytest.mark.parametrize(
+    ("peer", "launcher", "workload", "scale", "model", "expected"),
+    [
+        ("torchrec", "inprocess", "seed_ctr", 1.0, "mlp", 2.0),
+        ("torchrec", "inprocess", "seed_ctr", 0.02, "mlp", 1.5),
+        ("torchrec", "local", "seed_ctr", 1.0, "mlp", 1.5),
+        ("torchrec", "local", "seed_ctr", 0.02, "mlp", None),
+        ("torchrec", "inprocess", "seed_ctr", 0.02, "dlrm", 1.5),
+        ("torchrec", "local", "seed_ctr", 0.02, "dlrm", None),
+        ("torch", "inprocess", "seed_ctr", 1.0, "mlp", 2.5),
+        ("torch", "inprocess", "seed_ctr", 0.02, "mlp", 1.5),
+        ("torch", "inprocess", "criteo", 1.0, "mlp", 1.5),
+        ("torch", "local", "seed_ctr", 1.0, "mlp", None),
+    ],
+)
+def test_each_row_is_judged_by_its_issue_s_target(
+    peer: str, launcher: str, workload: str, scale: float, model: str, expected: float | None
+) -> None:
+    """Issue 44's ratios against TorchRec, issue 15's against torch: what ``Done when`` reads
+    off the bench's target column."""
+    assert _e2e.target(peer, launcher, load_workload(workload), scale, model) == expected
+
+
+@pytest.mark.parametrize(
     ("launcher", "wire_dtype", "expected"),
     [
         ("local", "bfloat16", "bfloat16"),
