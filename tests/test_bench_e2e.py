@@ -10,6 +10,7 @@ import pytest
 
 from sniper._bench import _e2e
 from sniper._bench._e2e import WARM_UP_BATCHES, job_settings, write_job
+from sniper._bench._limit import KernelLimit
 from sniper._bench._report import PeerMissing
 from sniper._bench._torch_peer import INSTALL_HINT
 from sniper.cli import main
@@ -128,4 +129,40 @@ def test_without_torch_sniper_s_rows_stand_alone_and_it_exits_0(
     assert table[4] == (
         f"note: torch is not installed, so the torch peer is skipped: {INSTALL_HINT}; sniper's "
         "rows have no ratio"
+    )
+
+
+def test_rounds_give_each_row_s_ratios_median_and_the_rounds_that_met(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--rounds 3``: a table per round, then each row's ratios across them; a target holds
+    only if met in 3 of 3 (80% of the rounds, rounded up), whatever its median says."""
+    rates = iter([1.0, 3.0, 9.0, 2.0, 9.0, 2.6, 9.0])  # the warm-up, then inprocess, local
+
+    def job(*_: Any) -> Any:
+        report = TrainReport(steps=1, seconds=1.0, examples_per_second=next(rates), eval_auc=0.5)
+        return _e2e._Run(report, wall_seconds=1.0, limit=KernelLimit(0.8, 0.0, 0.0, 0.0, 1, 2))
+
+    monkeypatch.setattr(_e2e, "_sniper", job)
+    monkeypatch.setattr(_e2e, "_torch", lambda *_: (1.0, 1))
+    assert main(["bench", "e2e", "--scale", "1.0", "--batches", "20", "--rounds", "3"]) == 0
+    out = capsys.readouterr().out
+    assert [line for line in out.splitlines() if line.startswith("round ")] == [
+        "round 1 of 3",
+        "round 2 of 3",
+        "round 3 of 3",
+    ]
+    series = out[out.index("across the 3 rounds (a target holds if met in 3 of them):") :]
+    rows = series.splitlines()[3:7]
+
+    def row(label: str) -> str:
+        (line,) = [line for line in rows if line.startswith(label)]
+        return " ".join(line[len(label) :].split())
+
+    assert row("sniper, 1 ps in one process: ratio") == (
+        "3.00, 2.00, 2.60 2.60 >= 2.5 2 of 3: MISSES"
+    )
+    assert row("sniper, 2 ps processes on loopback gRPC: ratio") == ("9.00, 9.00, 9.00 9.00 - -")
+    assert row("sniper, 1 ps in one process: efficiency") == (
+        "0.80, 0.80, 0.80 0.80 >= 0.7 3 of 3: meets"
     )

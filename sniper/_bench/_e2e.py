@@ -28,6 +28,7 @@ reads its input, so the hub decodes files during the run while the peer's input 
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import tempfile
@@ -351,6 +352,30 @@ def run_launchers(
     print_table(["launcher", "start-up + stop s", "examples/s", "ratio"], rows)
 
 
+ROUNDS_MET = 0.8
+"""The share of a series' rounds a target must be met in: issue 44's four of five."""
+
+
+@dataclass(frozen=True)
+class _Round:
+    """One round: each of sniper's runs, then the peer's on the same batches."""
+
+    runs: dict[str, _Run]
+    peer_rate: float
+    """The peer's examples/s (0 where it could not run)."""
+    peer_batches: int
+    missing: PeerMissing | None = None
+    """Why the torch peer could not run, where it could not."""
+    dlrm: DlrmPeerRun | None = None
+    """TorchRec's DLRM run, for ``--model dlrm --peer torchrec``."""
+
+    def ratio(self, launcher: str) -> float | None:
+        """sniper's examples/s over the peer's, for one of the round's launchers."""
+        if not self.peer_rate:
+            return None
+        return self.runs[launcher].report.examples_per_second / self.peer_rate
+
+
 def run(
     workload: Workload,
     *,
@@ -362,12 +387,20 @@ def run(
     peer: str = "torch",
     wire_dtype: str = "float32",
     model: str = "mlp",
+    rounds: int = 1,
 ) -> None:
     """Train both ways on the same data; print examples/s, the ratio and sniper's per-op time
     (``launcher="ray"``: Ray placement against local processes instead). ``wire_dtype``: how
     pooled embeddings and gradients travel where the roles talk gRPC. Without torch, the
     torch peer's row is left out with a note and sniper's rows stand alone (TorchRec, named
-    on purpose, is required)."""
+    on purpose, is required).
+
+    ``rounds``: measure that many times, sniper and the peer in turn, each round its own table;
+    then each row's ratios and efficiencies across the rounds, their medians, and in how many
+    rounds each target was met (it holds in :data:`ROUNDS_MET` of them). A target is a claim
+    about a noisy machine: one run's ratio is not evidence of it."""
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, got {rounds}")
     if launcher == "ray":
         _warm_up(workload, scale, seed, "local", wire_dtype)
         run_launchers(workload, scale=scale, batches=batches, seed=seed, wire_dtype=wire_dtype)
@@ -382,62 +415,137 @@ def run(
         f"{workload.batch_size}), sniper = ps + 1 hub + trainer "
         f"({' and '.join(LAUNCHERS[name] + _wire_note(name, wire_dtype) for name in launchers)}), "
         f"dense model {model}, peer = {peer_label} with {threads} threads"
+        + (f", {rounds} rounds" if rounds > 1 else "")
     )
     if wire_dtype != "float32" and not any(_on_the_wire(name, wire_dtype) for name in launchers):
         print(f"note: --wire-dtype {wire_dtype} does nothing here: the one-process job has no wire")
     _warm_up(workload, scale, seed, launchers[-1], wire_dtype, model)  # "local" where measured
     data = SyntheticCtr(workload, num_batches=batches, scale=scale, seed=seed)
+    judged = _Judged(peer, workload, scale, model, wire_dtype)
+    series = []
+    for number in range(1, rounds + 1):
+        if rounds > 1:
+            print(f"\nround {number} of {rounds}", flush=True)
+        measured = _measure_round(workload, data, seed, launchers, judged, threads)
+        _print_round(measured, judged, peer_label)
+        series.append(measured)
+    if rounds > 1:
+        _print_series(series, launchers, judged)
+    _print_latency_and_auc(series[-1], launchers[0], data, batches)
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """What a run is judged against: the peer, the shape and model, the wire dtype."""
+
+    peer: str
+    workload: Workload
+    scale: float
+    model: str
+    wire_dtype: str
+
+    def target(self, launcher: str) -> float | None:
+        return target(self.peer, launcher, self.workload, self.scale, self.model)
+
+    def label(self, launcher: str) -> str:
+        return f"sniper, {LAUNCHERS[launcher]}{_wire_note(launcher, self.wire_dtype)}"
+
+
+def _measure_round(
+    workload: Workload,
+    data: SyntheticCtr,
+    seed: int,
+    launchers: list[str],
+    judged: _Judged,
+    threads: int,
+) -> _Round:
+    """sniper's runs (with their kernel-bound limits), then the peer's, on ``data``."""
     runs = {
-        name: _sniper(workload, data, seed, name, wire_dtype, model, True) for name in launchers
+        name: _sniper(workload, data, seed, name, judged.wire_dtype, judged.model, True)
+        for name in launchers
     }
-    missing: PeerMissing | None = None
-    dlrm: DlrmPeerRun | None = None
-    if same_dlrm:
+    if judged.peer == "torchrec" and judged.model == "dlrm":
         dlrm = run_torchrec_dlrm(workload, data, threads, eval_every=EVAL_EVERY, seed=seed)
-        torch_rate, torch_batches = dlrm.examples_per_second, dlrm.batches
-    elif peer == "torchrec":
-        torch_rate, torch_batches = run_torchrec(
-            workload, data, threads, hidden=HIDDEN, eval_every=EVAL_EVERY
-        )
-    else:
-        try:
-            torch_rate, torch_batches = _torch(workload, data, threads)
-        except PeerMissing as exc:
-            missing, torch_rate, torch_batches = exc, 0.0, 0
+        return _Round(runs, dlrm.examples_per_second, dlrm.batches, dlrm=dlrm)
+    if judged.peer == "torchrec":
+        rate, batches = run_torchrec(workload, data, threads, hidden=HIDDEN, eval_every=EVAL_EVERY)
+        return _Round(runs, rate, batches)
+    try:
+        rate, batches = _torch(workload, data, threads)
+    except PeerMissing as exc:
+        return _Round(runs, 0.0, 0, missing=exc)
+    return _Round(runs, rate, batches)
+
+
+def _print_round(measured: _Round, judged: _Judged, peer_label: str) -> None:
+    """A round's table: each row's examples/s, limit, efficiency, ratio and target."""
     rows = []
-    for name, sniper in runs.items():
-        rate = sniper.report.examples_per_second
-        ratio = rate / torch_rate if torch_rate else None
+    for name, sniper in measured.runs.items():
+        ratio = measured.ratio(name)
         rows.append(
             [
-                f"sniper, {LAUNCHERS[name]}{_wire_note(name, wire_dtype)}",
-                f"{rate:,.0f}",
+                judged.label(name),
+                f"{sniper.report.examples_per_second:,.0f}",
                 str(sniper.report.steps),
                 *_efficiency_cells(sniper, name),
                 "-" if ratio is None else f"{ratio:.2f}x",
-                "-"
-                if ratio is None
-                else _verdict(ratio, target(peer, name, workload, scale, model)),
+                "-" if ratio is None else _verdict(ratio, judged.target(name)),
             ]
         )
-    if missing is None:
-        peer_ms = f"{workload.batch_size / torch_rate * 1e3:.2f}" if torch_rate else "-"
-        rows.append(
-            [peer_label, f"{torch_rate:,.0f}", str(torch_batches), peer_ms, "-", "-", "1.00x", "-"]
-        )
+    rate = measured.peer_rate
+    if measured.missing is None:
+        peer_ms = f"{judged.workload.batch_size / rate * 1e3:.2f}" if rate else "-"
+        batches = str(measured.peer_batches)
+        rows.append([peer_label, f"{rate:,.0f}", batches, peer_ms, "-", "-", "1.00x", "-"])
     print()
     print_table(
         ["", "examples/s", "batches", "ms/batch", "limit ms", "efficiency", "ratio", "target"],
         rows,
     )
-    if missing is not None:
-        print(f"note: {missing}; sniper's rows have no ratio")
-    _print_limits(runs)
-    if dlrm is not None:
-        sides = {f"sniper, {LAUNCHERS[n]}": run.report for n, run in runs.items()}
-        print_auc_comparison(sides, dlrm)
-    shown = launchers[0]
-    report = runs[shown].report
+    if measured.missing is not None:
+        print(f"note: {measured.missing}; sniper's rows have no ratio")
+    _print_limits(measured.runs)
+    if measured.dlrm is not None:
+        sides = {judged.label(n): run.report for n, run in measured.runs.items()}
+        print_auc_comparison(sides, measured.dlrm)
+
+
+def _print_series(series: list[_Round], launchers: list[str], judged: _Judged) -> None:
+    """Each row's ratio and efficiency in every round, their medians, and how many rounds met
+    each target."""
+    needed = math.ceil(ROUNDS_MET * len(series))
+    rows = []
+    for name in launchers:
+        label = judged.label(name)
+        if (ratios := _all_known([r.ratio(name) for r in series])) is not None:
+            rows.append(_series_row(f"{label}: ratio", ratios, judged.target(name), needed))
+        if (efficiencies := _all_known([r.runs[name].efficiency for r in series])) is not None:
+            wanted = EFFICIENCY_TARGET.get(name)
+            rows.append(_series_row(f"{label}: efficiency", efficiencies, wanted, needed))
+    print(f"\nacross the {len(series)} rounds (a target holds if met in {needed} of them):")
+    print_table(["", "each round", "median", "target", "rounds met"], rows)
+
+
+def _all_known(values: list[float | None]) -> list[float] | None:
+    """``values``, or None if any is unknown (a row with no peer, or no limit measured)."""
+    known = [value for value in values if value is not None]
+    return known if len(known) == len(values) else None
+
+
+def _series_row(label: str, values: list[float], wanted: float | None, needed: int) -> list[str]:
+    """One row of the series table: the values, their median, and the rounds that met."""
+    each = ", ".join(f"{value:.2f}" for value in values)
+    median = f"{float(np.median(values)):.2f}"
+    if wanted is None:
+        return [label, each, median, "-", "-"]
+    met = sum(value >= wanted for value in values)
+    holds = "meets" if met >= needed else "MISSES"
+    return [label, each, median, f">= {wanted:g}", f"{met} of {len(values)}: {holds}"]
+
+
+def _print_latency_and_auc(measured: _Round, shown: str, data: SyntheticCtr, batches: int) -> None:
+    """The per-op latency and held-out AUC of one of the (last round's) runs."""
+    report = measured.runs[shown].report
     print(
         f"\nsniper trainer per-op latency, {LAUNCHERS[shown]} (the bottleneck is the largest p50):"
     )
