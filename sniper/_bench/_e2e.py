@@ -401,14 +401,19 @@ def run(
     about a noisy machine: one run's ratio is not evidence of it."""
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
+    if launcher == "ray" and rounds > 1:
+        raise ValueError(
+            "--rounds measures against a peer; --launcher ray compares launchers once "
+            "(use --launcher auto, inprocess or local)"
+        )
     if launcher == "ray":
         _warm_up(workload, scale, seed, "local", wire_dtype)
         run_launchers(workload, scale=scale, batches=batches, seed=seed, wire_dtype=wire_dtype)
         return
     if peer == "torchrec":
         torchrec_python()  # a missing environment fails now, not after sniper's run
-    same_dlrm = peer == "torchrec" and model == "dlrm"
-    peer_label = DLRM_PEER if same_dlrm else PEERS[peer]
+    judged = _Judged(peer, workload, scale, model, wire_dtype)
+    peer_label = DLRM_PEER if judged.same_dlrm else PEERS[peer]
     launchers = ["inprocess", "local"] if launcher == "auto" else [launcher]
     print(
         f"sniper bench e2e: {workload.name} at scale {scale} ({batches} batches of "
@@ -421,7 +426,6 @@ def run(
         print(f"note: --wire-dtype {wire_dtype} does nothing here: the one-process job has no wire")
     _warm_up(workload, scale, seed, launchers[-1], wire_dtype, model)  # "local" where measured
     data = SyntheticCtr(workload, num_batches=batches, scale=scale, seed=seed)
-    judged = _Judged(peer, workload, scale, model, wire_dtype)
     series = []
     for number in range(1, rounds + 1):
         if rounds > 1:
@@ -444,10 +448,18 @@ class _Judged:
     model: str
     wire_dtype: str
 
+    @property
+    def same_dlrm(self) -> bool:
+        """sniper's zoo DLRM against TorchRec's: the peer runs the same model, and the two
+        held-out AUCs are compared."""
+        return self.peer == "torchrec" and self.model == "dlrm"
+
     def target(self, launcher: str) -> float | None:
+        """The ratio a row of ``launcher`` must reach (:func:`target`), or None."""
         return target(self.peer, launcher, self.workload, self.scale, self.model)
 
     def label(self, launcher: str) -> str:
+        """sniper's row as every table of the run names it (the wire dtype where it is sent)."""
         return f"sniper, {LAUNCHERS[launcher]}{_wire_note(launcher, self.wire_dtype)}"
 
 
@@ -464,7 +476,7 @@ def _measure_round(
         name: _sniper(workload, data, seed, name, judged.wire_dtype, judged.model, True)
         for name in launchers
     }
-    if judged.peer == "torchrec" and judged.model == "dlrm":
+    if judged.same_dlrm:
         dlrm = run_torchrec_dlrm(workload, data, threads, eval_every=EVAL_EVERY, seed=seed)
         return _Round(runs, dlrm.examples_per_second, dlrm.batches, dlrm=dlrm)
     if judged.peer == "torchrec":
@@ -512,35 +524,37 @@ def _print_round(measured: _Round, judged: _Judged, peer_label: str) -> None:
 
 def _print_series(series: list[_Round], launchers: list[str], judged: _Judged) -> None:
     """Each row's ratio and efficiency in every round, their medians, and how many rounds met
-    each target."""
+    each target: what says whether a target holds (see :func:`run`), where one round's
+    verdict only says how that round went."""
     needed = math.ceil(ROUNDS_MET * len(series))
     rows = []
     for name in launchers:
         label = judged.label(name)
-        if (ratios := _all_known([r.ratio(name) for r in series])) is not None:
-            rows.append(_series_row(f"{label}: ratio", ratios, judged.target(name), needed))
-        if (efficiencies := _all_known([r.runs[name].efficiency for r in series])) is not None:
-            wanted = EFFICIENCY_TARGET.get(name)
-            rows.append(_series_row(f"{label}: efficiency", efficiencies, wanted, needed))
-    print(f"\nacross the {len(series)} rounds (a target holds if met in {needed} of them):")
+        ratios = [r.ratio(name) for r in series]
+        rows.append(_series_row(f"{label}: ratio", ratios, judged.target(name), needed, "x"))
+        efficiencies = [r.runs[name].efficiency for r in series]
+        wanted = EFFICIENCY_TARGET.get(name)
+        rows.append(_series_row(f"{label}: efficiency", efficiencies, wanted, needed))
+    print(
+        f"\nacross the {len(series)} rounds (a target holds if met in {needed} of them; "
+        "- : not measured in that round):"
+    )
     print_table(["", "each round", "median", "target", "rounds met"], rows)
 
 
-def _all_known(values: list[float | None]) -> list[float] | None:
-    """``values``, or None if any is unknown (a row with no peer, or no limit measured)."""
+def _series_row(
+    label: str, values: list[float | None], wanted: float | None, needed: int, unit: str = ""
+) -> list[str]:
+    """One row of the series table: each round's value (``-`` where a round has none: no
+    peer, no limit), the median of those it has, and how many rounds met ``wanted``."""
     known = [value for value in values if value is not None]
-    return known if len(known) == len(values) else None
-
-
-def _series_row(label: str, values: list[float], wanted: float | None, needed: int) -> list[str]:
-    """One row of the series table: the values, their median, and the rounds that met."""
-    each = ", ".join(f"{value:.2f}" for value in values)
-    median = f"{float(np.median(values)):.2f}"
-    if wanted is None:
+    each = ", ".join("-" if value is None else f"{value:.2f}{unit}" for value in values)
+    median = f"{float(np.median(known)):.2f}{unit}" if known else "-"
+    if wanted is None or not known:
         return [label, each, median, "-", "-"]
-    met = sum(value >= wanted for value in values)
+    met = sum(value >= wanted for value in known)
     holds = "meets" if met >= needed else "MISSES"
-    return [label, each, median, f">= {wanted:g}", f"{met} of {len(values)}: {holds}"]
+    return [label, each, median, f">= {wanted:g}{unit}", f"{met} of {len(values)}: {holds}"]
 
 
 def _print_latency_and_auc(measured: _Round, shown: str, data: SyntheticCtr, batches: int) -> None:

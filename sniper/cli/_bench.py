@@ -122,7 +122,7 @@ def add_parser(commands: Commands) -> None:
         default=1,
         help="measure sniper and the peer this many times in turn, then print each row's "
         "ratios and efficiencies across the rounds, their medians, and in how many rounds each "
-        "target was met (it holds in 4 of 5); default 1",
+        "target was met: it holds in 80%% of them, rounded up (4 of 5); default 1",
     )
     e2e.set_defaults(
         run=_workload_bench(
