@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from sniper.models import ModelInputs, open_model
-from sniper.torch.models._interaction import _by_autograd, dot_interaction
+from sniper.torch.models._interaction import _by_autograd, _spread, dot_interaction
 
 
 def _pairs(fields: int) -> torch.Tensor:
@@ -97,3 +97,45 @@ def test_fields_of_two_dtypes_take_autograds_own() -> None:
     got = dot_interaction(fields, 4, _pairs(3), keep_first=False)
     assert got.dtype == torch.float64
     torch.testing.assert_close(got, _by_autograd(fields, 4, _pairs(3), keep_first=False))
+
+
+@pytest.mark.parametrize("batch", [1, 64, 65, 200, 1024])
+@pytest.mark.parametrize("threads", [2, 3, 8])
+def test_threads_share_the_chunks_and_give_the_same_bits(batch: int, threads: int) -> None:
+    """Each thread takes whole chunks of examples (a batch of fewer chunks than threads leaves
+    some idle), and each chunk's arithmetic is the one thread's: equal, not close."""
+    fields = _fields(batch, [16, 64, 16], torch.float32)
+    pairs = _pairs(6)
+    grad = torch.randn(batch, 16 + 15)
+    alone = dot_interaction(fields, 16, pairs, keep_first=True)
+    shared = dot_interaction(fields, 16, pairs, keep_first=True, threads=threads)
+    assert torch.equal(alone, shared)
+    for mine, theirs in zip(
+        torch.autograd.grad(shared, fields, grad),
+        torch.autograd.grad(alone, fields, grad),
+        strict=True,
+    ):
+        assert torch.equal(mine, theirs)
+
+
+def test_a_helper_s_failure_reaches_the_caller_after_every_helper_is_done() -> None:
+    """A chunk that fails on a helper thread fails the interaction, once no thread writes."""
+    done: list[int] = []
+
+    def work(first: int, last: int) -> None:
+        if first:
+            raise RuntimeError(f"chunk at {first} failed")
+        done.append(last)
+
+    with pytest.raises(RuntimeError, match="chunk at 128 failed"):
+        _spread(256, 2, work)
+    assert done == [128]
+
+
+def test_the_interaction_threads_must_be_at_least_one() -> None:
+    with pytest.raises(ValueError, match="threads must be at least 1, got 0"):
+        dot_interaction(_fields(2, [8], torch.float32), 4, _pairs(2), True, threads=0)
+    with pytest.raises(ValueError, match="dlrm's interaction_threads must be at least 1, got 0"):
+        open_model(
+            "dlrm", INPUTS, {"interaction_threads": 0}, optimizer="sgd", lr=0.1, seed=0, threads=1
+        )

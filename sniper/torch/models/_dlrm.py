@@ -18,12 +18,17 @@ from sniper.torch.models._fields import field_dims, input_parts
 from sniper.torch.models._interaction import dot_interaction, load_interaction_kernels
 from sniper.torch.models._zoo import ZooModel, equal_width, layers
 
-__all__ = ["DLRM", "DlrmNet"]
+__all__ = ["DLRM", "INTERACTION_THREADS", "DlrmNet"]
+
+INTERACTION_THREADS = 2
+"""Threads of a DLRM's dot interaction unless its ``interaction_threads`` says otherwise."""
 
 
 class DlrmNet(nn.Module):
     """``bottom``: hidden widths of the bottom MLP (its output is the embedding dim);
-    ``top``: hidden widths of the top MLP (its output is one logit per label).
+    ``top``: hidden widths of the top MLP (its output is one logit per label);
+    ``interaction_threads``: threads that share the dot interaction on the CPU, the model's
+    own included (:func:`dot_interaction`; its results are the same bits on any number).
 
     It takes the input matrix whole (``takes_matrix``): the pooled embeddings, side by side
     in the matrix, reach the interaction as one view, where a dict of them was one leaf each
@@ -36,9 +41,18 @@ class DlrmNet(nn.Module):
     flattened ``[fields, fields]`` products (:func:`dot_interaction`)."""
 
     def __init__(
-        self, inputs: ModelInputs, bottom: Sequence[int] = (64,), top: Sequence[int] = (64,)
+        self,
+        inputs: ModelInputs,
+        bottom: Sequence[int] = (64,),
+        top: Sequence[int] = (64,),
+        interaction_threads: int = INTERACTION_THREADS,
     ) -> None:
         super().__init__()
+        if interaction_threads < 1:
+            raise ValueError(
+                f"dlrm's interaction_threads must be at least 1, got {interaction_threads}"
+            )
+        self.interaction_threads = interaction_threads
         dim = equal_width(inputs, "dlrm", "its dot interaction multiplies every two")
         self.dim = dim
         self.embedding_width = inputs.embedding_width
@@ -65,11 +79,14 @@ class DlrmNet(nn.Module):
         fields = [pooled, *sequences]  # [batch, k * dim] each, in the fields' order
         if self.bottom is not None:
             fields.insert(0, self.bottom(dense))
-        interacted = dot_interaction(fields, self.dim, self.pairs, self.bottom is not None)
+        interacted = dot_interaction(
+            fields, self.dim, self.pairs, self.bottom is not None, self.interaction_threads
+        )
         return self.top(interacted)  # type: ignore[no-any-return]
 
 
 class DLRM(ZooModel):
-    """``dlrm``: params ``bottom`` and ``top`` (hidden widths, default ``[64]`` each)."""
+    """``dlrm``: params ``bottom`` and ``top`` (hidden widths, default ``[64]`` each) and
+    ``interaction_threads`` (default :data:`INTERACTION_THREADS`)."""
 
     network = DlrmNet

@@ -21,8 +21,10 @@ two dtypes), or under ``torch.compile``, the interaction is autograd's own.
 
 from __future__ import annotations
 
+import functools
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 import numpy as np
@@ -36,18 +38,25 @@ __all__ = ["dot_interaction", "load_interaction_kernels"]
 
 
 def dot_interaction(
-    fields: Sequence[torch.Tensor], dim: int, pairs: torch.Tensor, keep_first: bool
+    fields: Sequence[torch.Tensor],
+    dim: int,
+    pairs: torch.Tensor,
+    keep_first: bool,
+    threads: int = 1,
 ) -> torch.Tensor:
     """``[first field ‖ dots]`` (``keep_first``) or ``[dots]``: ``[batch, (dim) + pairs]``.
 
     ``fields``: ``[batch, k * dim]`` tensors, ``k`` fields each, in the fields' order.
     ``pairs``: every pair of fields below the diagonal, in ``torch.tril_indices`` order, as
     indices into the flattened ``[fields, fields]`` products (autograd's path takes them; the
-    CPU's kernels walk the same order themselves)."""
+    CPU's kernels walk the same order themselves). ``threads``: how many threads share the
+    CPU's chunks of examples, the calling one included (:func:`_spread`)."""
     count = sum(field.shape[1] for field in fields) // dim
     assert len(pairs) == count * (count - 1) // 2, "every pair below the diagonal, in order"
+    if threads < 1:
+        raise ValueError(f"the interaction's threads must be at least 1, got {threads}")
     if len({field.dtype for field in fields}) == 1 and all(_on_kernels(f) for f in fields):
-        return _DotInteraction.apply(dim, keep_first, *fields)  # type: ignore[no-untyped-call,no-any-return]
+        return _DotInteraction.apply(dim, keep_first, threads, *fields)  # type: ignore[no-untyped-call,no-any-return]
     return _by_autograd(fields, dim, pairs, keep_first)
 
 
@@ -80,7 +89,7 @@ class _DotInteraction(torch.autograd.Function):
 
     @staticmethod
     def forward(
-        ctx: FunctionCtx, dim: int, keep_first: bool, *fields: torch.Tensor
+        ctx: FunctionCtx, dim: int, keep_first: bool, threads: int, *fields: torch.Tensor
     ) -> torch.Tensor:
         arrays = [field.detach().numpy() for field in fields]
         batch = len(arrays[0])
@@ -88,15 +97,19 @@ class _DotInteraction(torch.autograd.Function):
         head = dim if keep_first else 0
         stacked = np.empty((batch, count * dim), dtype=arrays[0].dtype)
         out = np.empty((batch, head + count * (count - 1) // 2), dtype=stacked.dtype)
-        square = np.empty((_CHUNK, count, count), dtype=stacked.dtype)
-        for start, stop in _chunks(batch):
-            np.concatenate([a[start:stop] for a in arrays], axis=1, out=stacked[start:stop])
-            chunk = stacked[start:stop].reshape(stop - start, count, dim)
-            np.matmul(chunk, chunk.transpose(0, 2, 1), out=square[: stop - start])
-            _below_diagonal(square[: stop - start], out[start:stop, head:])
+
+        def dots(first: int, last: int) -> None:
+            square = np.empty((_CHUNK, count, count), dtype=stacked.dtype)
+            for start, stop in _chunks(first, last):
+                np.concatenate([a[start:stop] for a in arrays], axis=1, out=stacked[start:stop])
+                chunk = stacked[start:stop].reshape(stop - start, count, dim)
+                np.matmul(chunk, chunk.transpose(0, 2, 1), out=square[: stop - start])
+                _below_diagonal(square[: stop - start], out[start:stop, head:])
+
+        _spread(batch, threads, dots)
         out[:, :head] = stacked[:, :head]
         ctx.stacked = stacked  # type: ignore[attr-defined]
-        ctx.dim, ctx.head = dim, head  # type: ignore[attr-defined]
+        ctx.dim, ctx.head, ctx.threads = dim, head, threads  # type: ignore[attr-defined]
         ctx.widths = [array.shape[1] for array in arrays]  # type: ignore[attr-defined]
         return torch.from_numpy(out)
 
@@ -108,16 +121,20 @@ class _DotInteraction(torch.autograd.Function):
         batch, width = stacked.shape
         count, dim, head = width // ctx.dim, ctx.dim, ctx.head
         out = np.empty_like(stacked)
-        symmetric = np.empty((_CHUNK, count, count), dtype=stacked.dtype)
-        for start, stop in _chunks(batch):
-            rows = stop - start
-            _symmetric(given[start:stop, head:], symmetric[:rows])
-            chunk = stacked[start:stop].reshape(rows, count, dim)
-            np.matmul(symmetric[:rows], chunk, out=out[start:stop].reshape(rows, count, dim))
+
+        def products(first: int, last: int) -> None:
+            symmetric = np.empty((_CHUNK, count, count), dtype=stacked.dtype)
+            for start, stop in _chunks(first, last):
+                rows = stop - start
+                _symmetric(given[start:stop, head:], symmetric[:rows])
+                chunk = stacked[start:stop].reshape(rows, count, dim)
+                np.matmul(symmetric[:rows], chunk, out=out[start:stop].reshape(rows, count, dim))
+
+        _spread(batch, ctx.threads, products)
         out[:, :head] += given[:, :head]
         whole = torch.from_numpy(out)
         bounds = itertools.pairwise(np.cumsum([0, *ctx.widths]))
-        return (None, None, *(whole[:, start:stop] for start, stop in bounds))
+        return (None, None, None, *(whole[:, start:stop] for start, stop in bounds))
 
 
 _CHUNK = 64
@@ -127,9 +144,39 @@ batch's are 24 MB (measured on one thread: forward 6.7 ms in chunks, 7.5 whole; 
 and 4.9)."""
 
 
-def _chunks(batch: int) -> Iterator[tuple[int, int]]:
-    for start in range(0, batch, _CHUNK):
-        yield start, min(start + _CHUNK, batch)
+def _chunks(first: int, last: int) -> Iterator[tuple[int, int]]:
+    for start in range(first, last, _CHUNK):
+        yield start, min(start + _CHUNK, last)
+
+
+def _spread(batch: int, threads: int, work: Callable[[int, int], None]) -> None:
+    """``work(first, last)`` over ``[0, batch)`` split into ``threads`` runs of whole chunks,
+    the first on this thread, the others on helper threads at the same time.
+
+    Why. Chunks are independent, and their products, kernels and copies release the GIL. In
+    a one-process job the dense step is the trainer's critical path (its lookup waits for the
+    previous push, the push for this step) while the ps' workers mostly wait for it, so a
+    second core can take half the interaction, the largest part of a DLRM step. A helper
+    waits on a queue, not spinning as BLAS's idle threads do.
+    """
+    per = -(-batch // (threads * _CHUNK)) * _CHUNK  # whole chunks a thread
+    runs = [(start, min(start + per, batch)) for start in range(0, batch, per)] if batch else []
+    if len(runs) <= 1:
+        work(0, batch)
+        return
+    helpers = [_helpers(len(runs) - 1).submit(work, *run) for run in runs[1:]]
+    try:
+        work(*runs[0])
+    finally:
+        wait(helpers)  # none still writes into the arrays once this returns or raises
+    for helper in helpers:
+        helper.result()  # a helper's failure, once this thread's run succeeded
+
+
+@functools.cache
+def _helpers(count: int) -> ThreadPoolExecutor:
+    """``count`` helper threads, made on first use and kept for the process."""
+    return ThreadPoolExecutor(count, thread_name_prefix="sniper-interaction")
 
 
 @kernel
