@@ -5,7 +5,8 @@ network module that takes ``(embeddings, dense)`` and returns one logit per labe
 name           class (network)     params (defaults)
 =============  ==================  ===========================================================
 ``torch_mlp``  TorchMlp (MlpNet)   ``hidden = [64]``: the numpy ``mlp``, in torch
-``dlrm``       DLRM (DlrmNet)      ``bottom = [64]``, ``top = [64]``; one embedding width
+``dlrm``       DLRM (DlrmNet)      ``bottom = [64]``, ``top = [64]``,
+                                   ``interaction_threads = 2``; one embedding width
 ``deepfm``     DeepFM (DeepFmNet)  ``hidden = [64, 32]``; one embedding width
 ``dcn_v2``     DCNv2 (DcnV2Net)    ``cross_layers = 2``, ``rank = 0``, ``hidden = [64, 32]``
 ``wide_deep``  WideDeep            ``hidden = [64, 32]``

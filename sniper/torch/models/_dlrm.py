@@ -18,7 +18,7 @@ from sniper.torch.models._fields import field_dims, input_parts
 from sniper.torch.models._interaction import dot_interaction, load_interaction_kernels
 from sniper.torch.models._zoo import ZooModel, equal_width, layers
 
-__all__ = ["DLRM", "INTERACTION_THREADS", "DlrmNet"]
+__all__ = ["DLRM", "DlrmNet"]
 
 INTERACTION_THREADS = 2
 """Threads of a DLRM's dot interaction unless its ``interaction_threads`` says otherwise."""
@@ -48,9 +48,10 @@ class DlrmNet(nn.Module):
         interaction_threads: int = INTERACTION_THREADS,
     ) -> None:
         super().__init__()
-        if interaction_threads < 1:
+        if not isinstance(interaction_threads, int) or interaction_threads < 1:
             raise ValueError(
-                f"dlrm's interaction_threads must be at least 1, got {interaction_threads}"
+                f"dlrm's interaction_threads must be an integer of at least 1, got "
+                f"{interaction_threads!r}"
             )
         self.interaction_threads = interaction_threads
         dim = equal_width(inputs, "dlrm", "its dot interaction multiplies every two")
