@@ -135,7 +135,7 @@ def test_a_helper_s_failure_reaches_the_caller_after_every_helper_is_done() -> N
 def test_the_interaction_threads_must_be_at_least_one() -> None:
     with pytest.raises(ValueError, match="threads must be at least 1, got 0"):
         dot_interaction(_fields(2, [8], torch.float32), 4, _pairs(2), True, threads=0)
-    for given in (0, "two", 1.5):
+    for given in (0, "two", 1.5, True):
         with pytest.raises(
             ValueError,
             match=f"dlrm's interaction_threads must be an integer of at least 1, got {given!r}",

@@ -48,12 +48,12 @@ class DlrmNet(nn.Module):
         interaction_threads: int = INTERACTION_THREADS,
     ) -> None:
         super().__init__()
-        if not isinstance(interaction_threads, int) or interaction_threads < 1:
+        threads = interaction_threads
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise ValueError(
-                f"dlrm's interaction_threads must be an integer of at least 1, got "
-                f"{interaction_threads!r}"
+                f"dlrm's interaction_threads must be an integer of at least 1, got {threads!r}"
             )
-        self.interaction_threads = interaction_threads
+        self.interaction_threads = threads
         dim = equal_width(inputs, "dlrm", "its dot interaction multiplies every two")
         self.dim = dim
         self.embedding_width = inputs.embedding_width
