@@ -15,8 +15,9 @@ a kernel; the forward's gather is a kernel that writes the dots into the top's i
 the first field; the products run on numpy's BLAS (as the zoo's layers do:
 ``sniper.torch._linear`` says why), 64 examples a time, so that a chunk's ``[fields, fields]``
 products stay in cache between the product and the kernel that reads them. The same batch
-takes 12 ms. Off the CPU (a GPU), in a dtype other than float32 and float64 (or fields of
-two dtypes), or under ``torch.compile``, the interaction is autograd's own.
+takes 12 ms on one thread; ``threads`` share its chunks (:func:`_spread` says why). Off the
+CPU (a GPU), in a dtype other than float32 and float64 (or fields of two dtypes), or under
+``torch.compile``, the interaction is autograd's own.
 """
 
 from __future__ import annotations
