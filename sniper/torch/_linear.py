@@ -162,15 +162,16 @@ class _NumpyLinear(torch.autograd.Function):
             dx = torch.from_numpy(np.matmul(g, weight.detach().numpy()).reshape(x.shape))
         trained_bias = ctx.bias if ctx.bias is not None and ctx.needs_input_grad[2] else None
         deferred: WeightGrads | None = getattr(_deferring, "grads", None)
+        inputs = _array(x)
         # A saved leaf comes back as the parameter itself; were it not, keep() would find it
         # no parameter of the step's and its gradient would be computed here, at once.
         if (
             ctx.needs_input_grad[1]
             and deferred is not None
-            and deferred.keep(weight, trained_bias, g, _array(x))
+            and deferred.keep(weight, trained_bias, g, inputs)
         ):
             return dx, None, None
-        dw, db = _param_grads(g, _array(x), ctx.needs_input_grad[1], trained_bias is not None)
+        dw, db = _param_grads(g, inputs, ctx.needs_input_grad[1], trained_bias is not None)
         return dx, dw, db
 
 
