@@ -26,7 +26,14 @@ from sniper.store import (
     uniform,
     zeros,
 )
-from sniper.store._kernels import _ZIG_RATIO, _ziggurat_first, mix64
+from sniper.store._kernels import (
+    _ZIG_RATIO,
+    INIT_NORMAL,
+    _ziggurat_first,
+    _ziggurat_rest,
+    initial_rows,
+    mix64,
+)
 
 ONE = np.array([0, 1])
 
@@ -366,6 +373,29 @@ def test_the_ziggurat_s_first_tries_stand_as_often_as_its_layers_ratios_say() ->
     expected = float(np.mean(_ZIG_RATIO))
     assert abs(expected - 0.9724) < 0.0001
     assert abs(stood / draws - expected) < 5 * math.sqrt(expected * (1 - expected) / draws)
+
+
+@pytest.mark.parametrize("dim", [1, 7, 16, 33])
+def test_a_normal_row_is_each_coordinate_s_own_ziggurat_draw_bit_for_bit(dim: int) -> None:
+    """The kernel's loops (every coordinate's first try, then those that did not stand) give
+    the bits of the definition, one coordinate at a time: draw ``x = mix64(base + (d + 1) *
+    golden)``, keep its first try if it stands, else finish the try from ``x``."""
+    seed_key, a, b = 0x5EED, 0.25, 0.5
+    signs = np.arange(1, 1001, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    got = initial_rows(signs, dim, np.uint64(seed_key), INIT_NORMAL, a, b)
+    expected = np.empty_like(got)
+    finished = 0
+    for j, sign in enumerate(signs.tolist()):
+        base = int(mix64(np.uint64(sign ^ seed_key)))
+        for d in range(dim):
+            x = np.uint64(mix64(np.uint64((base + (d + 1) * 0x9E3779B97F4A7C15) % 2**64)))
+            z, stands = _ziggurat_first(x)
+            if not stands:
+                z = _ziggurat_rest(x)
+                finished += 1
+            expected[j, d] = a + b * z
+    assert finished > 0
+    assert got.view(np.uint32).tolist() == expected.view(np.uint32).tolist()
 
 
 @pytest.mark.parametrize("dim", [1, 7, 16])
