@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +107,9 @@ def test_the_warm_up_job_trains(capsys: pytest.CaptureFixture[str]) -> None:
     """The real thing: ``sniper train`` on the warm-up's batches, in one process."""
     run = _e2e._warm_up(load_workload("seed_ctr"), 0.002, 0, "inprocess", "float32")
     assert run.report.steps > 0 and run.wall_seconds > run.report.seconds
+    # The trainer's window kept at least its own thread busy, and no more than every core.
+    busy = run.report.cores_busy
+    assert busy is not None and 0 < busy <= (os.cpu_count() or 1) + 0.1
     assert "warm-up" in capsys.readouterr().out
 
 
@@ -223,6 +228,34 @@ def test_rounds_without_the_peer_show_dashes_not_a_missing_row(
         "sniper, 1 ps in one process: ratio": "-, - - - -",
         "sniper, 1 ps in one process: efficiency": "0.80, 0.80 0.80 >= 0.7 2 of 2: meets",
     }
+
+
+def test_a_round_shows_the_cores_each_job_kept_busy(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Beside the efficiency: how much of the machine each job kept busy (whether it is bound
+    by CPU); a report without the figure, and the peer, show ``-``."""
+    busy = iter([None, 1.86, None])  # the warm-up, one process, processes
+
+    def job(*_: Any) -> Any:
+        report = TrainReport(steps=1, seconds=1.0, examples_per_second=3.0, cores_busy=next(busy))
+        return _e2e._Run(report, wall_seconds=1.0, limit=KernelLimit(0.8, 0.0, 0.0, 0.0, 1, 2))
+
+    monkeypatch.setattr(_e2e, "_sniper", job)
+    monkeypatch.setattr(_e2e, "_torch", lambda *_: (1.0, 1))
+    assert main(["bench", "e2e", "--scale", "1.0", "--batches", "20"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(line for line in lines if line.lstrip().startswith("examples/s"))
+    assert header.split()[-5:] == ["efficiency", "cores", "busy", "ratio", "target"]
+    cells = [re.split(r"\s{2,}", line.strip()) for line in lines]
+    rows = {row[0]: row for row in cells if row[0].startswith(("sniper, ", "torch"))}
+    assert rows["sniper, 1 ps in one process"][-3:] == [
+        f"1.86 of {os.cpu_count()}",
+        "3.00x",
+        ">= 2.5x: meets",
+    ]
+    assert rows["sniper, 2 ps processes on loopback gRPC"][-3:-1] == ["-", "3.00x"]
+    assert rows["torch, one process"][-3:] == ["-", "1.00x", "-"]
 
 
 def test_rounds_with_the_ray_launcher_is_refused(capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,6 +4,7 @@ batch. No timing is asserted: only that the figures exist and agree with each ot
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,10 @@ from sniper._bench._limit import KernelLimit, measure_limit
 from sniper.cli import main
 from sniper.data import SyntheticCtr, load_workload
 
-COLUMNS = ["examples/s", "batches", "ms/batch", "limit", "ms", "efficiency", "ratio", "target"]
+COLUMNS = [
+    *("examples/s", "batches", "ms/batch", "limit", "ms", "efficiency"),
+    *("cores", "busy", "ratio", "target"),
+]
 
 
 def test_efficiency_is_the_limit_over_the_actual_time() -> None:
@@ -61,5 +65,7 @@ def test_the_e2e_table_prints_each_row_s_limit_and_efficiency(
     assert efficiency == pytest.approx(limit / actual, abs=0.006)
     assert cells[5:7] == ["(>=", f"{EFFICIENCY_TARGET['inprocess']}:"]
     assert cells[7].rstrip(")") in ("meets", "MISSES")
+    busy, of, cores = cells[8:11]  # the cores the real job kept busy, out of the machine's
+    assert 0 < float(busy) <= int(cores) + 0.1 and (of, int(cores)) == ("of", os.cpu_count())
     breakdown = [line for line in lines if line.startswith("  1 ps in one process: ")]
     assert len(breakdown) == 1 and f"{limit:.2f} ms per trained batch = store" in breakdown[0]

@@ -8,13 +8,19 @@ import socket
 import subprocess
 import sys
 import threading
+import time
+from pathlib import Path
+
+import pytest
 
 from sniper.runtime import (
+    _proc,
     children,
     command_line,
     cpu_seconds,
     descendants,
     listening_pid,
+    machine_busy_seconds,
     machine_cpu_seconds,
     thread_cpu_seconds,
     thread_names,
@@ -35,6 +41,22 @@ def test_proc_readings_of_this_process() -> None:
             assert child.pid in children(os.getpid())
         finally:
             child.kill()
+
+
+def test_the_machine_s_busy_seconds_count_a_busy_thread_and_are_none_without_proc(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A thread spinning 0.3 s adds about 0.3 busy seconds (every process counts, so other
+    work can only add); where ``/proc/stat`` cannot be read, the figure is None, not an error."""
+    before = machine_busy_seconds()
+    assert before is not None
+    deadline = time.perf_counter() + 0.3
+    while time.perf_counter() < deadline:
+        pass
+    after = machine_busy_seconds()
+    assert after is not None and after - before >= 0.2  # ticks are 10 ms
+    monkeypatch.setattr(_proc, "PROC", tmp_path)  # a /proc without a stat file
+    assert machine_busy_seconds() is None
 
 
 def test_descendants_and_their_command_lines() -> None:

@@ -19,6 +19,9 @@ TorchRec's DLRM, the same model on both sides, with their held-out AUCs at the s
 Kernel-bound limit: after each of sniper's runs, the same job's store kernels and dense model
 run on its batches with nothing around them (:mod:`sniper._bench._limit`); the table gives
 that limit in ms per trained batch beside the run's own, and their ratio, the job's efficiency.
+Beside it, the cores of the machine busy while the job trained (its report's ``cores_busy``):
+with about all of them busy, the job is bound by CPU, and only less CPU a batch makes it
+faster; with cores to spare, it waits on a chain of steps, and overlap can.
 
 Data: both train on the same synthetic batches, made before either clock starts. The peer gets
 them as tensors already mapped to rows; sniper's hub reads them from a Parquet file written
@@ -29,6 +32,7 @@ reads its input, so the hub decodes files during the run while the peer's input 
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
 import tempfile
@@ -500,6 +504,7 @@ def _print_round(measured: _Round, judged: _Judged, peer_label: str) -> None:
                 f"{sniper.report.examples_per_second:,.0f}",
                 str(sniper.report.steps),
                 *_efficiency_cells(sniper, name),
+                _cores_busy_cell(sniper.report.cores_busy),
                 "-" if ratio is None else f"{ratio:.2f}x",
                 "-" if ratio is None else _verdict(ratio, judged.target(name)),
             ]
@@ -508,10 +513,13 @@ def _print_round(measured: _Round, judged: _Judged, peer_label: str) -> None:
     if measured.missing is None:
         peer_ms = f"{judged.workload.batch_size / rate * 1e3:.2f}" if rate else "-"
         batches = str(measured.peer_batches)
-        rows.append([peer_label, f"{rate:,.0f}", batches, peer_ms, "-", "-", "1.00x", "-"])
+        rows.append([peer_label, f"{rate:,.0f}", batches, peer_ms, "-", "-", "-", "1.00x", "-"])
     print()
     print_table(
-        ["", "examples/s", "batches", "ms/batch", "limit ms", "efficiency", "ratio", "target"],
+        [
+            *("", "examples/s", "batches", "ms/batch", "limit ms", "efficiency"),
+            *("cores busy", "ratio", "target"),
+        ],
         rows,
     )
     if measured.missing is not None:
@@ -520,6 +528,12 @@ def _print_round(measured: _Round, judged: _Judged, peer_label: str) -> None:
     if measured.dlrm is not None:
         sides = {judged.label(n): run.report for n, run in measured.runs.items()}
         print_auc_comparison(sides, measured.dlrm)
+
+
+def _cores_busy_cell(busy: float | None) -> str:
+    """A run's :attr:`TrainReport.cores_busy` out of this machine's cores: near all of them,
+    the job is bound by CPU (``-`` where the machine's CPU time could not be read)."""
+    return "-" if busy is None else f"{busy:.2f} of {os.cpu_count()}"
 
 
 def _print_series(series: list[_Round], launchers: list[str], judged: _Judged) -> None:
@@ -561,7 +575,8 @@ def _print_latency_and_auc(measured: _Round, shown: str, data: SyntheticCtr, bat
     """The per-op latency and held-out AUC of one of the (last round's) runs."""
     report = measured.runs[shown].report
     print(
-        f"\nsniper trainer per-op latency, {LAUNCHERS[shown]} (the bottleneck is the largest p50):"
+        f"\nsniper trainer per-op latency, {LAUNCHERS[shown]} (the largest p50 is where the "
+        "trainer waits; with every core busy, that op only waits its turn):"
     )
     print_table(
         ["op", "count", "p50 ms", "p95 ms", "p99 ms"],

@@ -78,6 +78,13 @@ class TrainReport:
     ``seconds`` of this run, ``examples_per_second``; :attr:`examples` and
     :attr:`examples_per_second` are their sums, and the other figures rank 0's (the
     evaluation data's AUC, scored on rank 0's copy of the one model). Empty with one rank."""
+    cores_busy: float | None = None
+    """Cores of the trainer's machine busy over the training window, on average: every
+    process's CPU time, the job's and any other's, over the window's seconds (scoring the
+    evaluation data included). On a quiet machine it says whether the job is bound by CPU: at
+    about every core busy, less CPU a batch is the only way to train faster, and the op with
+    the largest p50 is the one that waits its turn. None where the machine's CPU time cannot
+    be read (``/proc/stat``: Linux only)."""
     allreduce_bytes: int = 0
     """Bytes of dense gradients each rank all-reduces per step (0: one rank); the time of
     each step's all-reduce is ``ops["AllReduce"]``."""

@@ -69,6 +69,7 @@ from sniper.roles._step import DenseStep, Predictor
 from sniper.roles._train_report import LiveProgress, TrainReport
 from sniper.roles._trainer_config import TrainerConfig
 from sniper.rpc import HubApi, Pooled
+from sniper.runtime import machine_busy_seconds
 
 __all__ = ["Checkpointer", "Trainer", "checkpoint_report"]
 
@@ -211,9 +212,11 @@ class Trainer:
         report = self._report
         resumed_examples = self._resumed_examples = report.examples
         started = self._started = time.perf_counter()
+        busy_before = machine_busy_seconds()
         scored_before = sum(r.seconds for r in report.eval_data_history)
         try:
             await self.pipeline.run(lambda: self._consume(report, started))
+            report.cores_busy = _cores_busy(busy_before, started)
             # Training throughput leaves out the time spent scoring the evaluation data.
             scoring = sum(r.seconds for r in report.eval_data_history) - scored_before
             seconds = time.perf_counter() - started - scoring
@@ -501,6 +504,15 @@ def _restore(
     if report.eval_data_history:
         _take_eval_data(report, report.eval_data_history[-1])
     return Scores.from_state(labels, state["metrics"], regression)
+
+
+def _cores_busy(busy_before: float | None, started: float) -> float | None:
+    """:attr:`TrainReport.cores_busy` of a window that started at ``started`` (a
+    ``perf_counter``) with the machine's busy CPU seconds at ``busy_before``."""
+    busy_after, seconds = machine_busy_seconds(), time.perf_counter() - started
+    if busy_before is None or busy_after is None or seconds <= 0:
+        return None
+    return (busy_after - busy_before) / seconds
 
 
 def _take_eval_data(report: TrainReport, result: EvalResult) -> None:

@@ -15,6 +15,7 @@ from sniper.runtime._proc import command_line as command_line
 from sniper.runtime._proc import cpu_seconds as cpu_seconds
 from sniper.runtime._proc import descendants as descendants
 from sniper.runtime._proc import listening_pid as listening_pid
+from sniper.runtime._proc import machine_busy_seconds as machine_busy_seconds
 from sniper.runtime._proc import machine_cpu_seconds as machine_cpu_seconds
 from sniper.runtime._proc import thread_cpu_seconds as thread_cpu_seconds
 from sniper.runtime._proc import thread_names as thread_names
@@ -27,6 +28,7 @@ __all__ = [
     "descendants",
     "listening_pid",
     "log_to_stderr",
+    "machine_busy_seconds",
     "machine_cpu_seconds",
     "parallel_capacity",
     "release_freed_memory",

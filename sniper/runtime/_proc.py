@@ -18,6 +18,7 @@ __all__ = [
     "cpu_seconds",
     "descendants",
     "listening_pid",
+    "machine_busy_seconds",
     "machine_cpu_seconds",
     "thread_cpu_seconds",
     "thread_names",
@@ -79,6 +80,15 @@ def machine_cpu_seconds() -> tuple[float, float]:
     busy = user + nice + system + irq + softirq
     tick = os.sysconf("SC_CLK_TCK")
     return busy / tick, (busy + idle + iowait) / tick
+
+
+def machine_busy_seconds() -> float | None:
+    """The busy part of :func:`machine_cpu_seconds`, or None where ``/proc/stat`` cannot be
+    read (not Linux): for figures that are worth having where they can be had."""
+    try:
+        return machine_cpu_seconds()[0]
+    except (OSError, ValueError):
+        return None
 
 
 def children(pid: int) -> list[int]:
