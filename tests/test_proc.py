@@ -15,12 +15,13 @@ import pytest
 
 from sniper.runtime import (
     _proc,
+    busy_share,
     children,
     command_line,
     cpu_seconds,
     descendants,
     listening_pid,
-    machine_busy_seconds,
+    machine_cpu_reading,
     machine_cpu_seconds,
     thread_cpu_seconds,
     thread_names,
@@ -43,20 +44,25 @@ def test_proc_readings_of_this_process() -> None:
             child.kill()
 
 
-def test_the_machine_s_busy_seconds_count_a_busy_thread_and_are_none_without_proc(
+def test_the_busy_share_counts_a_busy_thread_and_the_reading_is_none_without_proc(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """A thread spinning 0.3 s adds about 0.3 busy seconds (every process counts, so other
-    work can only add); where ``/proc/stat`` cannot be read, the figure is None, not an error."""
-    before = machine_busy_seconds()
+    """This thread's 0.3 s of CPU is in the machine's busy time between two readings, so its
+    share of what passed is at least that over every core's time (other work only adds);
+    where ``/proc/stat`` cannot be read, the reading is None, not an error."""
+    before = machine_cpu_reading()
     assert before is not None
-    deadline = time.perf_counter() + 0.3
-    while time.perf_counter() < deadline:
+    spun = time.thread_time() + 0.3
+    deadline = time.perf_counter() + 30  # a backstop: the CPU time always comes
+    while time.thread_time() < spun and time.perf_counter() < deadline:
         pass
-    after = machine_busy_seconds()
-    assert after is not None and after - before >= 0.2  # ticks are 10 ms
+    after = machine_cpu_reading()
+    assert after is not None
+    share = busy_share(before, after)
+    assert 0.29 / (after[1] - before[1]) <= share <= 1
+    assert busy_share(before, before) == 0.0  # no time passed: no share, not a division by 0
     monkeypatch.setattr(_proc, "PROC", tmp_path)  # a /proc without a stat file
-    assert machine_busy_seconds() is None
+    assert machine_cpu_reading() is None
 
 
 def test_descendants_and_their_command_lines() -> None:

@@ -533,7 +533,7 @@ def _print_round(measured: _Round, judged: _Judged, peer_label: str) -> None:
 def _cores_busy_cell(busy: float | None) -> str:
     """A run's :attr:`TrainReport.cores_busy` out of this machine's cores: near all of them,
     the job is bound by CPU (``-`` where the machine's CPU time could not be read)."""
-    return "-" if busy is None else f"{busy:.2f} of {os.cpu_count()}"
+    return "-" if busy is None else f"{busy:.2f} of {os.cpu_count() or '?'}"
 
 
 def _print_series(series: list[_Round], launchers: list[str], judged: _Judged) -> None:

@@ -55,6 +55,7 @@ from sniper.cluster import read_report
 from sniper.data import SyntheticCtr, Workload
 from sniper.roles import TrainReport
 from sniper.runtime import (
+    busy_share,
     children,
     cpu_seconds,
     listening_pid,
@@ -312,8 +313,7 @@ def _watch(job: _Job, warmup: int, attach: Attach, stack: ExitStack) -> _Window:
                 )
             seconds = time.perf_counter() - opened[0]
             _stop_spies(spies)
-            busy, total = machine_cpu_seconds()
-            share = (busy - opened[1]) / (total - opened[2])
+            share = busy_share(opened[1:], machine_cpu_seconds())
             return _Window(spies, seconds, first_step, share)
         if metrics and opened is None and (first_step := trained_steps(metrics)) >= warmup:
             opened = (time.perf_counter(), *machine_cpu_seconds())

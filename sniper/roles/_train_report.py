@@ -75,16 +75,20 @@ class TrainReport:
     """The placement's version at the end (0: every variable on its hashed ps)."""
     ranks: list[dict[str, Any]] = field(default_factory=list)
     """Each trainer rank's figures (``num_trainers`` > 1): ``rank``, ``examples`` and
-    ``seconds`` of this run, ``examples_per_second``; :attr:`examples` and
+    ``seconds`` of this run, ``examples_per_second``, ``cores_busy``; :attr:`examples` and
     :attr:`examples_per_second` are their sums, and the other figures rank 0's (the
     evaluation data's AUC, scored on rank 0's copy of the one model). Empty with one rank."""
     cores_busy: float | None = None
-    """Cores of the trainer's machine busy over the training window, on average: every
-    process's CPU time, the job's and any other's, over the window's seconds (scoring the
-    evaluation data included). On a quiet machine it says whether the job is bound by CPU: at
-    about every core busy, less CPU a batch is the only way to train faster, and the op with
-    the largest p50 is the one that waits its turn. None where the machine's CPU time cannot
-    be read (``/proc/stat``: Linux only)."""
+    """Cores of the trainer's machine busy while this run trained, on average: the busy
+    share of the machine's CPU time (every process's, the job's and any other's; steal, a
+    neighbour VM's time on its cores, left out), times its cores. The window is this run's
+    training loop, a resumed run's from its resume: the evaluation data scored and the
+    checkpoints taken during training are in it, the last scoring and checkpoint after
+    training are not. On a quiet machine it says whether the job is bound by CPU: with about
+    every core busy, less CPU a batch is the only way to train faster, and the op with the
+    largest p50 is only waiting its turn. None over a window under 0.1 s (the CPU time moves
+    in 10 ms ticks) or where ``/proc/stat`` cannot be read (not Linux). With several ranks,
+    rank 0's machine; each rank's is in :attr:`ranks`."""
     allreduce_bytes: int = 0
     """Bytes of dense gradients each rank all-reduces per step (0: one rank); the time of
     each step's all-reduce is ``ops["AllReduce"]``."""

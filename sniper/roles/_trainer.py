@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -69,9 +70,13 @@ from sniper.roles._step import DenseStep, Predictor
 from sniper.roles._train_report import LiveProgress, TrainReport
 from sniper.roles._trainer_config import TrainerConfig
 from sniper.rpc import HubApi, Pooled
-from sniper.runtime import machine_busy_seconds
+from sniper.runtime import busy_share, machine_cpu_reading
 
 __all__ = ["Checkpointer", "Trainer", "checkpoint_report"]
+
+MIN_BUSY_WINDOW = 0.1
+"""Seconds of training below which :attr:`TrainReport.cores_busy` is None: the machine's CPU
+time moves in ticks of 10 ms per core, so a shorter window's share is mostly rounding."""
 
 log = logging.getLogger("sniper.trainer")
 OPS = ("ReadSample", "EmbeddingLookup", "PushGrad", "Dense")
@@ -212,11 +217,11 @@ class Trainer:
         report = self._report
         resumed_examples = self._resumed_examples = report.examples
         started = self._started = time.perf_counter()
-        busy_before = machine_busy_seconds()
+        cpu_before = machine_cpu_reading()
         scored_before = sum(r.seconds for r in report.eval_data_history)
         try:
             await self.pipeline.run(lambda: self._consume(report, started))
-            report.cores_busy = _cores_busy(busy_before, started)
+            report.cores_busy = _cores_busy(cpu_before, started)
             # Training throughput leaves out the time spent scoring the evaluation data.
             scoring = sum(r.seconds for r in report.eval_data_history) - scored_before
             seconds = time.perf_counter() - started - scoring
@@ -236,11 +241,12 @@ class Trainer:
     async def _sum_ranks(self, report: TrainReport, examples: int) -> None:
         """Every rank's figures in the report: each rank's, and the job's totals."""
         assert self.ranks is not None
-        mine = {
+        mine: dict[str, Any] = {
             "rank": self.ranks.rank,
             "examples": examples,
             "seconds": report.seconds,
             "examples_per_second": report.examples_per_second,
+            "cores_busy": report.cores_busy,
             "job_examples": report.examples,
             "eval_batches": report.eval_batches,
         }
@@ -506,13 +512,14 @@ def _restore(
     return Scores.from_state(labels, state["metrics"], regression)
 
 
-def _cores_busy(busy_before: float | None, started: float) -> float | None:
+def _cores_busy(before: tuple[float, float] | None, started: float) -> float | None:
     """:attr:`TrainReport.cores_busy` of a window that started at ``started`` (a
-    ``perf_counter``) with the machine's busy CPU seconds at ``busy_before``."""
-    busy_after, seconds = machine_busy_seconds(), time.perf_counter() - started
-    if busy_before is None or busy_after is None or seconds <= 0:
+    ``perf_counter``) with the machine's CPU time read as ``before``; None over less than
+    :data:`MIN_BUSY_WINDOW` seconds, or without the readings."""
+    after = machine_cpu_reading()
+    if before is None or after is None or time.perf_counter() - started < MIN_BUSY_WINDOW:
         return None
-    return (busy_after - busy_before) / seconds
+    return busy_share(before, after) * (os.cpu_count() or 1)
 
 
 def _take_eval_data(report: TrainReport, result: EvalResult) -> None:

@@ -2,8 +2,8 @@
 process's children and descendants, its command line, and which process listens on a port.
 
 The one reader of ``/proc`` (Linux only): ``sniper experiment`` samples the CPU time of a
-job's roles with it, and ``sniper bench profile`` divides a profiled job's CPU by process and
-thread.
+job's roles with it, ``sniper bench profile`` divides a profiled job's CPU by process and
+thread, and the trainer reports how busy its machine's cores were while it trained.
 """
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ import os
 from pathlib import Path
 
 __all__ = [
+    "busy_share",
     "children",
     "command_line",
     "cpu_seconds",
     "descendants",
     "listening_pid",
-    "machine_busy_seconds",
+    "machine_cpu_reading",
     "machine_cpu_seconds",
     "thread_cpu_seconds",
     "thread_names",
@@ -82,13 +83,23 @@ def machine_cpu_seconds() -> tuple[float, float]:
     return busy / tick, (busy + idle + iowait) / tick
 
 
-def machine_busy_seconds() -> float | None:
-    """The busy part of :func:`machine_cpu_seconds`, or None where ``/proc/stat`` cannot be
-    read (not Linux): for figures that are worth having where they can be had."""
+def machine_cpu_reading() -> tuple[float, float] | None:
+    """:func:`machine_cpu_seconds`, or None where ``/proc/stat`` cannot be read (not Linux):
+    for figures worth having where they can be had."""
     try:
-        return machine_cpu_seconds()[0]
+        return machine_cpu_seconds()
     except (OSError, ValueError):
         return None
+
+
+def busy_share(before: tuple[float, float], after: tuple[float, float]) -> float:
+    """The busy part, in [0, 1], of the machine's CPU time that passed between two
+    :func:`machine_cpu_seconds` readings. A share of what passed, not busy seconds over wall
+    seconds: each count moves in ticks of 10 ms per core, and steal moves neither."""
+    total = after[1] - before[1]
+    if total <= 0:
+        return 0.0
+    return min(1.0, max(0.0, (after[0] - before[0]) / total))  # ticks turned seconds can round
 
 
 def children(pid: int) -> list[int]:
