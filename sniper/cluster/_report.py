@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,11 @@ def print_report(report: TrainReport, oracle_auc: float | None, eval_data: str =
         f"\ntrained {steps or f'{report.steps} batches'} ({report.examples:,} examples) in "
         f"{report.seconds:.1f} s: {report.examples_per_second:,.0f} examples/s"
     )
+    if report.cores_busy is not None:  # near every core: bound by CPU (TrainReport.cores_busy)
+        print(
+            f"this machine's cores busy while it trained: {report.cores_busy:.2f} of "
+            f"{os.cpu_count() or '?'}"
+        )
     if report.ranks:
         _print_ranks(report)
     if report.resumed_from_step:

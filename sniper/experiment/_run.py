@@ -176,6 +176,7 @@ _REPORT_KEYS = (
     "eval_logloss",
     "eval_auc_whole_run",
     "eval_data_auc",
+    "cores_busy",
 )
 _QUANTILES = ("p50", "p95", "p99")
 

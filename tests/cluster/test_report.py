@@ -4,13 +4,14 @@ same typed report (the benches, the experiment runner)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from sniper._metrics import LatencySummary
 from sniper.cluster import TrainConfig, read_report
-from sniper.cluster._report import write_report
+from sniper.cluster._report import print_report, write_report
 from sniper.roles import EvalResult, TrainReport
 
 
@@ -23,6 +24,7 @@ def test_a_written_report_reads_back_as_itself(tmp_path: Path) -> None:
         ps_ops=[{"EmbeddingLookup.kernel": LatencySummary(40, 80.0, 120.0, 150.0, 170.0)}],
         eval_data_history=[EvalResult(step=12, auc=0.7, logloss=0.5, examples=512, seconds=0.1)],
         moves=[{"step": 5, "variable": "a", "from": 0, "to": 1, "cost": 0.1, "seconds": 0.2}],
+        cores_busy=1.5,
     )
     config = TrainConfig(output=str(tmp_path / "report.json"))
     write_report(report, 0.75, config)
@@ -36,3 +38,14 @@ def test_a_file_that_is_no_report_is_named(tmp_path: Path) -> None:
     path.write_text(json.dumps({"steps": 3}))
     with pytest.raises(ValueError, match=r"report.json is not a sniper train report: 'config'"):
         read_report(path)
+
+
+@pytest.mark.parametrize("busy", [1.5, None])
+def test_the_printed_report_says_how_busy_the_machine_was_where_it_is_known(
+    busy: float | None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    print_report(TrainReport(steps=3, examples=30, seconds=1.0, cores_busy=busy), None)
+    lines = capsys.readouterr().out.splitlines()
+    line = f"this machine's cores busy while it trained: 1.50 of {os.cpu_count()}"
+    assert (line in lines) == (busy is not None)
+    assert not any("cores busy" in text for text in lines if text != line)

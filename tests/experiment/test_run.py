@@ -4,6 +4,7 @@ real ``sniper train`` subprocesses, real ps over gRPC, results read back from th
 from __future__ import annotations
 
 import csv
+import os
 import tomllib
 from pathlib import Path
 
@@ -90,6 +91,8 @@ def _check_train_rows(rows: list[dict[str, str]], config: dict[str, object]) -> 
         assert float(row["EmbeddingLookup_p50_ms"]) > 0
         assert float(row["ps_EmbeddingLookup_p50_ms"]) > 0
         assert float(row["cpu_trainer_s"]) > 0
+        # empty for a training window under 0.1 s; else at most every core
+        assert row["cores_busy"] == "" or 0 < float(row["cores_busy"]) <= (os.cpu_count() or 1)
         if config.get("launcher") == "inprocess":  # one process: its CPU is all the trainer's
             assert float(row["cpu_hub_s"]) == float(row["cpu_ps_s"]) == 0
             continue
