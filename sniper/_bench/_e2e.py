@@ -32,7 +32,6 @@ reads its input, so the hub decodes files during the run while the peer's input 
 from __future__ import annotations
 
 import math
-import os
 import subprocess
 import sys
 import tempfile
@@ -58,7 +57,7 @@ from sniper._bench._report import PeerMissing, verdict
 from sniper._bench._torch_peer import import_torch
 from sniper._bench._torchrec_peer import MAX_ROWS, run_torchrec, table_rows, torchrec_python
 from sniper._table import print_table
-from sniper.cluster import read_report
+from sniper.cluster import describe_cores_busy, read_report
 from sniper.data import SyntheticCtr, Workload, write_parquet
 from sniper.roles import TrainerConfig, TrainReport
 
@@ -504,7 +503,7 @@ def _print_round(measured: _Round, judged: _Judged, peer_label: str) -> None:
                 f"{sniper.report.examples_per_second:,.0f}",
                 str(sniper.report.steps),
                 *_efficiency_cells(sniper, name),
-                _cores_busy_cell(sniper.report.cores_busy),
+                describe_cores_busy(sniper.report),
                 "-" if ratio is None else f"{ratio:.2f}x",
                 "-" if ratio is None else _verdict(ratio, judged.target(name)),
             ]
@@ -528,12 +527,6 @@ def _print_round(measured: _Round, judged: _Judged, peer_label: str) -> None:
     if measured.dlrm is not None:
         sides = {judged.label(n): run.report for n, run in measured.runs.items()}
         print_auc_comparison(sides, measured.dlrm)
-
-
-def _cores_busy_cell(busy: float | None) -> str:
-    """A run's :attr:`TrainReport.cores_busy` out of this machine's cores: near all of them,
-    the job is bound by CPU (``-`` where the machine's CPU time could not be read)."""
-    return "-" if busy is None else f"{busy:.2f} of {os.cpu_count() or '?'}"
 
 
 def _print_series(series: list[_Round], launchers: list[str], judged: _Judged) -> None:

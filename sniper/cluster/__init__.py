@@ -44,6 +44,7 @@ from sniper.cluster._registry import LAUNCHER_NAMES as LAUNCHER_NAMES
 from sniper.cluster._registry import launcher_names as launcher_names
 from sniper.cluster._registry import open_launcher as open_launcher
 from sniper.cluster._report import ReportFile as ReportFile
+from sniper.cluster._report import describe_cores_busy as describe_cores_busy
 from sniper.cluster._report import read_report as read_report
 from sniper.cluster._reshard import reshard as reshard
 from sniper.cluster._serve import ServeConfig as ServeConfig
@@ -76,6 +77,7 @@ __all__ = [
     "TrainConfig",
     "TrainPlan",
     "create_variables",
+    "describe_cores_busy",
     "launcher_names",
     "load_cluster_spec",
     "load_job",

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,22 @@ from sniper._table import print_table
 from sniper.cluster._config import TrainConfig
 from sniper.roles import TrainReport
 
-__all__ = ["ReportFile", "path_rows", "print_report", "read_report", "write_report"]
+__all__ = [
+    "ReportFile",
+    "describe_cores_busy",
+    "path_rows",
+    "print_report",
+    "read_report",
+    "write_report",
+]
+
+
+def describe_cores_busy(report: TrainReport) -> str:
+    """:attr:`TrainReport.cores_busy` out of the machine's cores (``1.52 of 2``); ``-``
+    where the report has none."""
+    if report.cores_busy is None:
+        return "-"
+    return f"{report.cores_busy:.2f} of {report.machine_cores or '?'}"
 
 
 def print_report(report: TrainReport, oracle_auc: float | None, eval_data: str = "") -> None:
@@ -31,10 +45,7 @@ def print_report(report: TrainReport, oracle_auc: float | None, eval_data: str =
         f"{report.seconds:.1f} s: {report.examples_per_second:,.0f} examples/s"
     )
     if report.cores_busy is not None:  # near every core: bound by CPU (TrainReport.cores_busy)
-        print(
-            f"this machine's cores busy while it trained: {report.cores_busy:.2f} of "
-            f"{os.cpu_count() or '?'}"
-        )
+        print(f"the trainer's machine's cores busy while it trained: {describe_cores_busy(report)}")
     if report.ranks:
         _print_ranks(report)
     if report.resumed_from_step:

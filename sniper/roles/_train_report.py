@@ -89,6 +89,9 @@ class TrainReport:
     largest p50 is only waiting its turn. None over a window under 0.1 s (the CPU time moves
     in 10 ms ticks) or where ``/proc/stat`` cannot be read (not Linux). With several ranks,
     rank 0's machine; each rank's is in :attr:`ranks`."""
+    machine_cores: int | None = None
+    """The cores of the machine :attr:`cores_busy` counts (the trainer's, which need not be
+    the one that prints the report); None with it."""
     allreduce_bytes: int = 0
     """Bytes of dense gradients each rank all-reduces per step (0: one rank); the time of
     each step's all-reduce is ``ops["AllReduce"]``."""

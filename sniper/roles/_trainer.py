@@ -222,6 +222,7 @@ class Trainer:
         try:
             await self.pipeline.run(lambda: self._consume(report, started))
             report.cores_busy = _cores_busy(cpu_before, started)
+            report.machine_cores = None if report.cores_busy is None else os.cpu_count()
             # Training throughput leaves out the time spent scoring the evaluation data.
             scoring = sum(r.seconds for r in report.eval_data_history) - scored_before
             seconds = time.perf_counter() - started - scoring

@@ -4,7 +4,6 @@ same typed report (the benches, the experiment runner)."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ def test_a_written_report_reads_back_as_itself(tmp_path: Path) -> None:
         eval_data_history=[EvalResult(step=12, auc=0.7, logloss=0.5, examples=512, seconds=0.1)],
         moves=[{"step": 5, "variable": "a", "from": 0, "to": 1, "cost": 0.1, "seconds": 0.2}],
         cores_busy=1.5,
+        machine_cores=2,
     )
     config = TrainConfig(output=str(tmp_path / "report.json"))
     write_report(report, 0.75, config)
@@ -41,11 +41,14 @@ def test_a_file_that_is_no_report_is_named(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("busy", [1.5, None])
-def test_the_printed_report_says_how_busy_the_machine_was_where_it_is_known(
+def test_the_printed_report_says_how_busy_the_trainer_s_machine_was_where_it_is_known(
     busy: float | None, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    print_report(TrainReport(steps=3, examples=30, seconds=1.0, cores_busy=busy), None)
+    """Out of the trainer's machine's cores, from the report: not the printing machine's."""
+    cores = None if busy is None else 48
+    report = TrainReport(steps=3, examples=30, seconds=1.0, cores_busy=busy, machine_cores=cores)
+    print_report(report, None)
     lines = capsys.readouterr().out.splitlines()
-    line = f"this machine's cores busy while it trained: 1.50 of {os.cpu_count()}"
+    line = "the trainer's machine's cores busy while it trained: 1.50 of 48"
     assert (line in lines) == (busy is not None)
     assert not any("cores busy" in text for text in lines if text != line)
