@@ -221,8 +221,7 @@ class Trainer:
         scored_before = sum(r.seconds for r in report.eval_data_history)
         try:
             await self.pipeline.run(lambda: self._consume(report, started))
-            report.cores_busy = _cores_busy(cpu_before, started)
-            report.machine_cores = None if report.cores_busy is None else os.cpu_count()
+            report.cores_busy, report.machine_cores = _cores_busy(cpu_before, started)
             # Training throughput leaves out the time spent scoring the evaluation data.
             scoring = sum(r.seconds for r in report.eval_data_history) - scored_before
             seconds = time.perf_counter() - started - scoring
@@ -513,14 +512,17 @@ def _restore(
     return Scores.from_state(labels, state["metrics"], regression)
 
 
-def _cores_busy(before: tuple[float, float] | None, started: float) -> float | None:
-    """:attr:`TrainReport.cores_busy` of a window that started at ``started`` (a
-    ``perf_counter``) with the machine's CPU time read as ``before``; None over less than
-    :data:`MIN_BUSY_WINDOW` seconds, or without the readings."""
-    after = machine_cpu_reading()
+def _cores_busy(
+    before: tuple[float, float] | None, started: float
+) -> tuple[float | None, int | None]:
+    """:attr:`TrainReport.cores_busy` and :attr:`TrainReport.machine_cores` of a window that
+    started at ``started`` (a ``perf_counter``) with the machine's CPU time read as
+    ``before``; both None over less than :data:`MIN_BUSY_WINDOW` seconds, or without the
+    readings."""
+    after, cores = machine_cpu_reading(), os.cpu_count()
     if before is None or after is None or time.perf_counter() - started < MIN_BUSY_WINDOW:
-        return None
-    return busy_share(before, after) * (os.cpu_count() or 1)
+        return None, None
+    return busy_share(before, after) * (cores or 1), cores
 
 
 def _take_eval_data(report: TrainReport, result: EvalResult) -> None:
