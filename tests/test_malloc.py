@@ -1,7 +1,9 @@
-"""reuse_freed_memory: applies on glibc, refuses values mallopt cannot take."""
+"""reuse_freed_memory: applies on glibc, refuses values mallopt cannot take, and has Arrow
+allocate from glibc unless the user chose Arrow's allocator."""
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 import sys
@@ -9,6 +11,8 @@ import sys
 import pytest
 
 from sniper.runtime import reuse_freed_memory
+
+ARROW_POOL_VARIABLE = "ARROW_DEFAULT_MEMORY_POOL"  # Arrow's documented setting
 
 
 def test_applies_on_glibc_linux() -> None:
@@ -30,3 +34,68 @@ def test_out_of_range_thresholds_are_refused(value: int) -> None:
 def test_an_mmap_threshold_glibc_would_refuse_is_refused_first() -> None:
     with pytest.raises(ValueError, match="mmap_threshold must be in"):
         reuse_freed_memory(mmap_threshold=33 * 2**20)
+
+
+_GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
+
+
+def _child(code: str, **env: str) -> str:
+    """What a fresh interpreter running ``code`` prints, with ``env`` over this environment
+    (less Arrow's pool setting, unless ``env`` names it)."""
+    environment = {k: v for k, v in os.environ.items() if k != ARROW_POOL_VARIABLE} | env
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=environment
+    )
+    return out.stdout.strip()
+
+
+@pytest.mark.skipif(not _GLIBC, reason="the thresholds, and so Arrow's pool, are glibc's")
+def test_arrow_allocates_from_glibc_afterwards_and_in_the_processes_it_starts() -> None:
+    code = (
+        "import subprocess, sys\n"
+        "from sniper.runtime import reuse_freed_memory\n"
+        "reuse_freed_memory()\n"
+        "import pyarrow\n"
+        "print(pyarrow.default_memory_pool().backend_name)\n"
+        "child = 'import pyarrow; print(pyarrow.default_memory_pool().backend_name)'\n"
+        "print(subprocess.run([sys.executable, '-c', child], capture_output=True, text=True,"
+        " check=True).stdout.strip())\n"
+    )
+    assert _child(code).split() == ["system", "system"]
+
+
+@pytest.mark.skipif(not _GLIBC, reason="the thresholds, and so Arrow's pool, are glibc's")
+def test_a_pyarrow_already_allocating_is_moved_to_glibc() -> None:
+    code = (
+        "import pyarrow\n"
+        "before = pyarrow.default_memory_pool().backend_name\n"
+        "kept = pyarrow.array(range(1000))\n"
+        "from sniper.runtime import reuse_freed_memory\n"
+        "reuse_freed_memory()\n"
+        "fresh = pyarrow.array(range(1000))\n"
+        "print(before, pyarrow.default_memory_pool().backend_name, kept.sum(), fresh.sum())\n"
+    )
+    before, after, kept, fresh = _child(code).split()
+    assert before != "system" and after == "system"
+    assert kept == fresh == str(sum(range(1000)))
+
+
+def test_an_arrow_pool_the_user_named_is_kept() -> None:
+    pyarrow = pytest.importorskip("pyarrow")
+    chosen = None
+    for name in ("mimalloc", "jemalloc"):
+        try:
+            getattr(pyarrow, f"{name}_memory_pool")()
+        except (AttributeError, NotImplementedError):
+            continue
+        chosen = name
+        break
+    if chosen is None:
+        pytest.skip("this pyarrow has no allocator besides the system one")
+    code = (
+        "from sniper.runtime import reuse_freed_memory\n"
+        "reuse_freed_memory()\n"
+        "import pyarrow\n"
+        "print(pyarrow.default_memory_pool().backend_name)\n"
+    )
+    assert _child(code, **{ARROW_POOL_VARIABLE: chosen}) == chosen

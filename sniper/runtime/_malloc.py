@@ -11,13 +11,22 @@ the heap; up to 128 MiB of free heap top kept), freed blocks are reused. Measure
 The cost: up to ``trim_threshold`` bytes of freed heap stay mapped after a peak, and a freed
 block below ``mmap_threshold`` (up to 32 MiB) returns to the heap, not to the kernel. Tables
 larger than that are still mapped on their own and given back when freed.
+
+Arrow's buffers come from the same heap. pyarrow's default allocator, mimalloc, gives freed
+segments back to the kernel, so each Parquet batch a hub decodes (6 MB at seed_ctr's full
+shape) was written on fresh pages, often 2 MB huge ones zeroed whole: over the training window
+of the one-process job at scale 1.0 (``perf``), the decoding thread spent 0.5-8% of the job's
+CPU zeroing pages, varying from run to run, and 0-0.2% with glibc's allocator; its CPU a batch
+fell 8% (CHANGELOG.md, 2026-11-28).
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import platform
+import sys
 import warnings
 
 __all__ = ["release_freed_memory", "reuse_freed_memory"]
@@ -26,6 +35,8 @@ _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 _MB = 2**20
 _MAX_MMAP_THRESHOLD = 32 * _MB  # glibc's HEAP_MAX_SIZE / 2 on 64-bit: larger values are refused
+_ARROW_POOL = "ARROW_DEFAULT_MEMORY_POOL"
+"""Arrow's own setting of its default allocator, which a user who sets it keeps."""
 
 
 def reuse_freed_memory(mmap_threshold: int = 32 * _MB, trim_threshold: int = 128 * _MB) -> bool:
@@ -34,6 +45,7 @@ def reuse_freed_memory(mmap_threshold: int = 32 * _MB, trim_threshold: int = 128
     The CLI calls this at start-up; call it once at the start of a process that embeds
     sniper's server or client. The trim threshold is set only once the mmap threshold is
     accepted: on its own it would freeze glibc's dynamic threshold at 128 KiB, which is worse.
+    Once both are, Arrow allocates from glibc too (:func:`_arrow_from_the_heap`).
     """
     if not 0 < mmap_threshold <= _MAX_MMAP_THRESHOLD:
         raise ValueError(
@@ -57,7 +69,21 @@ def reuse_freed_memory(mmap_threshold: int = 32 * _MB, trim_threshold: int = 128
             stacklevel=2,
         )
         return False
+    _arrow_from_the_heap()
     return True
+
+
+def _arrow_from_the_heap() -> None:
+    """Make glibc pyarrow's default allocator (its ``system`` pool), unless the environment
+    names one (``ARROW_DEFAULT_MEMORY_POOL``). Set in the environment, it applies when pyarrow
+    first allocates, and to the processes this one starts; a pyarrow already imported is told
+    directly."""
+    if _ARROW_POOL in os.environ:
+        return
+    os.environ[_ARROW_POOL] = "system"
+    pyarrow = sys.modules.get("pyarrow")
+    if pyarrow is not None:
+        pyarrow.set_memory_pool(pyarrow.system_memory_pool())
 
 
 def release_freed_memory() -> bool:
