@@ -7,6 +7,7 @@ import os
 import platform
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -65,7 +66,7 @@ def test_arrow_allocates_from_glibc_afterwards_and_in_the_processes_it_starts() 
 
 
 @pytest.mark.skipif(not _GLIBC, reason="the thresholds, and so Arrow's pool, are glibc's")
-def test_a_pyarrow_already_allocating_is_moved_to_glibc() -> None:
+def test_a_pyarrow_imported_first_has_the_pool_its_calls_default_to_moved_to_glibc() -> None:
     code = (
         "import pyarrow\n"
         "before = pyarrow.default_memory_pool().backend_name\n"
@@ -78,6 +79,33 @@ def test_a_pyarrow_already_allocating_is_moved_to_glibc() -> None:
     before, after, kept, fresh = _child(code).split()
     assert before != "system" and after == "system"
     assert kept == fresh == str(sum(range(1000)))
+
+
+@pytest.mark.skipif(not _GLIBC, reason="the thresholds, and so Arrow's pool, are glibc's")
+def test_the_cli_chooses_before_its_parser_loads_pyarrow(tmp_path: Path) -> None:
+    """Arrow makes its own default pool as pyarrow loads: set later, the choice would reach
+    pyarrow's Python calls but not Arrow's C++ allocations, and decoding still took mimalloc."""
+    pyarrow = pytest.importorskip("pyarrow")
+    try:
+        pyarrow.mimalloc_memory_pool()
+    except NotImplementedError:
+        pytest.skip("this pyarrow has no mimalloc to stay away from")
+    code = (
+        "import sys\n"
+        "from sniper.cli._main import main\n"
+        f"main(['train', '--data', 'parquet:{tmp_path / 'missing.parquet'}'])\n"
+        "assert 'pyarrow' in sys.modules  # the train command's parser loaded it\n"
+        "import pyarrow\n"
+        "from sniper.data import ParquetReader, SyntheticCtr, load_workload, write_parquet\n"
+        "data = SyntheticCtr(load_workload('seed_ctr'), num_batches=3, scale=0.02)\n"
+        f"write_parquet(data, {str(tmp_path / 'data.parquet')!r})\n"
+        "mimalloc = pyarrow.mimalloc_memory_pool()\n"
+        "before = mimalloc.total_bytes_allocated()\n"
+        f"for batch in ParquetReader({str(tmp_path / 'data.parquet')!r}).batches():\n"
+        "    pass\n"
+        "print(mimalloc.total_bytes_allocated() - before)\n"
+    )
+    assert _child(code).splitlines()[-1] == "0"
 
 
 def test_an_arrow_pool_the_user_named_is_kept() -> None:
@@ -99,3 +127,14 @@ def test_an_arrow_pool_the_user_named_is_kept() -> None:
         "print(pyarrow.default_memory_pool().backend_name)\n"
     )
     assert _child(code, **{ARROW_POOL_VARIABLE: chosen}) == chosen
+
+
+@pytest.mark.skipif(not _GLIBC, reason="the thresholds, and so Arrow's pool, are glibc's")
+def test_an_empty_arrow_pool_setting_names_none() -> None:
+    code = (
+        "from sniper.runtime import reuse_freed_memory\n"
+        "reuse_freed_memory()\n"
+        "import pyarrow\n"
+        "print(pyarrow.default_memory_pool().backend_name)\n"
+    )
+    assert _child(code, **{ARROW_POOL_VARIABLE: ""}) == "system"

@@ -65,10 +65,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = any(arg in DEBUG for arg in argv)  # after a command too: sniper train ... --debug
     set_debug(debug)
-    args = build_parser().parse_args([arg for arg in argv if arg not in DEBUG])
-    command: Command = args.run
+    # Before the parser: building a command's flags imports pyarrow, which picks its allocator
+    # as it loads (see reuse_freed_memory).
     reuse_freed_memory()
     collect_less()
+    args = build_parser().parse_args([arg for arg in argv if arg not in DEBUG])
+    command: Command = args.run
     try:
         return command(args)
     except (ValueError, LookupError, OSError) as exc:

@@ -16,8 +16,8 @@ Arrow's buffers come from the same heap. pyarrow's default allocator, mimalloc, 
 segments back to the kernel, so each Parquet batch a hub decodes (6 MB at seed_ctr's full
 shape) was written on fresh pages, often 2 MB huge ones zeroed whole: over the training window
 of the one-process job at scale 1.0 (``perf``), the decoding thread spent 0.5-8% of the job's
-CPU zeroing pages, varying from run to run, and 0-0.2% with glibc's allocator; its CPU a batch
-fell 8% (CHANGELOG.md, 2026-11-28).
+CPU zeroing pages, varying from run to run, and 0-0.2% with glibc's allocator (CHANGELOG.md,
+2026-11-28). pyarrow makes its default allocator as it is imported, so this must run first.
 """
 
 from __future__ import annotations
@@ -43,9 +43,10 @@ def reuse_freed_memory(mmap_threshold: int = 32 * _MB, trim_threshold: int = 128
     """Fix glibc's ``M_MMAP_THRESHOLD`` and ``M_TRIM_THRESHOLD``; False where not glibc.
 
     The CLI calls this at start-up; call it once at the start of a process that embeds
-    sniper's server or client. The trim threshold is set only once the mmap threshold is
-    accepted: on its own it would freeze glibc's dynamic threshold at 128 KiB, which is worse.
-    Once both are, Arrow allocates from glibc too (:func:`_arrow_from_the_heap`).
+    sniper's server or client, before it imports pyarrow (``sniper.data``, ``sniper.roles``,
+    ``sniper.cluster`` and others do), so that Arrow allocates from glibc too. The trim
+    threshold is set only once the mmap threshold is accepted: on its own it would freeze
+    glibc's dynamic threshold at 128 KiB, which is worse.
     """
     if not 0 < mmap_threshold <= _MAX_MMAP_THRESHOLD:
         raise ValueError(
@@ -74,11 +75,12 @@ def reuse_freed_memory(mmap_threshold: int = 32 * _MB, trim_threshold: int = 128
 
 
 def _arrow_from_the_heap() -> None:
-    """Make glibc pyarrow's default allocator (its ``system`` pool), unless the environment
-    names one (``ARROW_DEFAULT_MEMORY_POOL``). Set in the environment, it applies when pyarrow
-    first allocates, and to the processes this one starts; a pyarrow already imported is told
-    directly."""
-    if _ARROW_POOL in os.environ:
+    """Make glibc Arrow's default allocator (its ``system`` pool), unless the environment
+    names one (``ARROW_DEFAULT_MEMORY_POOL``, not empty). Arrow reads that variable when
+    pyarrow is imported, here and in the processes this one starts. A pyarrow imported already
+    has only the pool its Python calls default to changed: Arrow's own default (which some of
+    its C++ allocations use) stays the one it made."""
+    if os.environ.get(_ARROW_POOL):
         return
     os.environ[_ARROW_POOL] = "system"
     pyarrow = sys.modules.get("pyarrow")
