@@ -66,11 +66,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = any(arg in DEBUG for arg in argv)  # after a command too: sniper train ... --debug
     set_debug(debug)
     # Before the parser: building a command's flags imports pyarrow, which picks its allocator
-    # as it loads (see reuse_freed_memory).
+    # as it loads (see reuse_freed_memory). After it, collect_less freezes what those imports
+    # made, which the collector then never walks again.
     reuse_freed_memory()
-    collect_less()
     args = build_parser().parse_args([arg for arg in argv if arg not in DEBUG])
     command: Command = args.run
+    collect_less()
     try:
         return command(args)
     except (ValueError, LookupError, OSError) as exc:
