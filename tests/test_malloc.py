@@ -38,6 +38,13 @@ def test_an_mmap_threshold_glibc_would_refuse_is_refused_first() -> None:
 
 
 _GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
+POOL_AFTER_THE_CALL = (
+    "from sniper.runtime import reuse_freed_memory\n"
+    "reuse_freed_memory()\n"
+    "import pyarrow\n"
+    "print(pyarrow.default_memory_pool().backend_name)\n"
+)
+"""A child's code: pyarrow's default pool, imported after the call."""
 
 
 def _child(code: str, **env: str) -> str:
@@ -52,12 +59,8 @@ def _child(code: str, **env: str) -> str:
 
 @pytest.mark.skipif(not _GLIBC, reason="the thresholds, and so Arrow's pool, are glibc's")
 def test_arrow_allocates_from_glibc_afterwards_and_in_the_processes_it_starts() -> None:
-    code = (
+    code = POOL_AFTER_THE_CALL + (
         "import subprocess, sys\n"
-        "from sniper.runtime import reuse_freed_memory\n"
-        "reuse_freed_memory()\n"
-        "import pyarrow\n"
-        "print(pyarrow.default_memory_pool().backend_name)\n"
         "child = 'import pyarrow; print(pyarrow.default_memory_pool().backend_name)'\n"
         "print(subprocess.run([sys.executable, '-c', child], capture_output=True, text=True,"
         " check=True).stdout.strip())\n"
@@ -120,21 +123,9 @@ def test_an_arrow_pool_the_user_named_is_kept() -> None:
         break
     if chosen is None:
         pytest.skip("this pyarrow has no allocator besides the system one")
-    code = (
-        "from sniper.runtime import reuse_freed_memory\n"
-        "reuse_freed_memory()\n"
-        "import pyarrow\n"
-        "print(pyarrow.default_memory_pool().backend_name)\n"
-    )
-    assert _child(code, **{ARROW_POOL_VARIABLE: chosen}) == chosen
+    assert _child(POOL_AFTER_THE_CALL, **{ARROW_POOL_VARIABLE: chosen}) == chosen
 
 
 @pytest.mark.skipif(not _GLIBC, reason="the thresholds, and so Arrow's pool, are glibc's")
 def test_an_empty_arrow_pool_setting_names_none() -> None:
-    code = (
-        "from sniper.runtime import reuse_freed_memory\n"
-        "reuse_freed_memory()\n"
-        "import pyarrow\n"
-        "print(pyarrow.default_memory_pool().backend_name)\n"
-    )
-    assert _child(code, **{ARROW_POOL_VARIABLE: ""}) == "system"
+    assert _child(POOL_AFTER_THE_CALL, **{ARROW_POOL_VARIABLE: ""}) == "system"
