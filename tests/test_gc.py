@@ -44,7 +44,7 @@ def test_a_threshold_below_one_is_refused() -> None:
 
 CLI_CHILD = """
 import gc, sys
-from sniper.cli._main import main
+from sniper.cli import main
 main(["train", "--data", "parquet:/nonexistent/missing.parquet"])  # fails after its set-up
 made_by_the_parser = vars(sys.modules["pyarrow"])  # the train command's flags imported it
 print(any(o is made_by_the_parser for o in gc.get_objects()))

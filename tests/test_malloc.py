@@ -95,7 +95,7 @@ def test_the_cli_chooses_before_its_parser_loads_pyarrow(tmp_path: Path) -> None
         pytest.skip("this pyarrow has no mimalloc to stay away from")
     code = (
         "import sys\n"
-        "from sniper.cli._main import main\n"
+        "from sniper.cli import main\n"
         f"main(['train', '--data', 'parquet:{tmp_path / 'missing.parquet'}'])\n"
         "assert 'pyarrow' in sys.modules  # the train command's parser loaded it\n"
         "import pyarrow\n"
