@@ -71,6 +71,7 @@ from sniper.rpc._wire import FeedSampleView as FeedSampleView
 from sniper.rpc._wire import PushGradView as PushGradView
 from sniper.rpc._wire import VariableGradientView as VariableGradientView
 from sniper.rpc._wire import VariableSignsView as VariableSignsView
+from sniper.rpc._wire import decode_gradient as decode_gradient
 from sniper.rpc._wire import lookup_response as lookup_response
 
 __all__ = [
@@ -113,6 +114,7 @@ __all__ = [
     "config_to_message",
     "decode",
     "decode_floats",
+    "decode_gradient",
     "decode_tensor",
     "encode",
     "encode_tensor",

@@ -64,7 +64,6 @@ from sniper.rpc._tensor import (
     decode,
     decode_floats,
     encode,
-    narrow,
     wire_array,
 )
 from sniper.rpc._variable import VariableConfig, config_to_message
@@ -214,9 +213,7 @@ class PsClient:
     async def push_grad(self, batch_id: int, grads: Mapping[str, NDArray[np.float32]]) -> int:
         """Apply gradients; returns how many the ps dropped as non-finite. Never retried."""
         dtype = self._answered if self._answered in FLOAT_DTYPES else "float32"
-        request = push_grad_wire(
-            batch_id, [(name, narrow(grad, dtype)) for name, grad in grads.items()], dtype
-        )
+        request = push_grad_wire(batch_id, grads.items(), dtype)
         answer = await self._call(lambda: self._push_grad(request, timeout=self.timeout))
         return answer.dropped_nonfinite
 

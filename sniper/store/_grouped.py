@@ -393,10 +393,15 @@ def strides_of(matrix: NDArray[Any]) -> tuple[int, int] | None:
 
 
 def _readable(grads: NDArray[np.float32]) -> tuple[NDArray[np.float32], tuple[int, int, int]]:
-    """A checked gradient as the push kernel reads it (itself, or an aligned C-ordered copy
-    where :func:`strides_of` cannot read it: ascontiguousarray would hand back a contiguous
-    array as it is, aligned or not), with its strides and the flat size they span."""
+    """A checked gradient as the push kernel reads it, with its strides and the flat size they
+    span: itself, or where :func:`strides_of` cannot read it an aligned copy, in its own
+    layout where that is C or Fortran order (a gradient sent transposed, at an odd offset of
+    its message, is copied straight, not transposed), else C-ordered. ``ascontiguousarray``
+    would hand back a contiguous array as it is, aligned or not."""
     strides = strides_of(grads)
+    if strides is None:
+        grads = np.require(grads, np.float32, ["A"])
+        strides = strides_of(grads)
     if strides is None:
         grads = np.require(grads, np.float32, ["C", "A"])
         strides = (grads.shape[1], 1)

@@ -44,7 +44,7 @@ from sniper.rpc import (
     check_wire_dtype,
     config_from_message,
     decode,
-    decode_floats,
+    decode_gradient,
     encode,
     lookup_response,
     moved_from_message,
@@ -229,7 +229,7 @@ class PsService(PsBase):
         for i, var in enumerate(received):
             if var.name in grads:
                 raise ValueError(f"grads[{i}] repeats variable {var.name!r}")
-            grads[var.name] = decode_floats(var.grad, f"grads[{i}].grad ({var.name!r})", 2)
+            grads[var.name] = decode_gradient(var, i)
         self.role.record("PushGrad.decode", time.perf_counter() - start)
         dropped = await self.role.push_grad(request.batch_id, grads)
         return PushGradResponse(dropped_nonfinite=dropped)

@@ -27,6 +27,7 @@ from sniper.rpc._wire import (
     ENCODERS,
     LookupArrays,
     WireError,
+    decode_gradient,
     feed_sample_wire,
     push_grad_wire,
 )
@@ -57,7 +58,15 @@ messages = st.one_of(
     st.builds(
         PushGradRequest,
         batch_id=u64,
-        grads=st.lists(st.builds(VariableGradient, name=names, grad=tensors), max_size=3),
+        grads=st.lists(
+            st.builds(
+                VariableGradient,
+                name=names,
+                grad=st.one_of(st.none(), tensors),
+                grad_transposed=st.one_of(st.none(), tensors),
+            ),
+            max_size=3,
+        ),
     ),
     st.builds(
         EmbeddingLookupResponse,
@@ -252,3 +261,47 @@ def test_varints_at_each_length_boundary_are_what_betterproto_writes_and_reads(
 def test_a_message_cut_inside_a_varint_or_a_field_is_a_wire_error(data: bytes) -> None:
     with pytest.raises(WireError):
         DECODERS[PushGradRequest](data)
+
+
+def test_a_gradient_laid_out_transposed_travels_as_its_transpose() -> None:
+    """The numpy MLP's gradients are blocks of one transposed product: each goes as
+    ``grad_transposed``, its bytes the product's rows as they lie (no transposing copy), and it
+    reads back as the same ``[batch, dim]`` values; a C-ordered gradient still goes as
+    ``grad``."""
+    product = np.random.default_rng(0).standard_normal((6, 5)).astype(np.float32)
+    blocks = {"a": product[0:2].T, "b": product[2:6].T}  # [5, 2] and [5, 4], Fortran-ordered
+    plain = np.arange(10, dtype=np.float32).reshape(5, 2)
+    wire = push_grad_wire(3, [*blocks.items(), ("c", plain)]).wire
+    expected = PushGradRequest(
+        batch_id=3,
+        grads=[
+            *(VariableGradient(name=n, grad_transposed=encode(g.T)) for n, g in blocks.items()),
+            VariableGradient(name="c", grad=encode(plain)),
+        ],
+    )
+    assert wire == bytes(expected)
+    assert product[0:2].tobytes() in wire and product[2:6].tobytes() in wire  # rows as they lie
+    for message in (DECODERS[PushGradRequest](wire), PushGradRequest().parse(wire)):
+        got = [decode_gradient(variable, i) for i, variable in enumerate(message.grads)]
+        assert [g.shape for g in got] == [(5, 2), (5, 4), (5, 2)]
+        for back, sent in zip(got, [*blocks.values(), plain], strict=True):
+            assert np.array_equal(back, sent)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_a_transposed_gradient_in_16_bits_is_the_same_as_a_c_ordered_one(dtype: str) -> None:
+    grad = np.random.default_rng(1).standard_normal((4, 7)).astype(np.float32).T
+    sent = DECODERS[PushGradRequest](push_grad_wire(1, [("v", grad)], dtype).wire)
+    plain = DECODERS[PushGradRequest](push_grad_wire(1, [("v", grad.copy())], dtype).wire)
+    assert sent.grads[0].grad is None and plain.grads[0].grad_transposed is None
+    assert np.array_equal(decode_gradient(sent.grads[0], 0), decode_gradient(plain.grads[0], 0))
+
+
+def test_a_gradient_sent_both_ways_or_misshapen_is_refused_by_name() -> None:
+    tensor = encode(np.ones((2, 3), dtype=np.float32))
+    both = VariableGradient(name="v", grad=tensor, grad_transposed=tensor)
+    with pytest.raises(ValueError, match=r"^grads\[4\] \('v'\) sets both grad and grad_transposed"):
+        decode_gradient(both, 4)
+    flat = VariableGradient(name="v", grad_transposed=encode(np.ones(6, dtype=np.float32)))
+    with pytest.raises(TensorError, match=r"^grads\[0\]\.grad_transposed \('v'\) must have 2"):
+        decode_gradient(DECODERS[PushGradRequest](bytes(PushGradRequest(grads=[flat]))).grads[0], 0)

@@ -81,8 +81,7 @@ def test_half_the_bytes_on_the_wire(dtype: str) -> None:
     full = len(lookup_response([(n, a, 0.0) for n, a in items]).wire)
     half = len(lookup_response([(n, a, 0.0) for n, a in items], dtype).wire)
     assert half < 0.51 * full
-    grads = [(n, narrow(a, dtype)) for n, a in items]
-    assert len(push_grad_wire(7, grads, dtype).wire) < 0.51 * len(push_grad_wire(7, items).wire)
+    assert len(push_grad_wire(7, items, dtype).wire) < 0.51 * len(push_grad_wire(7, items).wire)
 
 
 async def test_an_unknown_pooled_dtype_is_refused_and_frees_nothing() -> None:
@@ -106,3 +105,24 @@ async def test_an_unknown_pooled_dtype_is_refused_and_frees_nothing() -> None:
 def test_a_client_refuses_an_unknown_wire_dtype() -> None:
     with pytest.raises(ValueError, match="wire_dtype must be one of float32, bfloat16, float16"):
         PsClient("127.0.0.1", 1, wire_dtype="float64")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+async def test_a_gradient_sent_transposed_updates_the_rows_a_c_ordered_one_does(dtype: str) -> None:
+    """The numpy MLP's gradients lie transposed in memory and travel so (``grad_transposed``):
+    over real gRPC the ps applies exactly the update of the same gradient laid out C-ordered."""
+    rows = {}
+    for layout, grads in (("C", GRADS), ("F", np.asfortranarray(GRADS))):
+        async with running_ps() as (_, plain):
+            host, port = plain.address.rsplit(":", 1)
+            client = PsClient(host, int(port), wire_dtype=dtype)
+            try:
+                await create(client)
+                await client.feed_sample(1, {"emb": (SIGNS, OFFSETS)})
+                await client.embedding_lookup(1, ["emb"])  # the ps answers in dtype
+                assert await client.push_grad(1, {"emb": grads}) == 0
+                rows[layout] = await client.pull("emb", np.unique(SIGNS))
+            finally:
+                client.close()
+    assert np.array_equal(rows["C"], rows["F"])
+    assert not np.array_equal(rows["C"], np.zeros_like(rows["C"]))

@@ -35,7 +35,7 @@ from sniper.store import (
     uniform,
 )
 from sniper.store import _kernels as kernels
-from sniper.store._grouped import max_abs_matrices, strides_of
+from sniper.store._grouped import _readable, max_abs_matrices, strides_of
 from sniper.store._pointers import address
 
 BATCH = 24
@@ -529,15 +529,20 @@ def test_a_shard_named_twice_or_a_foreign_optimizer_is_refused() -> None:
         EmbeddingTable(4, capacity=8, optimizer=Mine())
 
 
-def test_misaligned_gradients_are_copied_and_misaligned_outs_refused() -> None:
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_misaligned_gradients_are_copied_and_misaligned_outs_refused(order: str) -> None:
+    """``F``: a gradient sent transposed (``grad_transposed``) at an odd offset of its message;
+    its aligned copy keeps its layout, a straight copy rather than a transposing one."""
     tables, twins = _tables()[:1], _tables()[:1]
     (batch,) = _batches(tables, 0)
     (twin_batch,) = _batches(twins, 0)
     grad = _grads(tables, 1)[0]
     raw = np.zeros(grad.nbytes + 1, np.uint8)
-    misaligned = raw[1:].view(np.float32).reshape(grad.shape)
+    misaligned = raw[1:].view(np.float32).reshape(grad.shape, order=order)
     misaligned[...] = grad
-    assert not misaligned.flags.aligned
+    assert not misaligned.flags.aligned and misaligned.flags[f"{order}_CONTIGUOUS"]
+    copied, _ = _readable(misaligned)
+    assert copied.flags.aligned and copied.flags[f"{order}_CONTIGUOUS"]
     push_shards([(tables[0], batch, 0, misaligned)])
     push_shards([(twins[0], twin_batch, 0, grad)])
     for a, b in zip(_state(tables[0]), _state(twins[0]), strict=True):

@@ -157,6 +157,12 @@ class VariableGradient(betterproto.Message):
     float32 [batch, dim]: d(loss)/d(pooled embedding); [values, dim] for pooling "none"
     """
 
+    grad_transposed: "Tensor" = betterproto.message_field(3)
+    """
+    The same gradient transposed ([dim, batch]), sent instead of grad by a trainer whose
+     gradient lies in memory that way: no copy to lay it out. A message sets one of the two.
+    """
+
 
 @dataclass(eq=False, repr=False)
 class PushGradRequest(betterproto.Message):
