@@ -12,6 +12,7 @@ import pytest
 
 from sniper._bench import _e2e
 from sniper._bench._e2e import WARM_UP_BATCHES, job_settings, write_job
+from sniper._bench._host import steal_during
 from sniper._bench._limit import KernelLimit
 from sniper._bench._report import PeerMissing
 from sniper._bench._torch_peer import INSTALL_HINT
@@ -111,6 +112,8 @@ def test_the_warm_up_job_trains(capsys: pytest.CaptureFixture[str]) -> None:
     busy = run.report.cores_busy
     assert busy is not None and 0 < busy <= (os.cpu_count() or 1)
     assert run.report.machine_cores == os.cpu_count()
+    # The host's share of the CPU while the command ran, read from the kernel's counters.
+    assert run.steal is not None and 0 <= run.steal <= 1
     assert "warm-up" in capsys.readouterr().out
 
 
@@ -173,7 +176,7 @@ def test_rounds_give_each_row_s_values_median_and_the_rounds_that_met(
     out = capsys.readouterr().out
     assert [line for line in out.splitlines() if line.startswith("round ")] == [
         "round 1 of 3",
-        "round 2 of 3",
+        "round 2 of 3 (the peer first)",
         "round 3 of 3",
     ]
     assert "across the 3 rounds (a target holds if met in 3 of them;" in out
@@ -249,16 +252,72 @@ def test_a_round_shows_the_cores_each_job_kept_busy(
     assert main(["bench", "e2e", "--scale", "1.0", "--batches", "20"]) == 0
     lines = capsys.readouterr().out.splitlines()
     header = next(line for line in lines if line.lstrip().startswith("examples/s"))
-    assert header.split()[-5:] == ["efficiency", "cores", "busy", "ratio", "target"]
+    assert header.split()[-7:] == [
+        "efficiency",
+        "cores",
+        "busy",
+        "host",
+        "steal",
+        "ratio",
+        "target",
+    ]
     cells = [re.split(r"\s{2,}", line.strip()) for line in lines]
     rows = {row[0]: row for row in cells if row[0].startswith(("sniper, ", "torch"))}
-    assert rows["sniper, 1 ps in one process"][-3:] == [
+    assert rows["sniper, 1 ps in one process"][-4:] == [
         "1.86 of 16",  # the trainer's machine's cores, as its report says
+        "-",  # the stand-in job says no steal
         "3.00x",
         ">= 2.5x: meets",
     ]
-    assert rows["sniper, 2 ps processes on loopback gRPC"][-3:-1] == ["-", "3.00x"]
-    assert rows["torch, one process"][-3:] == ["-", "1.00x", "-"]
+    assert rows["sniper, 2 ps processes on loopback gRPC"][-4:-1] == ["-", "-", "3.00x"]
+    assert rows["torch, one process"][-5] == "-" and rows["torch, one process"][-2:] == [
+        "1.00x",
+        "-",
+    ]
+
+
+def test_rounds_alternate_which_side_runs_first_and_each_run_shows_its_host_steal(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A host that drifts over a series must not favour one side in every round: the even
+    rounds run the peer first. Each run's steal is the host's share of the machine's CPU
+    while it ran, read from the kernel's counters (here a stand-in ``/proc/stat`` that each
+    run moves on by 1,000 ticks, 10 of them stolen for sniper's jobs and 50 for the peer's)."""
+    stat = tmp_path / "stat"
+    ticks = {"steal": 0, "total": 0}
+    order: list[str] = []
+
+    def advance(side: str, stolen: int) -> None:
+        order.append(side)
+        ticks["steal"] += stolen
+        ticks["total"] += 1000
+        idle = ticks["total"] - ticks["steal"]
+        stat.write_text(f"cpu  0 0 0 {idle} 0 0 0 {ticks['steal']} 0 0\ncpu0 1 2 3\n")
+
+    advance("boot", 0)
+    monkeypatch.setattr(_e2e, "steal_during", lambda run: steal_during(run, stat))
+
+    def job(*_: Any) -> Any:
+        advance("sniper", 10)
+        report = TrainReport(steps=1, seconds=1.0, examples_per_second=3.0)
+        return _e2e._Run(report, wall_seconds=1.0, limit=KernelLimit(0.8, 0.0, 0.0, 0.0, 1, 2))
+
+    def peer(*_: Any) -> tuple[float, int]:
+        advance("peer", 50)
+        return 1.0, 1
+
+    monkeypatch.setattr(_e2e, "_sniper", job)
+    monkeypatch.setattr(_e2e, "_torch", peer)
+    argv = ["--scale", "1.0", "--batches", "20", "--launcher", "inprocess", "--rounds", "3"]
+    assert main(["bench", "e2e", *argv]) == 0
+    assert order == ["boot", "sniper", "sniper", "peer", "peer", "sniper", "sniper", "peer"]
+    out = capsys.readouterr().out
+    assert "round 1 of 3\n" in out and "round 2 of 3 (the peer first)\n" in out
+    cells = [re.split(r"\s{2,}", line.strip()) for line in out.splitlines()]
+    sniper_steal = [row[-3] for row in cells if row[0] == "sniper, 1 ps in one process"]
+    peer_steal = [row[-3] for row in cells if row[0] == "torch, one process"]
+    assert sniper_steal == ["-"] * 3  # stand-in jobs: _sniper measures its own
+    assert peer_steal == ["5.0%"] * 3
 
 
 def test_rounds_with_the_ray_launcher_is_refused(capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,7 +16,7 @@ from sniper.data import SyntheticCtr, load_workload
 
 COLUMNS = [
     *("examples/s", "batches", "ms/batch", "limit", "ms", "efficiency"),
-    *("cores", "busy", "ratio", "target"),
+    *("cores", "busy", "host", "steal", "ratio", "target"),
 ]
 
 
@@ -67,5 +67,6 @@ def test_the_e2e_table_prints_each_row_s_limit_and_efficiency(
     assert cells[7].rstrip(")") in ("meets", "MISSES")
     busy, of, cores = cells[8:11]  # the cores the real job kept busy, out of the machine's
     assert 0 < float(busy) <= int(cores) and (of, int(cores)) == ("of", os.cpu_count())
+    assert 0 <= float(cells[11].rstrip("%")) <= 100  # the host's share of the CPU meanwhile
     breakdown = [line for line in lines if line.startswith("  1 ps in one process: ")]
     assert len(breakdown) == 1 and f"{limit:.2f} ms per trained batch = store" in breakdown[0]

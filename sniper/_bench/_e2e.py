@@ -23,6 +23,12 @@ Beside it, the cores of the machine busy while the job trained (its report's ``c
 with about all of them busy, the job is bound by CPU, and only less CPU a batch makes it
 faster; with cores to spare, it waits on a chain of steps, and overlap can.
 
+The host. Beside each run, the share of the machine's CPU time the host took during it (steal,
+:mod:`sniper._bench._host`): on a virtual machine a slow spell of the host moves a ratio more
+than most changes do. With ``--rounds``, the rounds alternate which side runs first (sniper's
+jobs, then the peer; the peer, then sniper's jobs), so a host that grows slower or faster over
+a series does not favour one side in every round.
+
 Data: both train on the same synthetic batches, made before either clock starts. The peer gets
 them as tensors already mapped to rows; sniper's hub reads them from a Parquet file written
 from the same generator (``sniper data convert synthetic`` does the same), as a production hub
@@ -52,6 +58,7 @@ from sniper._bench._dlrm_peer import (
     print_auc_comparison,
     run_torchrec_dlrm,
 )
+from sniper._bench._host import describe_steal, steal_during
 from sniper._bench._limit import KernelLimit, measure_limit
 from sniper._bench._report import PeerMissing, verdict
 from sniper._bench._torch_peer import import_torch
@@ -124,14 +131,13 @@ def _sniper(
         settings = job_settings(launcher, wire_dtype, model)
         config, output = write_job(Path(tmp), workload, data, seed, launcher, settings)
         started = time.perf_counter()
-        last = _run_showing_progress(
-            [sys.executable, "-m", "sniper", "train", "--config", str(config)], launcher
-        )
+        command = [sys.executable, "-m", "sniper", "train", "--config", str(config)]
+        last, steal = steal_during(lambda: _run_showing_progress(command, launcher))
         if last is not None:
             raise RuntimeError(f"sniper train failed: {last}")
         wall = time.perf_counter() - started
         kernels = measure_limit(config, workload, data) if limit else None
-        return _Run(read_report(output).report, wall, kernels)
+        return _Run(read_report(output).report, wall, kernels, steal)
 
 
 @dataclass(frozen=True)
@@ -143,6 +149,8 @@ class _Run:
     """The whole command's seconds, its start-up and stop included."""
     limit: KernelLimit | None = None
     """The job's kernel-bound limit, where measured."""
+    steal: float | None = None
+    """The share of the machine's CPU its host took during the command, where known."""
 
     @property
     def seconds_per_batch(self) -> float:
@@ -371,6 +379,8 @@ class _Round:
     """Why the torch peer could not run, where it could not."""
     dlrm: DlrmPeerRun | None = None
     """TorchRec's DLRM run, for ``--model dlrm --peer torchrec``."""
+    peer_steal: float | None = None
+    """The share of the machine's CPU its host took during the peer's run, where known."""
 
     def ratio(self, launcher: str) -> float | None:
         """sniper's examples/s over the peer's, for one of the round's launchers."""
@@ -398,7 +408,8 @@ def run(
     torch peer's row is left out with a note and sniper's rows stand alone (TorchRec, named
     on purpose, is required).
 
-    ``rounds``: measure that many times, sniper and the peer in turn, each round its own table;
+    ``rounds``: measure that many times, sniper and the peer in turn (the even rounds run the
+    peer first, which cancels a steady drift of the host's speed), each round its own table;
     then each row's ratios and efficiencies across the rounds, their medians, and in how many
     rounds each target was met (it holds in :data:`ROUNDS_MET` of them). A target is a claim
     about a noisy machine: one run's ratio is not evidence of it."""
@@ -431,9 +442,11 @@ def run(
     data = SyntheticCtr(workload, num_batches=batches, scale=scale, seed=seed)
     series = []
     for number in range(1, rounds + 1):
+        peer_first = number % 2 == 0
         if rounds > 1:
-            print(f"\nround {number} of {rounds}", flush=True)
-        measured = _measure_round(workload, data, seed, launchers, judged, threads)
+            first = " (the peer first)" if peer_first else ""
+            print(f"\nround {number} of {rounds}{first}", flush=True)
+        measured = _measure_round(workload, data, seed, launchers, judged, threads, peer_first)
         _print_round(measured, judged, peer_label)
         series.append(measured)
     if rounds > 1:
@@ -473,23 +486,45 @@ def _measure_round(
     launchers: list[str],
     judged: _Judged,
     threads: int,
+    peer_first: bool = False,
 ) -> _Round:
-    """sniper's runs (with their kernel-bound limits), then the peer's, on ``data``."""
+    """sniper's runs (with their kernel-bound limits) and the peer's, on ``data``: sniper's
+    first, or with ``peer_first`` the peer's."""
+
+    def peer() -> _PeerRun:
+        return _peer(workload, data, seed, judged, threads)
+
+    if peer_first:
+        (rate, batches, missing, dlrm), steal = steal_during(peer)
     runs = {
         name: _sniper(workload, data, seed, name, judged.wire_dtype, judged.model, True)
         for name in launchers
     }
+    if not peer_first:
+        (rate, batches, missing, dlrm), steal = steal_during(peer)
+    return _Round(runs, rate, batches, missing, dlrm, steal)
+
+
+_PeerRun = tuple[float, int, PeerMissing | None, DlrmPeerRun | None]
+"""The peer's examples/s and batches (0 and 0 where it could not run), why it could not, and
+TorchRec's DLRM run where that was the peer."""
+
+
+def _peer(
+    workload: Workload, data: SyntheticCtr, seed: int, judged: _Judged, threads: int
+) -> _PeerRun:
+    """The peer's run on ``data``."""
     if judged.same_dlrm:
         dlrm = run_torchrec_dlrm(workload, data, threads, eval_every=EVAL_EVERY, seed=seed)
-        return _Round(runs, dlrm.examples_per_second, dlrm.batches, dlrm=dlrm)
+        return dlrm.examples_per_second, dlrm.batches, None, dlrm
     if judged.peer == "torchrec":
         rate, batches = run_torchrec(workload, data, threads, hidden=HIDDEN, eval_every=EVAL_EVERY)
-        return _Round(runs, rate, batches)
+        return rate, batches, None, None
     try:
         rate, batches = _torch(workload, data, threads)
     except PeerMissing as exc:
-        return _Round(runs, 0.0, 0, missing=exc)
-    return _Round(runs, rate, batches)
+        return 0.0, 0, exc, None
+    return rate, batches, None, None
 
 
 def _print_round(measured: _Round, judged: _Judged, peer_label: str) -> None:
@@ -504,6 +539,7 @@ def _print_round(measured: _Round, judged: _Judged, peer_label: str) -> None:
                 str(sniper.report.steps),
                 *_efficiency_cells(sniper, name),
                 describe_cores_busy(sniper.report),
+                describe_steal(sniper.steal),
                 "-" if ratio is None else f"{ratio:.2f}x",
                 "-" if ratio is None else _verdict(ratio, judged.target(name)),
             ]
@@ -512,12 +548,14 @@ def _print_round(measured: _Round, judged: _Judged, peer_label: str) -> None:
     if measured.missing is None:
         peer_ms = f"{judged.workload.batch_size / rate * 1e3:.2f}" if rate else "-"
         batches = str(measured.peer_batches)
-        rows.append([peer_label, f"{rate:,.0f}", batches, peer_ms, "-", "-", "-", "1.00x", "-"])
+        peer_row = [peer_label, f"{rate:,.0f}", batches, peer_ms]
+        peer_row += ["-", "-", "-"]  # no kernel-bound limit, efficiency or cores busy
+        rows.append([*peer_row, describe_steal(measured.peer_steal), "1.00x", "-"])
     print()
     print_table(
         [
             *("", "examples/s", "batches", "ms/batch", "limit ms", "efficiency"),
-            *("cores busy", "ratio", "target"),
+            *("cores busy", "host steal", "ratio", "target"),
         ],
         rows,
     )
