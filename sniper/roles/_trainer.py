@@ -518,11 +518,14 @@ def _cores_busy(
     """:attr:`TrainReport.cores_busy` and :attr:`TrainReport.machine_cores` of a window that
     started at ``started`` (a ``perf_counter``) with the machine's CPU time read as
     ``before``; both None over less than :data:`MIN_BUSY_WINDOW` seconds, or without the
-    readings."""
+    readings, or where the machine's number of cores is unknown (a share of an unknown
+    number is no count of cores)."""
     after, cores = machine_cpu_reading(), os.cpu_count()
     if before is None or after is None or time.perf_counter() - started < MIN_BUSY_WINDOW:
         return None, None
-    return busy_share(before, after) * (cores or 1), cores
+    if cores is None:
+        return None, None
+    return busy_share(before, after) * cores, cores
 
 
 def _take_eval_data(report: TrainReport, result: EvalResult) -> None:
