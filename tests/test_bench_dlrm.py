@@ -182,7 +182,7 @@ def test_the_bench_prints_both_rates_and_both_aucs_at_the_same_step(
     assert row(rates, processes) == ["3,000", "18", *"-----", "2.00x", "-"]
     peer_row = row(rates, PEER)
     assert peer_row[:2] == ["1,500", "18"] and peer_row[-6:-3] == ["-", "-", "-"]
-    # the host's steal while the peer ran: "-" when no clock tick passed, as here
+    # the host's steal while the peer ran: "-" when no clock tick passed, else a share
     assert peer_row[-2:] == ["1.00x", "-"] and re.fullmatch(r"-|\d+\.\d%", peer_row[-3])
     aucs = lines[len(rates) :]
     limit = f"{AUC_TOLERANCE}:"

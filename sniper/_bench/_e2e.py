@@ -43,7 +43,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -368,25 +368,32 @@ ROUNDS_MET = 0.8
 
 
 @dataclass(frozen=True)
-class _Round:
-    """One round: each of sniper's runs, then the peer's on the same batches."""
+class _PeerRun:
+    """The peer's run in a round."""
 
-    runs: dict[str, _Run]
-    peer_rate: float
-    """The peer's examples/s (0 where it could not run)."""
-    peer_batches: int
+    rate: float
+    """Its examples/s (0 where it could not run)."""
+    batches: int
     missing: PeerMissing | None = None
     """Why the torch peer could not run, where it could not."""
     dlrm: DlrmPeerRun | None = None
     """TorchRec's DLRM run, for ``--model dlrm --peer torchrec``."""
-    peer_steal: float | None = None
-    """The share of the machine's CPU its host took during the peer's run, where known."""
+    steal: float | None = None
+    """The share of the machine's CPU its host took during the run, where known."""
+
+
+@dataclass(frozen=True)
+class _Round:
+    """One round: each of sniper's runs and the peer's, on the same batches."""
+
+    runs: dict[str, _Run]
+    peer: _PeerRun
 
     def ratio(self, launcher: str) -> float | None:
         """sniper's examples/s over the peer's, for one of the round's launchers."""
-        if not self.peer_rate:
+        if not self.peer.rate:
             return None
-        return self.runs[launcher].report.examples_per_second / self.peer_rate
+        return self.runs[launcher].report.examples_per_second / self.peer.rate
 
 
 def run(
@@ -409,7 +416,8 @@ def run(
     on purpose, is required).
 
     ``rounds``: measure that many times, sniper and the peer in turn (the even rounds run the
-    peer first, which cancels a steady drift of the host's speed), each round its own table;
+    peer first, which balances a steady drift of the host's speed between the sides), each
+    round its own table;
     then each row's ratios and efficiencies across the rounds, their medians, and in how many
     rounds each target was met (it holds in :data:`ROUNDS_MET` of them). A target is a claim
     about a noisy machine: one run's ratio is not evidence of it."""
@@ -492,22 +500,15 @@ def _measure_round(
     first, or with ``peer_first`` the peer's."""
 
     def peer() -> _PeerRun:
-        return _peer(workload, data, seed, judged, threads)
+        run, steal = steal_during(lambda: _peer(workload, data, seed, judged, threads))
+        return replace(run, steal=steal)
 
-    if peer_first:
-        (rate, batches, missing, dlrm), steal = steal_during(peer)
+    first = peer() if peer_first else None
     runs = {
         name: _sniper(workload, data, seed, name, judged.wire_dtype, judged.model, True)
         for name in launchers
     }
-    if not peer_first:
-        (rate, batches, missing, dlrm), steal = steal_during(peer)
-    return _Round(runs, rate, batches, missing, dlrm, steal)
-
-
-_PeerRun = tuple[float, int, PeerMissing | None, DlrmPeerRun | None]
-"""The peer's examples/s and batches (0 and 0 where it could not run), why it could not, and
-TorchRec's DLRM run where that was the peer."""
+    return _Round(runs, first or peer())
 
 
 def _peer(
@@ -516,15 +517,15 @@ def _peer(
     """The peer's run on ``data``."""
     if judged.same_dlrm:
         dlrm = run_torchrec_dlrm(workload, data, threads, eval_every=EVAL_EVERY, seed=seed)
-        return dlrm.examples_per_second, dlrm.batches, None, dlrm
+        return _PeerRun(dlrm.examples_per_second, dlrm.batches, dlrm=dlrm)
     if judged.peer == "torchrec":
         rate, batches = run_torchrec(workload, data, threads, hidden=HIDDEN, eval_every=EVAL_EVERY)
-        return rate, batches, None, None
+        return _PeerRun(rate, batches)
     try:
         rate, batches = _torch(workload, data, threads)
     except PeerMissing as exc:
-        return 0.0, 0, exc, None
-    return rate, batches, None, None
+        return _PeerRun(0.0, 0, missing=exc)
+    return _PeerRun(rate, batches)
 
 
 def _print_round(measured: _Round, judged: _Judged, peer_label: str) -> None:
@@ -544,13 +545,14 @@ def _print_round(measured: _Round, judged: _Judged, peer_label: str) -> None:
                 "-" if ratio is None else _verdict(ratio, judged.target(name)),
             ]
         )
-    rate = measured.peer_rate
-    if measured.missing is None:
+    peer = measured.peer
+    rate = peer.rate
+    if peer.missing is None:
         peer_ms = f"{judged.workload.batch_size / rate * 1e3:.2f}" if rate else "-"
-        batches = str(measured.peer_batches)
+        batches = str(peer.batches)
         peer_row = [peer_label, f"{rate:,.0f}", batches, peer_ms]
         peer_row += ["-", "-", "-"]  # no kernel-bound limit, efficiency or cores busy
-        rows.append([*peer_row, describe_steal(measured.peer_steal), "1.00x", "-"])
+        rows.append([*peer_row, describe_steal(peer.steal), "1.00x", "-"])
     print()
     print_table(
         [
@@ -559,12 +561,12 @@ def _print_round(measured: _Round, judged: _Judged, peer_label: str) -> None:
         ],
         rows,
     )
-    if measured.missing is not None:
-        print(f"note: {measured.missing}; sniper's rows have no ratio")
+    if peer.missing is not None:
+        print(f"note: {peer.missing}; sniper's rows have no ratio")
     _print_limits(measured.runs)
-    if measured.dlrm is not None:
+    if peer.dlrm is not None:
         sides = {judged.label(n): run.report for n, run in measured.runs.items()}
-        print_auc_comparison(sides, measured.dlrm)
+        print_auc_comparison(sides, peer.dlrm)
 
 
 def _print_series(series: list[_Round], launchers: list[str], judged: _Judged) -> None:

@@ -4,13 +4,13 @@ Why. On a virtual machine the host runs other work on the same physical cores, a
 takes from this guest is counted as *steal*. A benchmark's ratio compares runs made one after
 the other: when the host took 10% of the CPU during one side and 1% during the other, the ratio
 moves by about that much, more than most changes a benchmark is run to judge. On the 2-core
-machine of docs/benchmarks.md, steal reached 13% of a second during a series, and one series'
-kernel-bound limits (the same work each round) ran from 58.7 to 97.4 ms a batch. So each run's
+machine of docs/benchmarks.md, steal reached 13% of a second during one series. So each run's
 share is printed beside its figures: a round whose sides differ in it says more about the host
-than about either side.
+than about either side. (A host can slow a guest in ways steal does not count, too: shared
+caches, memory bandwidth, clock speed.)
 
-The share is of every CPU's time over the run, as ``top``'s ``st``: 0.05 is 5%. Where the kernel
-gives no steal field (not Linux), there is no figure.
+The share is of every CPU's time over the run, as ``top``'s ``st``: 0.05 is 5%. The counters
+are :func:`sniper.runtime.machine_steal_reading`'s.
 """
 
 from __future__ import annotations
@@ -19,43 +19,32 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-__all__ = ["STAT", "cpu_jiffies", "describe_steal", "steal_during"]
+from sniper.runtime import machine_steal_reading
+
+__all__ = ["describe_steal", "steal_during"]
 
 T = TypeVar("T")
 
-STAT = Path("/proc/stat")
-"""The kernel's CPU counters: its first line sums every CPU's."""
 
-_FIELDS = 8
-"""user, nice, system, idle, iowait, irq, softirq, steal (guest time is already in user)."""
+def steal_during(run: Callable[[], T], stat: Path | None = None) -> tuple[T, float | None]:
+    """``run()``'s result, and the share of the machine's CPU time its host took meanwhile.
+    None where the counters are not known (not Linux; ``stat``: another file than
+    ``/proc/stat``), no tick passed, or they moved in a way no share can come from (steal
+    going back, or past the ticks that passed: some hypervisors' counters jump after a live
+    migration)."""
 
+    def reading() -> tuple[int, int] | None:
+        return machine_steal_reading() if stat is None else machine_steal_reading(stat)
 
-def cpu_jiffies(stat: Path = STAT) -> tuple[int, int] | None:
-    """``(steal, total)`` clock ticks of every CPU since boot; None where ``stat`` cannot be
-    read or its ``cpu`` line has no steal field."""
-    try:
-        with stat.open() as lines:
-            first = lines.readline().split()
-    except OSError:
-        return None
-    if len(first) <= _FIELDS or first[0] != "cpu":
-        return None
-    try:
-        ticks = [int(value) for value in first[1 : _FIELDS + 1]]
-    except ValueError:
-        return None
-    return ticks[-1], sum(ticks)
-
-
-def steal_during(run: Callable[[], T], stat: Path = STAT) -> tuple[T, float | None]:
-    """``run()``'s result, and the share of the machine's CPU time its host took meanwhile
-    (None where it is not known, or no tick passed)."""
-    before = cpu_jiffies(stat)
+    before = reading()
     result = run()
-    after = cpu_jiffies(stat)
-    if before is None or after is None or after[1] <= before[1]:
+    after = reading()
+    if before is None or after is None:
         return result, None
-    return result, (after[0] - before[0]) / (after[1] - before[1])
+    stolen, passed = after[0] - before[0], after[1] - before[1]
+    if passed <= 0 or not 0 <= stolen <= passed:
+        return result, None
+    return result, stolen / passed
 
 
 def describe_steal(share: float | None) -> str:

@@ -87,7 +87,8 @@ class TrainReport:
     training are not. On a quiet machine it says whether the job is bound by CPU: with about
     every core busy, less CPU a batch is the only way to train faster, and the op with the
     largest p50 is only waiting its turn. None over a window under 0.1 s (the CPU time moves
-    in 10 ms ticks) or where ``/proc/stat`` cannot be read (not Linux). With several ranks,
+    in 10 ms ticks), where ``/proc/stat`` cannot be read (not Linux) or where the machine's
+    number of cores is unknown (``os.cpu_count()`` is None). With several ranks,
     rank 0's machine; each rank's is in :attr:`ranks`."""
     machine_cores: int | None = None
     """The cores of the machine :attr:`cores_busy` counts (the trainer's, which need not be

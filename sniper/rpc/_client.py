@@ -69,8 +69,8 @@ from sniper.rpc._tensor import (
 from sniper.rpc._variable import VariableConfig, config_to_message
 from sniper.rpc._wire import (
     Encoded,
+    LookupAnswer,
     LookupArrays,
-    LookupItem,
     feed_sample_wire,
     push_grad_wire,
 )
@@ -108,6 +108,7 @@ class PsClient:
         """How pooled embeddings are asked for and gradients go out (``FLOAT_DTYPES``)."""
         self._answered = wire_dtype  # what the ps answers lookups in: a ps older than the
         # pooled_dtype field answers float32, and takes only float32 gradients
+        self._reads_transposed = False  # its lookup answers said it reads grad_transposed
         self.address = f"{host}:{port}"
         self.peer = f"ps {self.address}"
         """How errors name this ps."""
@@ -130,7 +131,7 @@ class PsClient:
         self._push_grad: UnaryUnaryMethod[Encoded, PushGradResponse] = _method(
             self.channel, "PushGrad", Encoded, PushGradResponse
         )
-        self._lookup: UnaryUnaryMethod[EmbeddingLookupRequest, list[LookupItem]] = _method(
+        self._lookup: UnaryUnaryMethod[EmbeddingLookupRequest, LookupAnswer] = _method(
             self.channel, "EmbeddingLookup", EmbeddingLookupRequest, LookupArrays
         )
         self.retries = retries
@@ -192,10 +193,12 @@ class PsClient:
             batch_id=batch_id, names=list(names), release=release, pooled_dtype=self.wire_dtype
         )
 
-        async def call() -> list[LookupItem]:
+        async def call() -> LookupAnswer:
             return await self._lookup(request, timeout=self.timeout)
 
-        items = await (self._call(call) if release else self._retry(call))
+        answer = await (self._call(call) if release else self._retry(call))
+        items = answer.items
+        self._reads_transposed = answer.reads_grad_transposed
         if items and items[0][1] is not None:
             self._answered = items[0][1].dtype or "float32"
         answers = {}
@@ -213,7 +216,7 @@ class PsClient:
     async def push_grad(self, batch_id: int, grads: Mapping[str, NDArray[np.float32]]) -> int:
         """Apply gradients; returns how many the ps dropped as non-finite. Never retried."""
         dtype = self._answered if self._answered in FLOAT_DTYPES else "float32"
-        request = push_grad_wire(batch_id, grads.items(), dtype)
+        request = push_grad_wire(batch_id, grads.items(), dtype, transposed=self._reads_transposed)
         answer = await self._call(lambda: self._push_grad(request, timeout=self.timeout))
         return answer.dropped_nonfinite
 

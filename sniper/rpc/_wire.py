@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
 
 import numpy as np
+from numpy.typing import NDArray
 
 from sniper.rpc._generated.sniper.v1 import (
     EmbeddingLookupResponse,
@@ -44,6 +45,7 @@ __all__ = [
     "Encoded",
     "EncodedLookupResponse",
     "FeedSampleView",
+    "LookupAnswer",
     "LookupArrays",
     "LookupItem",
     "PushGradView",
@@ -282,7 +284,7 @@ def decode_push_grad(data: Buffer) -> PushGradView:
 
 
 class LookupArrays:
-    """Reply type for the EmbeddingLookup fast path: :func:`decode_lookup_items`' list.
+    """Reply type for the EmbeddingLookup fast path: :func:`decode_lookup_answer`'s answer.
 
     ``PsClient`` asks grpclib for this type instead of ``EmbeddingLookupResponse``, so a 5 MB
     answer becomes 76 array views without building 152 betterproto objects (6 ms).
@@ -292,12 +294,25 @@ class LookupArrays:
 LookupItem = tuple[str, RawTensor | None, float, RawTensor | None]
 
 
-def decode_lookup_items(data: Buffer) -> list[LookupItem]:
+class LookupAnswer(NamedTuple):
+    """An EmbeddingLookupResponse as the fast path reads it."""
+
+    items: list[LookupItem]
     """``(name, pooled tensor or None, kernel seconds, offsets tensor or None)`` of each
-    embedding in the answer (offsets: an unpooled variable's)."""
+    embedding (offsets: an unpooled variable's)."""
+    reads_grad_transposed: bool
+    """The ps reads ``VariableGradient.grad_transposed`` (see :func:`push_grad_wire`)."""
+
+
+def decode_lookup_answer(data: Buffer) -> LookupAnswer:
+    """An EmbeddingLookupResponse's embeddings and flag, tensor data as views of ``data``."""
     items = []
+    transposed = False
     for number, wire_type, value in _fields(memoryview(data)):
-        if number == 1:
+        if number == 2:
+            _expect(wire_type, VARINT, "reads_grad_transposed")
+            transposed = bool(value)
+        elif number == 1:
             _expect(wire_type, LEN, "embeddings")
             parts = _named_tensors(value, {2: "pooled", 4: "offsets"}, double_field=3)
             items.append(
@@ -308,10 +323,11 @@ def decode_lookup_items(data: Buffer) -> list[LookupItem]:
                     parts.get("offsets"),
                 )
             )
-    return items
+    return LookupAnswer(items, transposed)
 
 
 def decode_lookup_response(data: Buffer) -> EmbeddingLookupResponse:
+    answer = decode_lookup_answer(data)
     return EmbeddingLookupResponse(
         embeddings=[
             PooledEmbedding(
@@ -320,8 +336,9 @@ def decode_lookup_response(data: Buffer) -> EmbeddingLookupResponse:
                 kernel_seconds=seconds,
                 offsets=_message(offsets),
             )
-            for name, pooled, seconds, offsets in decode_lookup_items(data)
-        ]
+            for name, pooled, seconds, offsets in answer.items
+        ],
+        reads_grad_transposed=answer.reads_grad_transposed,
     )
 
 
@@ -397,7 +414,13 @@ def encode_lookup_response(message: EmbeddingLookupResponse) -> bytes:
         parts += _pooled_parts(
             e.name, pooled.dtype, pooled.shape, pooled.data, e.kernel_seconds, offsets
         )
+    if message.reads_grad_transposed:
+        parts += _READS_GRAD_TRANSPOSED
     return b"".join(parts)
+
+
+_READS_GRAD_TRANSPOSED = [_put_varint(2 << 3 | VARINT), _put_varint(1)]
+"""EmbeddingLookupResponse's ``reads_grad_transposed = true``, as betterproto writes it."""
 
 
 class EncodedLookupResponse(EmbeddingLookupResponse):
@@ -424,14 +447,15 @@ def lookup_response(
 ) -> EncodedLookupResponse:
     """Encode ``(name, pooled float32 array, kernel seconds[, offsets])`` items without
     betterproto, the arrays as ``dtype`` (see :func:`sniper.rpc._tensor.narrow`); an item's
-    int64 ``offsets`` (an unpooled variable's; None: a pooled one) go as they are."""
+    int64 ``offsets`` (an unpooled variable's; None: a pooled one) go as they are. The answer
+    says that this ps reads ``grad_transposed`` (:func:`decode_gradient`)."""
     parts: list[Buffer] = []
     for name, pooled, seconds, *rest in items:
         array = narrow(pooled, dtype)
         offsets = rest[0] if rest else None
         fields = None if offsets is None else _array_fields(np.ascontiguousarray(offsets))
         parts += _pooled_parts(name, dtype, array.shape, _byte_view(array), seconds, fields)
-    return EncodedLookupResponse(b"".join(parts))
+    return EncodedLookupResponse(b"".join([*parts, *_READS_GRAD_TRANSPOSED]))
 
 
 def _batch_bytes(batch_id: int, items: list[list[Buffer]]) -> bytes:
@@ -529,22 +553,30 @@ def feed_sample_wire(
 
 
 def push_grad_wire(
-    batch_id: int, items: Iterable[tuple[str, np.ndarray]], dtype: str = "float32"
+    batch_id: int,
+    items: Iterable[tuple[str, np.ndarray]],
+    dtype: str = "float32",
+    *,
+    transposed: bool = False,
 ) -> Encoded:
     """A PushGradRequest of ``(name, float32 gradient)``, the gradients sent as ``dtype`` (see
     :func:`sniper.rpc._tensor.narrow`).
 
-    A gradient whose transpose is C-contiguous goes as that transpose (``grad_transposed``),
-    read in place; every other one as ``grad``, laid out C-contiguous first. Why: the numpy
-    MLP's gradients are blocks of one transposed product (see
+    With ``transposed`` (the ps's lookup answers said ``reads_grad_transposed``), a gradient
+    whose transpose is C-contiguous goes as that transpose (``grad_transposed``), without a
+    copy; every other one goes as ``grad``, laid out C-contiguous first. Why: the numpy MLP's
+    gradients are blocks of one transposed product (see
     :meth:`sniper.models.Mlp.backward_input`), and laying each out as ``[batch, dim]`` was a
-    transposing copy of every gradient on the trainer's event loop, on the way to the push:
-    1.4 ms of a seed_ctr batch's 5 MB, against 0.2 ms to join them into the message. The ps
-    reads a gradient in any layout with positive strides.
+    transposing copy on the trainer's event loop, on the way to the push: 1.2 ms of a seed_ctr
+    batch's 5 MB (``benchmarks/push_layout.py``). The ps reads a gradient in any layout with
+    positive strides.
     """
+    allowed = transposed
 
     def fields(grad: np.ndarray) -> list[Buffer]:
-        transposed = grad.ndim == 2 and not grad.flags.c_contiguous and grad.T.flags.c_contiguous
+        transposed = (
+            allowed and grad.ndim == 2 and not grad.flags.c_contiguous and grad.T.flags.c_contiguous
+        )
         array = narrow(grad.T if transposed else grad, dtype)
         tensor = _tensor_fields(dtype, array.shape, _byte_view(array))
         return _len_field(3 if transposed else 2, tensor)
@@ -554,10 +586,13 @@ def push_grad_wire(
     )
 
 
-def decode_gradient(variable: VariableGradient | VariableGradientView, index: int) -> np.ndarray:
-    """Variable ``index`` of a PushGrad: its gradient as float32 (a view of the message where
-    it was sent as float32), whichever of ``grad`` and ``grad_transposed`` carried it. The
-    ``ValueError`` for a message with both, or with a wrong shape, names the variable."""
+def decode_gradient(
+    variable: VariableGradient | VariableGradientView, index: int
+) -> NDArray[np.float32]:
+    """Variable ``index`` of a PushGrad: its 2-D gradient as float32 (a view of the message
+    where it was sent as float32), whichever of ``grad`` and ``grad_transposed`` carried it.
+    A message with both or neither, or a tensor that is not 2-D float data, is a
+    ``ValueError`` naming the variable; its ``[batch, dim]`` shape is the store's to check."""
     where = f"grads[{index}]"
     name = f"({variable.name!r})"
     if present(variable.grad_transposed):
@@ -565,6 +600,8 @@ def decode_gradient(variable: VariableGradient | VariableGradientView, index: in
             raise ValueError(f"{where} {name} sets both grad and grad_transposed; send one")
         transposed = decode_floats(variable.grad_transposed, f"{where}.grad_transposed {name}", 2)
         return transposed.T
+    if not present(variable.grad):
+        raise ValueError(f"{where} {name} sets neither grad nor grad_transposed")
     return decode_floats(variable.grad, f"{where}.grad {name}", 2)
 
 
@@ -572,7 +609,7 @@ DECODERS: dict[type, Callable[[Buffer], Any]] = {
     FeedSampleRequest: decode_feed_sample,
     PushGradRequest: decode_push_grad,
     EmbeddingLookupResponse: decode_lookup_response,
-    LookupArrays: decode_lookup_items,
+    LookupArrays: decode_lookup_answer,
 }
 ENCODERS: dict[type, Callable[[Any], bytes]] = {
     FeedSampleRequest: encode_feed_sample,

@@ -18,6 +18,7 @@ from sniper.runtime._proc import descendants as descendants
 from sniper.runtime._proc import listening_pid as listening_pid
 from sniper.runtime._proc import machine_cpu_reading as machine_cpu_reading
 from sniper.runtime._proc import machine_cpu_seconds as machine_cpu_seconds
+from sniper.runtime._proc import machine_steal_reading as machine_steal_reading
 from sniper.runtime._proc import thread_cpu_seconds as thread_cpu_seconds
 from sniper.runtime._proc import thread_names as thread_names
 
@@ -32,6 +33,7 @@ __all__ = [
     "log_to_stderr",
     "machine_cpu_reading",
     "machine_cpu_seconds",
+    "machine_steal_reading",
     "parallel_capacity",
     "release_freed_memory",
     "reuse_freed_memory",

@@ -3,7 +3,8 @@ process's children and descendants, its command line, and which process listens 
 
 The one reader of ``/proc`` (Linux only): ``sniper experiment`` samples the CPU time of a
 job's roles with it, ``sniper bench profile`` divides a profiled job's CPU by process and
-thread, and the trainer reports how busy its machine's cores were while it trained.
+thread, the trainer reports how busy its machine's cores were while it trained, and ``sniper
+bench e2e`` how much of the machine its host took during each run (steal).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ __all__ = [
     "listening_pid",
     "machine_cpu_reading",
     "machine_cpu_seconds",
+    "machine_steal_reading",
     "thread_cpu_seconds",
     "thread_names",
 ]
@@ -73,11 +75,21 @@ def thread_names(pid: int) -> dict[int, str]:
     return names
 
 
+def _cpu_ticks(stat: Path) -> list[int]:
+    """The counters of ``stat``'s first line (``/proc/stat``'s ``cpu`` line: every core's
+    ticks since boot, in the kernel's order: user, nice, system, idle, iowait, irq, softirq,
+    steal, then guest time, which user already counts)."""
+    with stat.open() as lines:
+        first = lines.readline().split()
+    if not first or first[0] != "cpu":
+        raise ValueError(f"{stat} does not start with its cpu line")
+    return [int(value) for value in first[1:]]
+
+
 def machine_cpu_seconds() -> tuple[float, float]:
     """CPU seconds of all cores since boot: (busy, busy + idle). Busy is user, nice, system
     and interrupts; steal (another tenant's VM running on our core) counts as neither."""
-    fields = [int(v) for v in (PROC / "stat").read_text().splitlines()[0].split()[1:8]]
-    user, nice, system, idle, iowait, irq, softirq = fields
+    user, nice, system, idle, iowait, irq, softirq = _cpu_ticks(PROC / "stat")[:7]
     busy = user + nice + system + irq + softirq
     tick = os.sysconf("SC_CLK_TCK")
     return busy / tick, (busy + idle + iowait) / tick
@@ -90,6 +102,19 @@ def machine_cpu_reading() -> tuple[float, float] | None:
         return machine_cpu_seconds()
     except (OSError, ValueError):
         return None
+
+
+def machine_steal_reading(stat: Path = PROC / "stat") -> tuple[int, int] | None:
+    """``(steal, all)`` ticks of every core since boot, from user to steal: the time the
+    machine's host (a hypervisor running other work on our cores) took, and all there was;
+    None where ``stat`` cannot be read or counts no steal."""
+    try:
+        ticks = _cpu_ticks(stat)
+    except (OSError, ValueError):
+        return None
+    if len(ticks) < 8:
+        return None
+    return ticks[7], sum(ticks[:8])
 
 
 def busy_share(before: tuple[float, float], after: tuple[float, float]) -> float:

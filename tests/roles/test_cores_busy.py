@@ -15,7 +15,8 @@ def test_cores_busy_is_left_out_where_the_machine_s_cores_are_unknown(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """``os.cpu_count()`` may be None: the report then has neither figure, not a share of a
-    guessed one core beside an unknown machine (it cannot be None here: it is stood in)."""
+    guessed one core beside an unknown machine. On this machine it is never None, so the test
+    replaces it."""
     before = machine_cpu_reading()
     started = time.perf_counter() - 2 * MIN_BUSY_WINDOW
     busy, cores = _cores_busy(before, started)

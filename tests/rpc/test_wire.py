@@ -28,6 +28,7 @@ from sniper.rpc._wire import (
     LookupArrays,
     WireError,
     decode_gradient,
+    decode_lookup_answer,
     feed_sample_wire,
     push_grad_wire,
 )
@@ -80,6 +81,7 @@ messages = st.one_of(
             ),
             max_size=3,
         ),
+        reads_grad_transposed=st.booleans(),
     ),
 )
 
@@ -143,9 +145,13 @@ def test_prepared_lookup_response_equals_the_betterproto_encoding() -> None:
             PooledEmbedding(
                 name="b", pooled=Tensor(dtype="float32", shape=[1, 4], data=pooled[:1].tobytes())
             ),
-        ]
+        ],
+        reads_grad_transposed=True,  # a ps of this version says it reads grad_transposed
     )
     assert ENCODERS[EmbeddingLookupResponse](prepared) == bytes(reference)
+    assert decode_lookup_answer(bytes(reference)).reads_grad_transposed
+    reference.reads_grad_transposed = False  # what a ps from before the field answers
+    assert not decode_lookup_answer(bytes(reference)).reads_grad_transposed
 
 
 def test_a_tensor_sent_in_two_pieces_is_merged_as_protobuf_does() -> None:
@@ -163,8 +169,10 @@ def test_a_tensor_sent_in_two_pieces_is_merged_as_protobuf_does() -> None:
 @settings(max_examples=200, deadline=None)
 @given(messages.filter(lambda m: isinstance(m, EmbeddingLookupResponse)))
 def test_lookup_items_carry_what_the_betterproto_message_carries(message: Any) -> None:
-    """PsClient's fast path (LookupArrays) sees the same names, tensors and seconds."""
-    items = DECODERS[LookupArrays](normalized(message))
+    """PsClient's fast path (LookupArrays) sees the same names, tensors, seconds and flag."""
+    answer = DECODERS[LookupArrays](normalized(message))
+    items = answer.items
+    assert answer.reads_grad_transposed == message.reads_grad_transposed
     expected = DECODERS[EmbeddingLookupResponse](normalized(message)).embeddings
     assert [name for name, _, _, _ in items] == [e.name for e in expected]
     assert [seconds for _, _, seconds, _ in items] == [e.kernel_seconds for e in expected]
@@ -271,7 +279,7 @@ def test_a_gradient_laid_out_transposed_travels_as_its_transpose() -> None:
     product = np.random.default_rng(0).standard_normal((6, 5)).astype(np.float32)
     blocks = {"a": product[0:2].T, "b": product[2:6].T}  # [5, 2] and [5, 4], Fortran-ordered
     plain = np.arange(10, dtype=np.float32).reshape(5, 2)
-    wire = push_grad_wire(3, [*blocks.items(), ("c", plain)]).wire
+    wire = push_grad_wire(3, [*blocks.items(), ("c", plain)], transposed=True).wire
     expected = PushGradRequest(
         batch_id=3,
         grads=[
@@ -281,6 +289,12 @@ def test_a_gradient_laid_out_transposed_travels_as_its_transpose() -> None:
     )
     assert wire == bytes(expected)
     assert product[0:2].tobytes() in wire and product[2:6].tobytes() in wire  # rows as they lie
+    # To a ps that has not said it reads grad_transposed (one from before the field), every
+    # gradient goes as grad, laid out C-ordered.
+    older = push_grad_wire(3, [*blocks.items(), ("c", plain)]).wire
+    expected_older = [VariableGradient(name=n, grad=encode(g)) for n, g in blocks.items()]
+    expected_older.append(VariableGradient(name="c", grad=encode(plain)))
+    assert older == bytes(PushGradRequest(batch_id=3, grads=expected_older))
     for message in (DECODERS[PushGradRequest](wire), PushGradRequest().parse(wire)):
         got = [decode_gradient(variable, i) for i, variable in enumerate(message.grads)]
         assert [g.shape for g in got] == [(5, 2), (5, 4), (5, 2)]
@@ -291,17 +305,21 @@ def test_a_gradient_laid_out_transposed_travels_as_its_transpose() -> None:
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_a_transposed_gradient_in_16_bits_is_the_same_as_a_c_ordered_one(dtype: str) -> None:
     grad = np.random.default_rng(1).standard_normal((4, 7)).astype(np.float32).T
-    sent = DECODERS[PushGradRequest](push_grad_wire(1, [("v", grad)], dtype).wire)
+    sent = DECODERS[PushGradRequest](push_grad_wire(1, [("v", grad)], dtype, transposed=True).wire)
     plain = DECODERS[PushGradRequest](push_grad_wire(1, [("v", grad.copy())], dtype).wire)
     assert sent.grads[0].grad is None and plain.grads[0].grad_transposed is None
     assert np.array_equal(decode_gradient(sent.grads[0], 0), decode_gradient(plain.grads[0], 0))
 
 
-def test_a_gradient_sent_both_ways_or_misshapen_is_refused_by_name() -> None:
+def test_a_gradient_sent_both_ways_neither_or_misshapen_is_refused_by_name() -> None:
     tensor = encode(np.ones((2, 3), dtype=np.float32))
     both = VariableGradient(name="v", grad=tensor, grad_transposed=tensor)
     with pytest.raises(ValueError, match=r"^grads\[4\] \('v'\) sets both grad and grad_transposed"):
         decode_gradient(both, 4)
+    view = DECODERS[PushGradRequest](b"\x12\x03\x0a\x01v").grads[0]  # a name, no tensor
+    for message in (VariableGradient(name="v"), view):
+        with pytest.raises(ValueError, match=r"^grads\[1\] \('v'\) sets neither grad nor grad_t"):
+            decode_gradient(message, 1)
     flat = VariableGradient(name="v", grad_transposed=encode(np.ones(6, dtype=np.float32)))
     with pytest.raises(TensorError, match=r"^grads\[0\]\.grad_transposed \('v'\) must have 2"):
         decode_gradient(DECODERS[PushGradRequest](bytes(PushGradRequest(grads=[flat]))).grads[0], 0)

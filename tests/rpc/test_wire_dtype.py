@@ -120,6 +120,7 @@ async def test_a_gradient_sent_transposed_updates_the_rows_a_c_ordered_one_does(
                 await create(client)
                 await client.feed_sample(1, {"emb": (SIGNS, OFFSETS)})
                 await client.embedding_lookup(1, ["emb"])  # the ps answers in dtype
+                assert client._reads_transposed  # and says it reads grad_transposed
                 assert await client.push_grad(1, {"emb": grads}) == 0
                 rows[layout] = await client.pull("emb", np.unique(SIGNS))
             finally:

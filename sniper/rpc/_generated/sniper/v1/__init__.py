@@ -147,6 +147,11 @@ class PooledEmbedding(betterproto.Message):
 @dataclass(eq=False, repr=False)
 class EmbeddingLookupResponse(betterproto.Message):
     embeddings: List["PooledEmbedding"] = betterproto.message_field(1)
+    reads_grad_transposed: bool = betterproto.bool_field(2)
+    """
+    This ps reads VariableGradient.grad_transposed: a trainer sends a gradient that way only
+     to a ps that said so (a ps from before the field would find no grad and refuse the push).
+    """
 
 
 @dataclass(eq=False, repr=False)
@@ -154,13 +159,15 @@ class VariableGradient(betterproto.Message):
     name: str = betterproto.string_field(1)
     grad: "Tensor" = betterproto.message_field(2)
     """
-    float32 [batch, dim]: d(loss)/d(pooled embedding); [values, dim] for pooling "none"
+    float32 [batch, dim]: d(loss)/d(pooled embedding); [values, dim] for pooling "none".
+     Unset where grad_transposed carries the gradient: a message sets exactly one of the two.
     """
 
     grad_transposed: "Tensor" = betterproto.message_field(3)
     """
     The same gradient transposed ([dim, batch]), sent instead of grad by a trainer whose
-     gradient lies in memory that way: no copy to lay it out. A message sets one of the two.
+     gradient lies in memory that way (no copy to lay it out), to a ps whose lookup answers
+     set reads_grad_transposed.
     """
 
 
