@@ -51,23 +51,31 @@ def test_float16_is_exact_to_11_bits_and_clips_finite_values_to_its_range() -> N
     assert back[1:5].tolist() == [65504.0, 65504.0, -65504.0, np.inf] and np.isnan(back[5])
 
 
+async def _one_step(wire: str, grads: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+    """A fresh ps, and a client asking for ``wire``: the standard variable's batch fed, looked
+    up and pushed with ``grads``. The pooled answer, the rows after the push, and whether the
+    ps's answer said it reads ``grad_transposed``."""
+    async with running_ps() as (_, plain):
+        host, port = plain.address.rsplit(":", 1)
+        client = PsClient(host, int(port), wire_dtype=wire)
+        try:
+            await create(client)
+            await client.feed_sample(1, {"emb": (SIGNS, OFFSETS)})
+            looked = (await client.embedding_lookup(1, ["emb"]))["emb"].pooled
+            reads_transposed = client._reads_transposed
+            assert await client.push_grad(1, {"emb": grads}) == 0
+            return looked, await client.pull("emb", np.unique(SIGNS)), reads_transposed
+        finally:
+            client.close()
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 async def test_a_training_step_in_half_the_bytes(dtype: str) -> None:
     results = {}
     for wire in ("float32", dtype):
-        async with running_ps() as (_, plain):
-            host, port = plain.address.rsplit(":", 1)
-            client = PsClient(host, int(port), wire_dtype=wire)
-            try:
-                await create(client)
-                await client.feed_sample(1, {"emb": (SIGNS, OFFSETS)})
-                looked = (await client.embedding_lookup(1, ["emb"]))["emb"].pooled
-                await client.push_grad(1, {"emb": GRADS})
-                rows = await client.pull("emb", np.unique(SIGNS))
-            finally:
-                client.close()
-            assert looked.dtype == np.float32
-            results[wire] = (looked, rows)
+        looked, rows, _ = await _one_step(wire, GRADS)
+        assert looked.dtype == np.float32
+        results[wire] = (looked, rows)
     (looked32, rows32), (looked16, rows16) = results["float32"], results[dtype]
     tolerance = 2**-8 if dtype == "bfloat16" else 2**-11
     assert np.allclose(looked16, looked32, rtol=tolerance, atol=1e-6)
@@ -113,17 +121,7 @@ async def test_a_gradient_sent_transposed_updates_the_rows_a_c_ordered_one_does(
     over real gRPC the ps applies exactly the update of the same gradient laid out C-ordered."""
     rows = {}
     for layout, grads in (("C", GRADS), ("F", np.asfortranarray(GRADS))):
-        async with running_ps() as (_, plain):
-            host, port = plain.address.rsplit(":", 1)
-            client = PsClient(host, int(port), wire_dtype=dtype)
-            try:
-                await create(client)
-                await client.feed_sample(1, {"emb": (SIGNS, OFFSETS)})
-                await client.embedding_lookup(1, ["emb"])  # the ps answers in dtype
-                assert client._reads_transposed  # and says it reads grad_transposed
-                assert await client.push_grad(1, {"emb": grads}) == 0
-                rows[layout] = await client.pull("emb", np.unique(SIGNS))
-            finally:
-                client.close()
+        _, rows[layout], reads_transposed = await _one_step(dtype, grads)
+        assert reads_transposed  # the ps's lookup answer said so: "F" goes as its transpose
     assert np.array_equal(rows["C"], rows["F"])
     assert not np.array_equal(rows["C"], np.zeros_like(rows["C"]))
