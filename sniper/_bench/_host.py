@@ -32,13 +32,9 @@ def steal_during(run: Callable[[], T], stat: Path | None = None) -> tuple[T, flo
     ``/proc/stat``), no tick passed, or they moved in a way no share can come from (steal
     going back, or past the ticks that passed: some hypervisors' counters jump after a live
     migration)."""
-
-    def reading() -> tuple[int, int] | None:
-        return machine_steal_reading() if stat is None else machine_steal_reading(stat)
-
-    before = reading()
+    before = machine_steal_reading(stat)
     result = run()
-    after = reading()
+    after = machine_steal_reading(stat)
     if before is None or after is None:
         return result, None
     stolen, passed = after[0] - before[0], after[1] - before[1]

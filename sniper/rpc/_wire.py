@@ -455,7 +455,8 @@ def lookup_response(
         offsets = rest[0] if rest else None
         fields = None if offsets is None else _array_fields(np.ascontiguousarray(offsets))
         parts += _pooled_parts(name, dtype, array.shape, _byte_view(array), seconds, fields)
-    return EncodedLookupResponse(b"".join([*parts, *_READS_GRAD_TRANSPOSED]))
+    parts += _READS_GRAD_TRANSPOSED
+    return EncodedLookupResponse(b"".join(parts))
 
 
 def _batch_bytes(batch_id: int, items: list[list[Buffer]]) -> bytes:
@@ -571,15 +572,17 @@ def push_grad_wire(
     batch's 5 MB (``benchmarks/push_layout.py``). The ps reads a gradient in any layout with
     positive strides.
     """
-    allowed = transposed
 
     def fields(grad: np.ndarray) -> list[Buffer]:
-        transposed = (
-            allowed and grad.ndim == 2 and not grad.flags.c_contiguous and grad.T.flags.c_contiguous
+        as_transpose = (
+            transposed
+            and grad.ndim == 2
+            and not grad.flags.c_contiguous
+            and grad.T.flags.c_contiguous
         )
-        array = narrow(grad.T if transposed else grad, dtype)
+        array = narrow(grad.T if as_transpose else grad, dtype)
         tensor = _tensor_fields(dtype, array.shape, _byte_view(array))
-        return _len_field(3 if transposed else 2, tensor)
+        return _len_field(3 if as_transpose else 2, tensor)
 
     return Encoded(
         _batch_bytes(batch_id, [[*_text_field(1, name), *fields(grad)] for name, grad in items])

@@ -104,12 +104,12 @@ def machine_cpu_reading() -> tuple[float, float] | None:
         return None
 
 
-def machine_steal_reading(stat: Path = PROC / "stat") -> tuple[int, int] | None:
+def machine_steal_reading(stat: Path | None = None) -> tuple[int, int] | None:
     """``(steal, all)`` ticks of every core since boot, from user to steal: the time the
     machine's host (a hypervisor running other work on our cores) took, and all there was;
-    None where ``stat`` cannot be read or counts no steal."""
+    None where ``stat`` (None: ``/proc/stat``) cannot be read or counts no steal."""
     try:
-        ticks = _cpu_ticks(stat)
+        ticks = _cpu_ticks(PROC / "stat" if stat is None else stat)
     except (OSError, ValueError):
         return None
     if len(ticks) < 8:
