@@ -12,11 +12,13 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from sniper.runtime import command_line
 from tests.cluster._sniper import two_ranks_trained
 
 CLUSTER = """
@@ -102,12 +104,19 @@ def run_in(namespace: str, tmp_path: Path, *args: str, rc: int = 0) -> dict[str,
     assert ran.returncode == 0, ran.stderr[-3000:]
     result: dict[str, object] = json.loads(ran.stdout.strip().splitlines()[-1])
     assert result["rc"] == rc, result["err"]
-    # Nothing of Ray or sniper outlives the job in the namespace.
-    left = subprocess.run(
+    # Nothing of Ray or sniper outlives the job in the namespace (Ray's workers and agents
+    # exit on their own once its head is down, so they are given a while).
+    deadline = time.monotonic() + 30
+    while (left := pids_in(namespace)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert left == [], [command_line(int(pid)) for pid in left]
+    return result
+
+
+def pids_in(namespace: str) -> list[str]:
+    return subprocess.run(
         ["ip", "netns", "pids", namespace], capture_output=True, text=True, check=True
     ).stdout.split()
-    assert left == [], [Path(f"/proc/{pid}/cmdline").read_text() for pid in left]
-    return result
 
 
 def test_more_ps_than_the_ray_cluster_can_hold_is_refused_at_once_naming_the_numbers(

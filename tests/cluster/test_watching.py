@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -55,6 +56,42 @@ def value(
     return scrape[(name, tuple(sorted(labels.items())))]
 
 
+Scrapes = dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]]
+
+# The counters that must move between two scrapes, by role: each exists once its role has done
+# the work it counts (a ps's lookup stages appear with its first lookup).
+MOVING: list[tuple[str, str, dict[str, str]]] = [
+    ("the trainer", "sniper_trainer_steps_total", {}),
+    ("the trainer", "sniper_trainer_examples_total", {}),
+    (
+        "the trainer",
+        "sniper_rpc_duration_seconds_count",
+        {"role": "trainer", "rpc": "PushGrad", "stage": "total"},
+    ),
+    *[
+        (
+            ps,
+            "sniper_rpc_duration_seconds_count",
+            {"role": "ps", "rpc": "EmbeddingLookup", "stage": "kernel"},
+        )
+        for ps in ("ps 0", "ps 1")
+    ],
+    ("hub 0", "sniper_hub_batches_fed_total", {}),
+]
+
+
+def scrape_until(urls: dict[str, str], ready: Callable[[Scrapes], bool]) -> Scrapes:
+    """Every role's scrape, again every 0.2 s until ``ready`` says so (or a minute passed: the
+    caller's assertions then say what is missing). Polled, not slept: a loaded machine may
+    take seconds to start training."""
+    deadline = time.monotonic() + 60
+    while True:
+        scrapes = {role: samples(url) for role, url in urls.items()}
+        if ready(scrapes) or time.monotonic() > deadline:
+            return scrapes
+        time.sleep(0.2)
+
+
 def test_every_role_is_scraped_while_it_trains_and_the_counters_move(tmp_path: Path) -> None:
     launcher = sniper_train(tmp_path, 100_000, "--metrics-port", "0")
     try:
@@ -66,42 +103,34 @@ def test_every_role_is_scraped_while_it_trains_and_the_counters_move(tmp_path: P
             if match := re.match(r"metrics of (.+) on (http://\S+)$", line.strip()):
                 urls[match[1]] = match[2]
         assert set(urls) == {"ps 0", "ps 1", "hub 0", "the trainer"}
-        time.sleep(3)
-        first = {role: samples(url) for role, url in urls.items()}
-        time.sleep(3)
-        second = {role: samples(url) for role, url in urls.items()}
+        first = scrape_until(
+            urls,
+            lambda now: all(
+                (name, tuple(sorted(labels.items()))) in now[role] for role, name, labels in MOVING
+            ),
+        )
+        second = scrape_until(
+            urls,
+            lambda now: all(
+                value(now[role], name, **labels) > value(first[role], name, **labels)
+                for role, name, labels in MOVING
+            ),
+        )
     finally:
         launcher.send_signal(signal.SIGTERM)
         with reaped(launcher):
             launcher.communicate(timeout=60)
     assert launcher.returncode == 128 + signal.SIGTERM
 
-    def moved(server: str, name: str, **labels: str) -> bool:
-        return value(second[server], name, **labels) > value(first[server], name, **labels)
-
-    assert moved("the trainer", "sniper_trainer_steps_total")
-    assert moved("the trainer", "sniper_trainer_examples_total")
-    assert moved(
-        "the trainer",
-        "sniper_rpc_duration_seconds_count",
-        role="trainer",
-        rpc="PushGrad",
-        stage="total",
-    )
+    for role, name, labels in MOVING:
+        before, after = value(first[role], name, **labels), value(second[role], name, **labels)
+        assert after > before, f"{role}'s {name} {labels} stayed at {before}"
     assert 0.0 < value(second["the trainer"], "sniper_trainer_loss") < 1.0
     for ps in ("ps 0", "ps 1"):
-        assert moved(
-            ps,
-            "sniper_rpc_duration_seconds_count",
-            role="ps",
-            rpc="EmbeddingLookup",
-            stage="kernel",
-        )
         assert value(second[ps], "sniper_up") == 1.0
         rows = [v for (name, _), v in second[ps].items() if name == "sniper_table_rows"]
         assert rows and sum(rows) > 0
         assert value(second[ps], "process_resident_memory_bytes") > 0
-    assert moved("hub 0", "sniper_hub_batches_fed_total")
     # Buckets are cumulative and end at +Inf with the count.
     trainer = second["the trainer"]
     labels = {"role": "trainer", "rpc": "Dense", "stage": "total"}

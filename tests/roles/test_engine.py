@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,11 +15,13 @@ from sniper.roles import (
     ReopenedBatchError,
     UnknownBatchError,
     UnknownVariableError,
+    _engine,
 )
 from sniper.rpc import LookupTarget
 from sniper.scheduler import SCHEDULER_NAMES, KeyLike, TaskHandle, TaskKey, open_scheduler
 from sniper.scheduler._adaptive import AdaptiveScheduler
 from sniper.store import SGD, Adagrad, CapacityError, EmbeddingTable, zeros
+from tests.roles._roles import Clock, hand_clock
 
 DIM = 4
 SIGNS = np.array([1, 2, 3, 2, 9, 1, 5], dtype=np.uint64)
@@ -30,6 +31,11 @@ GRADS = np.arange(3 * DIM, dtype=np.float32).reshape(3, DIM) / 10
 
 def table(shards: int) -> EmbeddingTable:
     return EmbeddingTable(DIM, capacity=64, optimizer=Adagrad(0.1), num_shards=shards)
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    return hand_clock(monkeypatch, _engine)
 
 
 @pytest.fixture(params=SCHEDULER_NAMES)
@@ -101,13 +107,14 @@ def test_duplicate_variable_is_refused(engine: PsEngine) -> None:
     engine.put_variable("a", held)  # a restore may put a variable's own table back
 
 
-def test_abandoned_batches_expire() -> None:
+def test_abandoned_batches_expire(clock: Clock) -> None:
     with open_scheduler("inline", workers=1) as scheduler:
         engine = PsEngine(scheduler, batch_ttl=0.05)
         engine.create_variable("a", table(1))
         engine.feed(1, "a", SIGNS, OFFSETS)
-        assert engine.pending_batches() == 1
-        time.sleep(0.1)
+        clock.now += 0.05
+        assert engine.pending_batches() == 1  # not before its batch_ttl has passed
+        clock.now += 0.01
         assert engine.pending_batches() == 0
 
 
@@ -390,7 +397,7 @@ def test_fed_batches_are_capped_in_number_too() -> None:
         assert engine.pending_batches() == 3
 
 
-def test_rows_are_pinned_from_feed_until_push_release_or_expiry() -> None:
+def test_rows_are_pinned_from_feed_until_push_release_or_expiry(clock: Clock) -> None:
     with open_scheduler("work_stealing", workers=2) as scheduler:
         engine = PsEngine(scheduler, batch_ttl=0.2)
         engine.create_variable("a", table(2))
@@ -403,7 +410,7 @@ def test_rows_are_pinned_from_feed_until_push_release_or_expiry() -> None:
         engine.push_grad(1, {"a": np.ones((len(OFFSETS) - 1, 4), dtype=np.float32)})
         engine.release(2)
         assert engine.table("a").pinned_rows() == held  # batch 3 still holds them
-        time.sleep(0.3)
+        clock.now += 0.3
         assert engine.pending_batches() == 0  # batch 3 expired
         assert engine.table("a").pinned_rows() == 0
 

@@ -17,11 +17,20 @@ import pytest
 from sniper.data import ParquetReader, SyntheticCtr, load_workload, write_parquet
 from sniper.hashing import ps_for_variable
 from sniper.placement import Placement
-from sniper.roles import BatchId, HubConfig, HubRole, PsCluster, PsEngine, PsRole, Unavailable
+from sniper.roles import (
+    BatchId,
+    HubConfig,
+    HubRole,
+    PsCluster,
+    PsEngine,
+    PsRole,
+    Unavailable,
+    _handout,
+)
 from sniper.rpc import Sample, Signs, Weights
 from sniper.scheduler import open_scheduler
 from sniper.transport import InProcessTransport
-from tests.roles._roles import created
+from tests.roles._roles import created, hand_clock
 
 pytestmark = pytest.mark.anyio
 
@@ -74,17 +83,19 @@ async def test_batches_are_handed_out_in_reading_order_and_the_end_reaches_all(
 
 @asynccontextmanager
 async def cancelled_hub(
-    reader: Any, data: SyntheticCtr, read_on_loop: bool, wait: float = 0.0
+    reader: Any, data: SyntheticCtr, read_on_loop: bool, queued: int = 0
 ) -> AsyncIterator[HubRole]:
-    """A hub over ``reader`` that handed out one batch and, ``wait`` seconds later, was
-    cancelled; its ps still serves."""
+    """A hub over ``reader`` that handed out one batch and, once ``queued`` more waited in its
+    queue, was cancelled; its ps still serves."""
     async with open_scheduler("inline", workers=1) as scheduler:
         ps = await created(PsRole(PsEngine(scheduler)), data)
         hub = HubRole(reader, PsCluster([ps]), HubConfig(queue_size=2, read_on_loop=read_on_loop))
         async with anyio.create_task_group() as group:
             group.start_soon(hub.run)
             assert await read(hub) is not None
-            await anyio.sleep(wait)
+            with anyio.fail_after(60):
+                while hub.handout.waiting < queued:
+                    await anyio.sleep(0.01)
             group.cancel_scope.cancel()
         yield hub
         hub.close()
@@ -94,7 +105,7 @@ async def cancelled_hub(
 async def test_a_cancelled_hub_tells_its_readers_it_shut_down(read_on_loop: bool) -> None:
     workload = load_workload("seed_ctr")
     reader = SyntheticCtr(workload, num_batches=1000, scale=0.01, seed=1, batch_size=64)
-    async with cancelled_hub(reader, reader, read_on_loop, wait=0.2) as hub:  # queue filled
+    async with cancelled_hub(reader, reader, read_on_loop, queued=2) as hub:  # queue filled
         assert not hub.healthy
         for _ in range(2):  # the batches fed before the stop are still handed out
             assert await read(hub) is not None
@@ -169,9 +180,10 @@ async def test_batches_read_before_a_failed_feed_are_still_handed_out() -> None:
         hub.close()
 
 
-async def test_a_batch_not_acknowledged_is_handed_out_again_first_and_the_end_waits_for_it() -> (
-    None
-):
+async def test_a_batch_not_acknowledged_is_handed_out_again_first_and_the_end_waits_for_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = hand_clock(monkeypatch, _handout)
     async with fed_hub(4, HubConfig(read_lease_seconds=0.3)) as hub:
         lost = await hub.read_sample()  # its reader gives up: never acknowledged
         assert lost is not None and BatchId.unpack(lost.batch_id).index == 0
@@ -181,7 +193,11 @@ async def test_a_batch_not_acknowledged_is_handed_out_again_first_and_the_end_wa
             if s is not None
         ]
         assert indices == [1, 2, 3]
-        with anyio.fail_after(5):  # not "end of data" while batch 0 may still be lost
+        with anyio.move_on_after(0.2):  # not "end of data" while batch 0 may still be lost
+            await read(hub)
+            pytest.fail("a read ended before batch 0's lease expired")
+        clock.now += 0.3
+        with anyio.fail_after(30):
             again = await read(hub)
         assert again is not None and again.batch_id == lost.batch_id
         np.testing.assert_array_equal(again.labels, lost.labels)

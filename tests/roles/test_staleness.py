@@ -121,7 +121,9 @@ class ScoringLogs(Trainer):
 
     async def _evaluate(self, ready: Any, report: Any) -> None:
         mine = LOG.index(("lookup", ready.batch_id))
-        with anyio.move_on_after(2):
+        # Long enough for a loaded machine to start the next lookup; where the scoring held
+        # it back (the regression this finds), it never starts while this waits.
+        with anyio.move_on_after(10):
             while not any(event == "lookup" for event, _ in LOG[mine + 1 :]):
                 await anyio.sleep(0.001)
         OVERLAPPED.append(any(event == "lookup" for event, _ in LOG[mine + 1 :]))

@@ -67,6 +67,14 @@ def wait_for_servers(pid: int, count: int = 3) -> list[int]:
     return servers
 
 
+def wait_for_training(train: subprocess.Popen[str]) -> None:
+    """Read ``sniper train``'s stderr until its first ``step`` line: the job is training, not
+    still starting (a fixed sleep was not always enough on a slow machine)."""
+    assert train.stderr is not None
+    while not (line := train.stderr.readline()).startswith("step "):
+        assert line, train.communicate(timeout=30)
+
+
 def write_config(tmp_path: Path, batches: int, launcher: str = "auto") -> tuple[Path, Path]:
     """The small job's config; ``launcher = "local"`` where a test needs the server processes."""
     output = tmp_path / "report.json"
@@ -104,7 +112,7 @@ def test_killing_a_hub_fails_the_run_clearly_and_leaves_no_process(tmp_path: Pat
         ]
         assert len(hubs) == 1, "sniper train did not start one hub"
         hub_pid = hubs[0]
-        time.sleep(3)  # let training run for a while
+        wait_for_training(train)
         os.kill(hub_pid, signal.SIGKILL)
         _, stderr = train.communicate(timeout=120)
     assert train.returncode != 0
@@ -205,9 +213,7 @@ def test_a_signal_stops_the_one_process_job_promptly(
     config, _ = write_config(tmp_path, batches=100_000, launcher="inprocess")
     train = start_train(config)
     with reaped(train):
-        assert train.stderr is not None
-        while not (line := train.stderr.readline()).startswith("step "):
-            assert line, train.communicate(timeout=30)
+        wait_for_training(train)
         time.sleep(after)
         train.send_signal(signum)
         start = time.monotonic()
