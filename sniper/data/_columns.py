@@ -206,6 +206,23 @@ def dense_values(name: str, array: Any, column: ColumnSpec, where: Where) -> NDA
     return transformed(name, values, column, where)
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def model_input(name: str, values: NDArray[np.float64], where: Where) -> NDArray[np.float64]:
+    """``values`` (a dense column after its fill and transform), refused where one lies beyond
+    float32's range: the dense model takes float32, where it would become an infinity."""
+    beyond = np.flatnonzero(np.abs(values) > FLOAT32_MAX)
+    if beyond.size:
+        row = int(beyond[0])
+        raise TableError(
+            f"{where.file}: row {where.row(row)}: column {name!r} is {values[row]:g} after its "
+            f"fill and transform, beyond float32's range (±{FLOAT32_MAX:.3g}), which the dense "
+            "model takes: scale it (transform = \"standardize\" or \"log1p\") or clip it"
+        )
+    return values
+
+
 def transformed(
     name: str, values: NDArray[np.float64], column: ColumnSpec, where: Where
 ) -> NDArray[np.float64]:
@@ -248,7 +265,7 @@ def label_values(label: LabelSpec, array: Any, where: Where) -> NDArray[np.float
         return np.asarray(values, dtype=np.float32)
     op, value = rule
     if isinstance(value, float):
-        array = pc.cast(array, pa.float64())
+        array = _label_numbers(label, array, where)
     compare = {
         ">=": pc.greater_equal,
         "<=": pc.less_equal,
@@ -259,6 +276,37 @@ def label_values(label: LabelSpec, array: Any, where: Where) -> NDArray[np.float
     }[op]
     result = compare(array, pa.scalar(value))
     return np.asarray(result.to_numpy(zero_copy_only=False), dtype=np.float32)
+
+
+def _label_numbers(label: LabelSpec, array: Any, where: Where) -> Any:
+    """A label column compared with a number, as float64: a value that is not a number, or
+    NaN or Inf (which no comparison should silently make a 0 or a 1), is refused, naming its
+    file, row and column."""
+    try:
+        numbers = pc.cast(array, pa.float64())
+    except pa.ArrowInvalid:
+        values = array.to_pylist()
+        row = next(i for i, v in enumerate(values) if not _parses_as_number(v))
+        raise TableError(
+            f"{where.file}: row {where.row(row)}: label column {label.column!r} is "
+            f"{values[row]!r}, which positive = {label.positive!r} cannot compare with a number"
+        ) from None
+    bad = np.flatnonzero(~np.isfinite(numbers.to_numpy(zero_copy_only=False)))
+    if bad.size:
+        row = int(bad[0])
+        raise TableError(
+            f"{where.file}: row {where.row(row)}: label column {label.column!r} is "
+            f"{numbers[row].as_py()}: a label compared with a number must be finite"
+        )
+    return numbers
+
+
+def _parses_as_number(value: Any) -> bool:
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def _regression_values(label: LabelSpec, array: Any, where: Where) -> NDArray[np.float32]:

@@ -43,6 +43,7 @@ from sniper.data._columns import (
     check_sparse_type,
     dense_values,
     label_values,
+    model_input,
     sparse_signs,
 )
 from sniper.data._features import ColumnSpec, FeatureSpec
@@ -390,7 +391,8 @@ class TableReader:
             )
         dense = np.empty((size, len(spec.dense)), dtype=np.float32)
         for index, name in enumerate(spec.dense):
-            dense[:, index] = dense_values(name, table.column(name), spec.column(name), where)
+            values = dense_values(name, table.column(name), spec.column(name), where)
+            dense[:, index] = model_input(name, values, where)
         parts: dict[str, list[tuple[Ragged, NDArray[np.float32] | None]]] = {}
         for name in spec.sparse:
             column = spec.column(name)
@@ -432,23 +434,40 @@ class TableReader:
         """Mean and standard deviation of each column over all the files (after ``fill``),
         read in one pass of those columns alone; a constant column gets std 1."""
         spec = self._spec
-        sums = dict.fromkeys(names, 0.0)
-        squares = dict.fromkeys(names, 0.0)
-        count = 0
+        moments = dict.fromkeys(names, (0, 0.0, 0.0))
         for table, where in self._tables(0, 1, list(names)):
             for name in names:
                 plain = ColumnSpec(fill=spec.column(name).fill)
                 values = dense_values(name, table.column(name), plain, where)
-                sums[name] += float(values.sum())
-                squares[name] += float(np.square(values).sum())
-            count += table.num_rows
+                moments[name] = _merged(moments[name], values)
         stats = {}
-        for name in names:
-            mean = sums[name] / count if count else 0.0
-            variance = squares[name] / count - mean * mean if count else 0.0
+        for name, (count, mean, spread) in moments.items():
+            variance = spread / count if count else 0.0
             std = float(np.sqrt(variance)) if variance > 1e-24 else 1.0
             stats[name] = (mean, std)
         return stats
+
+
+def _merged(
+    moments: tuple[int, float, float], values: NDArray[np.float64]
+) -> tuple[int, float, float]:
+    """``(count, mean, sum of squared deviations)`` of what ``moments`` summed and ``values``
+    (Chan, Golub and LeVeque's pairwise update): each chunk's deviations are taken from its own
+    mean, so a column of large mean and small spread keeps its spread, where a sum of squares
+    less the squared mean cancels it away (1e9 + N(0, 1) measured a std of 11, not 1)."""
+    count, mean, spread = moments
+    size = len(values)
+    if size == 0:
+        return moments
+    chunk_mean = float(values.mean())
+    chunk_spread = float(np.square(values - chunk_mean).sum())
+    total = count + size
+    delta = chunk_mean - mean
+    return (
+        total,
+        mean + delta * size / total,
+        spread + chunk_spread + delta * delta * count * size / total,
+    )
 
 
 def _merge(

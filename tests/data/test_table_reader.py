@@ -239,3 +239,60 @@ def test_bad_values_name_file_row_and_column(tmp_path: Path) -> None:
 def test_csv_needs_features(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=re.escape("csv data needs a [features] table")):
         open_reader(f"csv:{tmp_path}/x.csv")
+
+
+def test_a_label_compared_with_a_number_refuses_nan_inf_and_words(tmp_path: Path) -> None:
+    """``positive = ">= 4"`` makes a 0 or a 1 of every number; NaN or Inf would silently be a 0
+    (or an Inf a 1), and a word cannot be compared at all: each names its file, row and
+    column."""
+    spec = FeatureSpec.from_table({"label": {"column": "r", "positive": ">= 4"}, "dense": ["f"]})
+    good = _write(tmp_path, "ok.parquet", {"r": pa.array([5.0, 1.0]), "f": pa.array([1.0, 2.0])})
+    (batch,) = _all(TableReader([good], spec))
+    assert batch.labels.tolist() == [1.0, 0.0]
+    for name, values, message in [
+        (
+            "nan.parquet",
+            pa.array([5.0, np.nan]),
+            "row 1: label column 'r' is nan: a label compared",
+        ),
+        (
+            "inf.parquet",
+            pa.array([np.inf, 1.0]),
+            "row 0: label column 'r' is inf: a label compared",
+        ),
+        (
+            "word.parquet",
+            pa.array(["5", "five"]),
+            "row 1: label column 'r' is 'five', which positive = '>= 4' cannot compare",
+        ),
+    ]:
+        path = _write(tmp_path, name, {"r": values, "f": pa.array([1.0, 2.0])})
+        with pytest.raises(TableError, match=re.escape(f"{path}: {message}")):
+            _all(TableReader([path], spec))
+
+
+def test_a_dense_value_beyond_float32_is_refused_not_made_an_infinity(tmp_path: Path) -> None:
+    path = _write(tmp_path, "big.parquet", {"y": pa.array([0, 1]), "f": pa.array([1.0, 1e300])})
+    with pytest.raises(
+        TableError,
+        match=re.escape(
+            f"{path}: row 1: column 'f' is 1e+300 after its fill and transform, beyond"
+        ),
+    ):
+        _all(TableReader([path], _spec(dense=["f"])))
+    # The same value brought into range by its transform is fine.
+    (batch,) = _all(TableReader([path], _spec(dense=["f"], columns={"f": {"transform": "log1p"}})))
+    assert np.isfinite(batch.dense).all()
+
+
+def test_standardize_measures_a_small_spread_about_a_large_mean(tmp_path: Path) -> None:
+    """The stats are merged chunk by chunk from each chunk's own mean: a sum of squares less
+    the squared mean loses a spread of 1 about 1e9 to rounding (it measured 11)."""
+    values = 1e9 + np.random.default_rng(0).standard_normal(5000)
+    path = tmp_path / "wide.parquet"
+    table = pa.table({"y": pa.array(np.zeros(5000, np.int8)), "f": pa.array(values)})
+    pq.write_table(table, path, row_group_size=700)
+    reader = TableReader([path], _spec(dense=["f"], columns={"f": {"transform": "standardize"}}))
+    mean, std = reader.features.column("f").stats
+    assert mean == pytest.approx(values.mean(), rel=1e-12)
+    assert std == pytest.approx(values.std(), rel=1e-6)
