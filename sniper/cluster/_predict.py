@@ -28,6 +28,7 @@ from numpy.typing import NDArray
 
 from sniper.cluster._config import TrainConfig
 from sniper.cluster._eval import score_checkpoint
+from sniper.data import TableReader
 from sniper.roles import DataEvaluator, Predictor
 
 __all__ = ["run_predict", "score_columns"]
@@ -50,11 +51,40 @@ def _table(row: int, labels: tuple[str, ...], truth: NDArray[Any], probs: NDArra
     return pa.table(columns)
 
 
+def _check_output(target: Path, data: str) -> None:
+    """Refuse an output that is the data, or lies in its directory: the scores would replace
+    the data they were read from, or be read as data by the next run."""
+    kind, colon, path = data.partition(":")
+    if not colon or kind == "synthetic":
+        return
+    source = Path(path).resolve()
+    written = target.resolve()
+    if written == source or (source.is_dir() and source in written.parents):
+        raise ValueError(
+            f"--output {target} is {'the data file' if written == source else 'in the data'} "
+            f"predict reads ({data}): write the scores elsewhere"
+        )
+
+
+def _check_nothing_skipped(reader: object) -> None:
+    """The output numbers its rows as the data's: a row a ``skip_null_labels`` spec dropped
+    would shift every later score onto another example, so such data is refused by the row."""
+    skipped = reader.first_skipped if isinstance(reader, TableReader) else None
+    if skipped is not None:
+        raise ValueError(
+            f"{skipped}, which skip_null_labels drops; predict numbers its output's rows as "
+            "the data's, so it scores data whose every label is present: fill or drop those "
+            "rows first"
+        )
+
+
 def run_predict(checkpoint: str, data: str, output: str, config: TrainConfig) -> int:
     """Write the scores of ``data`` by the model of ``checkpoint`` to the Parquet file
     ``output`` (``config``: see :func:`~sniper.cluster._eval.score_checkpoint`); returns 0."""
     target = Path(output)
     partial = target.with_name(target.name + ".partial")
+
+    _check_output(target, data)
 
     async def write(evaluator: DataEvaluator, predict: Predictor, step: int) -> int:
         del step
@@ -63,11 +93,13 @@ def run_predict(checkpoint: str, data: str, output: str, config: TrainConfig) ->
         rows = 0
         try:
             async for batch, probs in evaluator.predictions(predict):
+                _check_nothing_skipped(evaluator.reader)
                 table = _table(rows, labels, batch.labels, probs)
                 if writer is None:
                     writer = pq.ParquetWriter(partial, table.schema)
                 writer.write_table(table)
                 rows += batch.batch_size
+            _check_nothing_skipped(evaluator.reader)  # a last chunk whose every label was null
         finally:
             if writer is not None:
                 writer.close()

@@ -149,10 +149,18 @@ class TableReader:
         self._batch_size = batch_size
         self._max_batches = max_batches
         self._spec = features
+        self._first_skipped: str | None = None
         self._types = self._check_schemas()
         self._units = self._parquet_units() if format == "parquet" else []
         if features.needs_stats:
             self._spec = features.with_stats(self._measure(features.needs_stats))
+
+    @property
+    def first_skipped(self) -> str | None:
+        """Where the first row read so far that ``skip_null_labels`` dropped lies (``FILE: row
+        N: label column 'C' is null``); None while none was: a reader that numbers its rows as
+        the data's (``sniper predict``) refuses data that loses rows."""
+        return self._first_skipped
 
     @property
     def features(self) -> FeatureSpec:
@@ -421,13 +429,13 @@ class TableReader:
                 valid &= column.is_valid().to_numpy(zero_copy_only=False)
         if valid.all():
             return table, where
+        row = int(np.flatnonzero(~valid)[0])
+        name = next(n for n in spec.label_names if not table.column(n)[row].is_valid)
+        null = f"{where.file}: row {where.row(row)}: label column {name!r} is null"
         if not spec.skip_null_labels:
-            row = int(np.flatnonzero(~valid)[0])
-            name = next(n for n in spec.label_names if not table.column(n)[row].is_valid)
-            raise TableError(
-                f"{where.file}: row {where.row(row)}: label column {name!r} is null "
-                "(skip_null_labels = true drops such rows)"
-            )
+            raise TableError(f"{null} (skip_null_labels = true drops such rows)")
+        if self._first_skipped is None:  # chunks may be read on several threads: any first
+            self._first_skipped = null
         return table.filter(pa.array(valid)), Where(where.file, where.rows[valid])
 
     def _measure(self, names: tuple[str, ...]) -> dict[str, tuple[float, float]]:

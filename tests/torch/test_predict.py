@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -58,3 +59,68 @@ def test_predict_writes_the_scores_sniper_eval_scores(
     assert f"{auc.value():.4f}" == row[1]
     assert abs(roc_auc(labels, scores) - float(row[1])) < 2e-3
     assert roc_auc(labels, scores) > 0.6
+
+
+def test_predict_refuses_data_that_would_shift_its_rows_and_an_output_over_its_data(
+    tmp_path: Path,
+) -> None:
+    """A spec with ``skip_null_labels`` drops a row whose label is null, which would number
+    every later score as another example's: predict refuses such data by its row. An output
+    that is the data file would replace what it reads. Both end in one line and no file."""
+    rng = np.random.default_rng(0)
+    size = 1_200
+
+    def table(click: list[Any]) -> pa.Table:
+        return pa.table(
+            {
+                "user": pa.array([f"u{i % 97}" for i in range(size)]),
+                "age": pa.array(rng.normal(35, 10, size)),
+                "click": pa.array(click, pa.int8()),
+            }
+        )
+
+    clicks = rng.integers(0, 2, size).tolist()
+    pq.write_table(table(clicks), tmp_path / "train.parquet")
+    holes = [None if i % 4 == 0 else c for i, c in enumerate(clicks)]
+    pq.write_table(table(holes), tmp_path / "holes.parquet")
+    (tmp_path / "job.toml").write_text(
+        'data = "parquet:train.parquet"\nbatch_size = 200\nnum_batches = 6\nhidden = [8]\n'
+        'checkpoint_dir = "ck"\ncheckpoint_every = 3\nprogress = false\n'
+        '[features]\nlabel = "click"\nsparse = ["user"]\ndense = ["age"]\n'
+        "skip_null_labels = true\n"
+    )
+    trained = sniper(tmp_path, "train", "--config", "job.toml", "--output", "report.json")
+    assert trained.returncode == 0, trained.stderr[-3000:]
+
+    shifted = sniper(
+        tmp_path, "predict", "--checkpoint", "ck", "--data", "parquet:holes.parquet",
+        "--output", "s.parquet",
+    )  # fmt: skip
+    assert shifted.returncode == 2
+    assert shifted.stderr.strip().splitlines()[-1] == (
+        "sniper: error: holes.parquet: row 0: label column 'click' is null, "
+        "which skip_null_labels drops; predict numbers its output's rows as the data's, so it "
+        "scores data whose every label is present: fill or drop those rows first"
+    )
+    assert not list(tmp_path.glob("s.parquet*"))
+
+    before = (tmp_path / "train.parquet").read_bytes()
+    over = sniper(
+        tmp_path, "predict", "--checkpoint", "ck", "--data", "parquet:train.parquet",
+        "--output", "train.parquet",
+    )  # fmt: skip
+    assert over.returncode == 2
+    assert over.stderr.strip().splitlines()[-1] == (
+        "sniper: error: --output train.parquet is the data file predict reads "
+        "(parquet:train.parquet): write the scores elsewhere"
+    )
+    assert (tmp_path / "train.parquet").read_bytes() == before
+
+    whole = sniper(
+        tmp_path, "predict", "--checkpoint", "ck", "--data", "parquet:train.parquet",
+        "--output", "s.parquet",
+    )  # fmt: skip
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    scored = pq.read_table(tmp_path / "s.parquet")
+    assert scored.column("row").to_pylist() == list(range(size))
+    assert scored.column("click").to_pylist() == [float(c) for c in clicks]
