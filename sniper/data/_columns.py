@@ -218,7 +218,7 @@ def model_input(name: str, values: NDArray[np.float64], where: Where) -> NDArray
         raise TableError(
             f"{where.file}: row {where.row(row)}: column {name!r} is {values[row]:g} after its "
             f"fill and transform, beyond float32's range (±{FLOAT32_MAX:.3g}), which the dense "
-            "model takes: scale it (transform = \"standardize\" or \"log1p\") or clip it"
+            'model takes: scale it (transform = "standardize" or "log1p") or clip it'
         )
     return values
 
