@@ -261,11 +261,25 @@ class TorchModel(DenseModel):
             matrix_leaf = leaves[_MATRIX]
             sequences_given = {k: v for k, v in features.items() if k != _MATRIX}
             if sequences_given:
-                return self.module(matrix_leaf, sequences_given), leaves
-            return self.module(matrix_leaf), leaves
+                return self._logits(self.module(matrix_leaf, sequences_given)), leaves
+            return self._logits(self.module(matrix_leaf)), leaves
         dense = matrix[:, self.inputs.embedding_width :]
-        logits = self.module(features, dense)
-        return logits, leaves
+        return self._logits(self.module(features, dense)), leaves
+
+    def _logits(self, output: object) -> torch.Tensor:
+        """The module's output, refused by name unless it is one floating-point tensor (a
+        dict, a tuple or a numpy array failed later inside sniper, not naming the model)."""
+        name = type(self.module).__name__
+        if not isinstance(output, torch.Tensor):
+            raise ValueError(
+                f"the model {name} returns a {type(output).__name__} from forward; it must "
+                f"return one tensor of logits, [batch, labels]"
+            )
+        if not output.is_floating_point():
+            raise ValueError(
+                f"the model {name} returns {output.dtype} logits; they must be floating point"
+            )
+        return output
 
     def train_step(
         self, inputs: F32, labels: F32, *, sequences: Mapping[str, Jagged] | None = None
@@ -335,12 +349,20 @@ class TorchModel(DenseModel):
     def _probabilities(self, logits: torch.Tensor) -> F32:
         """The predictions on the host: the sigmoid of a binary label's logit, a regression
         label's value as it is; ``[batch]`` for one label, else ``[batch, labels]``."""
+        host = logits.float().cpu()  # bfloat16 (autocast) has no numpy type
+        finite = torch.isfinite(host)
+        if not bool(finite.all()):
+            raise ValueError(
+                f"the model {type(self.module).__name__} returned NaN or Inf logits for "
+                f"{int((~finite).any(dim=1).sum())} of {len(host)} examples: its forward pass "
+                "diverged (a lower lr, or normalization in the model, are the usual cures)"
+            )
         outputs = (
-            torch.sigmoid(logits)
+            torch.sigmoid(host)
             if self._binary_only
-            else torch.where(self._regression, logits, torch.sigmoid(logits))
+            else torch.where(self._regression.cpu(), host, torch.sigmoid(host))
         )
-        probs = outputs.cpu().numpy().astype(np.float32, copy=False)
+        probs = outputs.numpy()
         return probs[:, 0] if self._labels == 1 else probs
 
     def state(self) -> dict[str, NDArray[np.generic]]:

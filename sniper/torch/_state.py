@@ -76,7 +76,10 @@ def optimizer_arrays(optimizer: torch.optim.Optimizer) -> Arrays:
 def load_optimizer(
     optimizer: torch.optim.Optimizer, arrays: Mapping[str, NDArray[np.generic]]
 ) -> None:
-    """Take ``optimizer.*`` of ``arrays`` (from :func:`optimizer_arrays`) as ``optimizer``'s."""
+    """Take ``optimizer.*`` of ``arrays`` (from :func:`optimizer_arrays`) as ``optimizer``'s,
+    but for the learning rate: ``optimizer`` was built with the job's (``lr`` or ``[model]
+    lr``), which a resume may change, so its own stays (a saved one silently undid the change).
+    """
     template = optimizer.state_dict()
     state: dict[int, dict[str, Any]] = {}
     groups = [dict(group) for group in template["param_groups"]]
@@ -92,7 +95,8 @@ def load_optimizer(
                     f"the dense model checkpoint's {name} does not fit this optimizer; was it "
                     "saved with another [model] optimizer?"
                 )
-            groups[number][key] = _like(groups[number][key], array)
+            if key != "lr":
+                groups[number][key] = _like(groups[number][key], array)
             continue
         values = state.setdefault(int(place), {})
         if kind == "state":

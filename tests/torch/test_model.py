@@ -266,3 +266,72 @@ def test_warm_up_calls_each_submodules_own() -> None:
     model.warm_up()
     assert module.inner.calls == 1
     open_model("dlrm", ModelInputs({"a": 4, "b": 4}, dense_features=3), {}).warm_up()
+
+
+def test_a_resumed_optimizer_keeps_the_lr_it_was_built_with() -> None:
+    """The job's lr may change on resume (``--allow-change lr``, or ``[model] lr``): the
+    checkpoint's optimizer state comes back, its saved lr does not undo the change."""
+
+    def fresh(lr: float) -> TorchModel:
+        torch.manual_seed(0)
+        module = TwoTower(INPUTS, 8)
+        return TorchModel(module, open_optimizer("adam", module.parameters(), lr), INPUTS)
+
+    model = fresh(0.01)
+    model.train_step(*batch()).update()
+    other = fresh(0.5)
+    other.load_state(model.state())
+    assert other.optimizer.param_groups[0]["lr"] == 0.5
+    saved, loaded = model.optimizer.state_dict()["state"], other.optimizer.state_dict()["state"]
+    for index, values in saved.items():
+        assert torch.equal(values["exp_avg"], loaded[index]["exp_avg"])
+
+
+class Returns(TwoTower):
+    """TwoTower whose forward hands back ``shape(logits)`` instead of its logits."""
+
+    def __init__(self, shape: Any) -> None:
+        super().__init__(INPUTS, 8)
+        self.shape = shape
+
+    def forward(self, embeddings: dict[str, torch.Tensor], dense: torch.Tensor) -> Any:
+        return self.shape(super().forward(embeddings, dense))
+
+
+@pytest.mark.parametrize(
+    ("shape", "message"),
+    [
+        (lambda t: {"logits": t}, "the model Returns returns a dict from forward; it must return"),
+        (lambda t: (t,), "the model Returns returns a tuple from forward"),
+        (lambda t: t.detach().numpy(), "the model Returns returns a ndarray from forward"),
+        (lambda t: t.long(), "the model Returns returns torch.int64 logits; they must be floating"),
+    ],
+    ids=["dict", "tuple", "numpy", "long"],
+)
+def test_a_forward_that_returns_no_float_tensor_is_refused_naming_the_model(
+    shape: Any, message: str
+) -> None:
+    module = Returns(shape)
+    with pytest.raises(ValueError, match=message):
+        TorchModel(module, open_optimizer("adam", module.parameters(), 0.01), INPUTS)
+
+
+def test_nan_or_inf_logits_stop_the_step_naming_the_model_and_bfloat16_ones_train() -> None:
+    """A diverged forward pass is named as the model's, before its gradients reach a push (it
+    was an AUC's complaint, or 76 variables' non-finite gradients); logits in bfloat16, as
+    under CPU autocast, give float32 predictions."""
+    broken = {"scale": 1.0}
+    module = Returns(lambda t: t * broken["scale"])
+    model = TorchModel(module, open_optimizer("adam", module.parameters(), 0.01), INPUTS)
+    x, y = batch()
+    for bad in (float("nan"), float("inf")):
+        broken["scale"] = bad
+        with pytest.raises(
+            ValueError, match=r"^the model Returns returned NaN or Inf logits for 16 of 16 "
+        ):
+            model.train_step(x, y)
+    module = Returns(lambda t: t.to(torch.bfloat16))
+    model = TorchModel(module, open_optimizer("adam", module.parameters(), 0.01), INPUTS)
+    step = model.train_step(x, y)
+    step.update()
+    assert step.predictions.dtype == np.float32 and model.predict(x).dtype == np.float32
