@@ -81,4 +81,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except Exception as exc:  # a bug: still one line, the traceback with --debug
         hint = "" if debug else "; run again with --debug for the traceback"
+        if _models_error(exc):  # the user's model's bug, not sniper's
+            return fail(exc, f"{exc}{hint}", EXIT_FAILED)
         return fail(exc, f"{type(exc).__name__}: {exc} (a bug in sniper{hint})", EXIT_FAILED)
+
+
+def _models_error(exc: Exception) -> bool:
+    """Whether ``exc`` is a :class:`sniper.models.ModelError`, without importing the models
+    (half a second) into every command: none was raised where they were never imported."""
+    models = sys.modules.get("sniper.models")
+    return models is not None and isinstance(exc, models.ModelError)

@@ -6,6 +6,7 @@
 - :class:`MlpModel`: the default, ``"mlp"``: numpy and numba only, no torch.
 - :func:`open_model`: a model by registered name (``sniper.models`` entry points) or by
   import path (``"mypkg.models:build"``).
+- :class:`ModelError`: the model's own code raised (:func:`users_code` marks such code).
 - :class:`ModelConfig`: the ``[model]`` table of a training config (factory, params,
   optimizer, lr, device), which opens its model.
 """
@@ -16,6 +17,8 @@ from sniper.models._abc import Jagged as Jagged
 from sniper.models._abc import ModelInputs as ModelInputs
 from sniper.models._abc import TrainStep as TrainStep
 from sniper.models._config import ModelConfig as ModelConfig
+from sniper.models._errors import ModelError as ModelError
+from sniper.models._errors import users_code as users_code
 from sniper.models._mlp import Mlp as Mlp
 from sniper.models._mlp import MlpModel as MlpModel
 from sniper.models._registry import ENTRY_POINT_GROUP as ENTRY_POINT_GROUP
@@ -34,8 +37,10 @@ __all__ = [
     "Mlp",
     "MlpModel",
     "ModelConfig",
+    "ModelError",
     "ModelInputs",
     "TrainStep",
     "model_names",
     "open_model",
+    "users_code",
 ]

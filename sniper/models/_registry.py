@@ -38,6 +38,7 @@ from typing import Any, Final
 
 from sniper._plugins import Plugins
 from sniper.models._abc import DenseModel, ModelInputs
+from sniper.models._errors import ModelError, users_code
 
 __all__ = ["ENTRY_POINT_GROUP", "MODEL_NAMES", "SETTINGS", "model_names", "open_model"]
 
@@ -92,7 +93,9 @@ def open_model(
 
     ``factory`` is a registered name or ``"module:attribute"``. ``LookupError`` for a name or
     path that does not open; ``ValueError`` for a factory that refuses ``params`` or a
-    setting, or returns something that is neither a :class:`DenseModel` nor a torch module.
+    setting, or returns something that is neither a :class:`DenseModel` nor a torch module;
+    :class:`~sniper.models.ModelError` for a factory, or its module's import, that raises
+    anything else (its own bug).
     """
     build = _import_factory(factory) if ":" in factory else PLUGINS.load(factory)
     given = {
@@ -112,9 +115,13 @@ def open_model(
     if seed is not None and torch is not None:
         torch.manual_seed(seed)
     try:
-        model = build(inputs, **params, **passed)
+        inspect.signature(build).bind(inputs, **params, **passed)
     except TypeError as exc:
         raise ValueError(f"model {factory!r} does not take these params: {exc}") from exc
+    except ValueError:
+        pass  # a callable without a signature to read (a builtin): calling it tells
+    with users_code(f"model {factory!r}", keep=(ValueError,)):
+        model = build(inputs, **params, **passed)
     rest = {key: value for key, value in given.items() if key not in declared}
     if isinstance(model, DenseModel):
         refused = [key for key in _REQUIRED if key in rest]
@@ -149,10 +156,20 @@ def _declared(build: Callable[..., Any]) -> set[str]:
 
 def _import_factory(path: str) -> ModelFactory:
     module_name, _, attribute = path.partition(":")
+    if not module_name or not attribute:
+        raise LookupError(
+            f"model factory {path!r} must be module:attribute, say mypkg.models:build"
+        )
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise LookupError(f"model factory {path!r}: cannot import {module_name}: {exc}") from exc
+        with users_code(f"model factory {path!r}: importing {module_name}"):
+            module = importlib.import_module(module_name)
+    except ModelError as exc:
+        if isinstance(exc.__cause__, ImportError):
+            raise LookupError(
+                f"model factory {path!r}: cannot import {module_name}: {exc.__cause__} (it is "
+                "imported from the current directory and PYTHONPATH)"
+            ) from exc.__cause__
+        raise
     build = getattr(module, attribute, None)
     if not callable(build):
         raise LookupError(f"model factory {path!r}: {module_name} has no callable {attribute!r}")

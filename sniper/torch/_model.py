@@ -51,7 +51,14 @@ import torch
 from numpy.typing import NDArray
 from torch.nn import functional
 
-from sniper.models import DenseModel, GradientAverage, Jagged, ModelInputs, TrainStep
+from sniper.models import (
+    DenseModel,
+    GradientAverage,
+    Jagged,
+    ModelInputs,
+    TrainStep,
+    users_code,
+)
 from sniper.torch._linear import WeightGrads, deferred_weight_grads
 from sniper.torch._state import load_module, load_optimizer, module_arrays, optimizer_arrays
 
@@ -141,7 +148,7 @@ class _TorchStep(TrainStep):
 
     def update(self) -> None:
         self._deferred.apply()
-        self._optimizer.step()
+        self._step()
 
     def update_averaged(self, average: GradientAverage) -> None:
         """The step with every parameter's gradient averaged across the ranks first (the
@@ -153,6 +160,10 @@ class _TorchStep(TrainStep):
             if param.grad is None:
                 param.grad = torch.zeros_like(param)
         if average([param.grad for param in params]):
+            self._step()
+
+    def _step(self) -> None:
+        with users_code(f"the optimizer {type(self._optimizer).__name__}'s step"):
             self._optimizer.step()
 
 
@@ -257,14 +268,17 @@ class TorchModel(DenseModel):
             leaf = torch.from_numpy(values).to(self.device)
             leaves[name] = leaf.requires_grad_(True) if grad else leaf
             features[name] = (leaves[name], torch.from_numpy(offsets).to(self.device))
-        if self.takes_matrix:
-            matrix_leaf = leaves[_MATRIX]
-            sequences_given = {k: v for k, v in features.items() if k != _MATRIX}
-            if sequences_given:
-                return self._logits(self.module(matrix_leaf, sequences_given)), leaves
-            return self._logits(self.module(matrix_leaf)), leaves
-        dense = matrix[:, self.inputs.embedding_width :]
-        return self._logits(self.module(features, dense)), leaves
+        with users_code(f"the model {type(self.module).__name__}'s forward"):
+            if self.takes_matrix:
+                matrix_leaf = leaves[_MATRIX]
+                sequences_given = {k: v for k, v in features.items() if k != _MATRIX}
+                args: tuple[Any, ...] = (
+                    (matrix_leaf, sequences_given) if sequences_given else (matrix_leaf,)
+                )
+            else:
+                args = (features, matrix[:, self.inputs.embedding_width :])
+            output = self.module(*args)
+        return self._logits(output), leaves
 
     def _logits(self, output: object) -> torch.Tensor:
         """The module's output, refused by name unless it is one floating-point tensor (a
@@ -317,7 +331,8 @@ class TorchModel(DenseModel):
         so that each variable's block of it is one contiguous run for the ps's push and its
         finite check (``sniper.torch._linear``)."""
         params = _trained(self.optimizer)
-        found = torch.autograd.grad(loss, [*leaves, *params], allow_unused=True)
+        with users_code(f"the model {type(self.module).__name__}'s backward"):
+            found = torch.autograd.grad(loss, [*leaves, *params], allow_unused=True)
         for param, grad in zip(params, found[len(leaves) :], strict=True):
             param.grad = grad
         return found[: len(leaves)]

@@ -74,3 +74,13 @@ def build(inputs: ModelInputs, **params: Any) -> Linear:
 
 def not_a_model(inputs: ModelInputs) -> object:
     return object()
+
+
+def raises(inputs: ModelInputs) -> Linear:
+    """A factory with a bug of its own."""
+    return {}["missing"]  # type: ignore[no-any-return]
+
+
+def refuses(inputs: ModelInputs) -> Linear:
+    """A factory refusing its params (ValueError: its documented way)."""
+    raise ValueError("refuses: width 3 is too small")

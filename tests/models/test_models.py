@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from sniper.data import SyntheticCtr, load_workload
-from sniper.models import MODEL_NAMES, MlpModel, ModelInputs, model_names, open_model
+from sniper.models import MODEL_NAMES, MlpModel, ModelError, ModelInputs, model_names, open_model
 from sniper.roles import HubConfig, HubRole, PsCluster, PsEngine, PsRole, Trainer, TrainerConfig
 from sniper.scheduler import open_scheduler
 from tests.models._linear import Linear
@@ -52,6 +52,20 @@ def test_a_model_opens_from_an_import_path_with_its_params() -> None:
         ("tests.models._linear:missing", {}, LookupError, "has no callable 'missing'"),
         ("mlp", {"depth": 3}, ValueError, "model 'mlp' does not take these params"),
         ("tests.models._linear:not_a_model", {}, ValueError, "returned object, not a"),
+        (":build", {}, LookupError, "model factory ':build' must be module:attribute"),
+        (
+            "tests.models._linear:raises",
+            {},
+            ModelError,
+            "^model 'tests.models._linear:raises' raised KeyError: 'missing'$",
+        ),
+        ("tests.models._linear:refuses", {}, ValueError, "^refuses: width 3 is too small$"),
+        (
+            "tests.models._broken_module:build",
+            {},
+            ModelError,
+            "importing tests.models._broken_module raised ZeroDivisionError: division by zero",
+        ),
     ],
 )
 def test_a_model_that_does_not_open_says_why(

@@ -38,3 +38,19 @@ class UserModel(ZooModel):
     """The same network, for an entry point (which must name a DenseModel class)."""
 
     network = TwoTower
+
+
+class FailsLater(TwoTower):
+    """TwoTower whose forward pass has a bug that shows on its fifth call."""
+
+    calls = 0
+
+    def forward(self, embeddings: dict[str, torch.Tensor], dense: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        if self.calls == 5:
+            raise RuntimeError("my forward has a bug")
+        return super().forward(embeddings, dense)
+
+
+def fails_later(inputs: ModelInputs) -> nn.Module:
+    return FailsLater(inputs, 8)

@@ -10,7 +10,7 @@ import pytest
 import torch
 from numpy.typing import NDArray
 
-from sniper.models import MlpModel, ModelInputs, open_model
+from sniper.models import MlpModel, ModelError, ModelInputs, open_model
 from sniper.torch import TorchModel, open_optimizer
 from sniper.torch.models import MlpNet, MMoE, TorchMlp
 from tests.torch._user_model import TwoTower
@@ -335,3 +335,29 @@ def test_nan_or_inf_logits_stop_the_step_naming_the_model_and_bfloat16_ones_trai
     step = model.train_step(x, y)
     step.update()
     assert step.predictions.dtype == np.float32 and model.predict(x).dtype == np.float32
+
+
+def test_a_forward_or_an_optimizer_that_raises_is_named_as_the_models() -> None:
+    """An error in the user's forward pass or optimizer is the model's, not sniper's: it
+    comes as a ModelError naming the model and what of it failed, from the original."""
+    failing = {"on": False}
+
+    def forward(t: torch.Tensor) -> torch.Tensor:
+        if failing["on"]:
+            raise RuntimeError("my forward has a bug")
+        return t
+
+    module = Returns(forward)
+    model = TorchModel(module, open_optimizer("adam", module.parameters(), 0.01), INPUTS)
+    failing["on"] = True
+    with pytest.raises(
+        ModelError, match=r"^the model Returns's forward raised RuntimeError: my forward has a bug$"
+    ) as raised:
+        model.train_step(*batch())
+    assert isinstance(raised.value.__cause__, RuntimeError)
+    module = Returns(lambda t: t)
+    lbfgs = torch.optim.LBFGS(module.parameters())
+    model = TorchModel(module, lbfgs, INPUTS)
+    step = model.train_step(*batch())
+    with pytest.raises(ModelError, match=r"^the optimizer LBFGS's step raised TypeError: "):
+        step.update()

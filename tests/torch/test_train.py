@@ -175,3 +175,16 @@ async def test_a_two_label_model_trains_on_two_label_data_and_reports_each_label
     assert report.eval_auc == click["eval_auc"] > 0.5 + MARGIN, click
     assert buy["eval_auc"] > 0.6, buy  # 3% positives: fewer to learn from in 81 batches
     assert click["eval_logloss"] != buy["eval_logloss"]
+
+
+def test_a_bug_in_the_users_forward_is_one_line_naming_the_model_not_sniper(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "job.toml").write_text(job_toml({"factory": "tests.torch._user_model:fails_later"}))
+    done = sniper(tmp_path, "train", "--config", "job.toml")
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        "sniper: error: the model FailsLater's forward raised RuntimeError: my forward has a "
+        "bug; run again with --debug for the traceback"
+    )
+    assert "Traceback" not in done.stderr
