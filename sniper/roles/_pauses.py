@@ -123,9 +123,12 @@ class Pauses:
     async def finish(self, report: TrainReport, again: bool = False) -> None:
         """The end of training is a clean cut too: checkpoint it if checkpointing (or asked to
         :meth:`stop`) and not checkpointed already at this step, or ``again``: the end changed
-        what a checkpoint holds (the data ended, or the evaluation data was scored)."""
+        what a checkpoint holds (the data ended, or the evaluation data was scored). A run that
+        trained nothing saves nothing: a resume of an older step whose data held no batch saved
+        that step again, and the save removed the newer steps of the run it came from."""
         checkpointing = self.checkpoint_every or self._stopping
-        if checkpointing and (report.steps > self.checkpointed_step or again):
+        trained = report.steps > report.resumed_from_step
+        if checkpointing and (report.steps > self.checkpointed_step or (again and trained)):
             await self.checkpoint(report, 0.0)
 
     async def checkpoint(self, report: TrainReport, waited: float) -> None:

@@ -177,6 +177,29 @@ def variable_of(file: Path) -> str:
     return str(next(v["name"] for v in manifest["variables"] if v["file"] == file.name))
 
 
+def test_a_resume_of_an_older_step_that_trains_nothing_keeps_the_newer_steps(
+    job: Path, full: dict[str, object]
+) -> None:
+    """Data shorter than the step's positions holds no batch: the run fails in one line, and
+    the steps after the one it resumed from, which its first checkpoint would have removed,
+    are all still there (it once saved its step again at the end, removing them)."""
+    shutil.copytree(job / "full", job / "forked")
+    steps = sorted(p.name for p in (job / "forked").iterdir() if p.name.startswith("step-"))
+    write_criteo(job / "short.tsv", 600, seed=5)
+    failed = train(
+        job,
+        *("--resume", f"forked/{steps[0]}", "--data", f"criteo:{job / 'short.tsv'}"),
+        *("--allow-change", "data", "--output", "short.json"),
+        config=HUBS,
+    )
+    _, err = failed.communicate(timeout=240)
+    assert failed.returncode == 1, err[-3000:]
+    assert "sniper: error: trained 0 batches" in err
+    kept = sorted(p.name for p in (job / "forked").iterdir() if p.name.startswith("step-"))
+    assert kept == steps
+    assert (job / "forked" / "latest").read_text().strip() == steps[-1]
+
+
 @pytest.mark.parametrize(
     "damage",
     ["edit job.json", "truncate job.json", "flip", "truncate", "delete", "delete manifest.json"],
