@@ -105,7 +105,8 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
     resume: str = ""
     """Continue from this job checkpoint: a ``checkpoint_dir`` (its newest step that verifies:
     a damaged one is skipped with a warning) or one of its ``step-N`` directories (that step
-    or an error); checkpoints then go on in that directory."""
+    or an error); checkpoints then go on in that directory (a ``checkpoint_dir`` given too must
+    be that directory)."""
     allow_change: tuple[str, ...] = ()
     """Keys a resume may change from the checkpoint's config (``lr``, ``eval_every``,
     ``max_staleness``, and the data's keys ``data``, ``epochs``, ``num_batches``...); a change
@@ -194,10 +195,14 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
         self._check_ranks()
         if self.checkpoint_every and not self.job_directory():
             raise ValueError("checkpoint_every needs checkpoint_dir (or resume)")
-        if self.resume and self.checkpoint_dir:
+        # A config that checkpoints into ck is resumed with --resume ck (or a step of it):
+        # the same directory twice is the same job; another one is refused.
+        resumed = _checkpoints_of(self.resume) if self.resume else None
+        if resumed and self.checkpoint_dir and resumed != Path(self.checkpoint_dir).resolve():
             raise ValueError(
-                "give checkpoint_dir or resume, not both: a resumed job checkpoints where it "
-                "resumed from"
+                f"resume {self.resume} is not in checkpoint_dir {self.checkpoint_dir}: a "
+                "resumed job checkpoints where it resumed from, so give one of them, or the "
+                "same directory to both"
             )
         if self.eval_data:
             check_data_value("eval_data", self.eval_data, synthetic=False)
@@ -263,8 +268,7 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
         if self.checkpoint_dir:
             return Path(self.checkpoint_dir).resolve()
         if self.resume:
-            path = Path(self.resume).resolve()
-            return path.parent if path.name.startswith("step-") else path
+            return _checkpoints_of(self.resume)
         return None
 
     def trainer(self) -> TrainerConfig:
@@ -323,3 +327,9 @@ def check_resources(resources: Mapping[str, Mapping[str, float]]) -> None:
         for key, amount in request.items():
             if not isinstance(amount, int | float) or isinstance(amount, bool) or amount < 0:
                 raise ValueError(f"resources.{role}.{key} must be a number >= 0, got {amount!r}")
+
+
+def _checkpoints_of(resume: str) -> Path:
+    """The checkpoint directory ``resume`` names: itself, or the one its ``step-N`` is in."""
+    path = Path(resume).resolve()
+    return path.parent if path.name.startswith("step-") else path

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from sniper.cluster import TrainConfig
 from sniper.cluster._checkpoint import load_job, step_name
 from sniper.cluster._supervise import EXIT_GRACE, _RoleDied, _run_training
 from sniper.roles import TrainingError, TrainReport
@@ -464,3 +466,19 @@ def test_a_failure_with_every_server_alive_is_the_jobs_own() -> None:
     with pytest.raises(TrainingError, match="Connection lost"):
         _run_training(_lost_connection, lambda: None)
     assert time.monotonic() - start >= EXIT_GRACE
+
+
+def test_a_config_that_checkpoints_into_a_directory_resumes_from_it() -> None:
+    """The README's ``sniper train --config job.toml --resume ck`` where job.toml says
+    ``checkpoint_dir = "ck"``: the same job, not a conflict; another directory is refused."""
+    for resume in ("ck", "ck/step-00000010", str(Path("ck").resolve())):
+        config = TrainConfig(checkpoint_dir="ck", resume=resume, checkpoint_every=5)
+        assert config.job_directory() == Path("ck").resolve()
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            "resume other/step-00000010 is not in checkpoint_dir ck: a resumed job checkpoints "
+            "where it resumed from, so give one of them, or the same directory to both"
+        ),
+    ):
+        TrainConfig(checkpoint_dir="ck", resume="other/step-00000010")
