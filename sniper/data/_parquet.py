@@ -91,6 +91,15 @@ def write_parquet(
     file appears at ``path`` only when complete: it is written next to it and renamed.
     """
     target = Path(path)
+    labels = tuple(reader.label_names)
+    if len(labels) != 1:
+        raise ValueError(
+            f"sniper's Parquet format holds one label column, and {reader!r} has "
+            f"{len(labels)} ({', '.join(labels)}): write a table with a column per label and "
+            "read it through [features] instead"
+        )
+    if not target.parent.is_dir():
+        raise FileNotFoundError(f"{target.parent} is not a directory to write {target.name} in")
     partial = target.with_name(target.name + ".partial")
     metadata = {
         _KEY_FORMAT: FORMAT.encode(),

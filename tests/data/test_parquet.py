@@ -26,7 +26,9 @@ from sniper.data import (
     ParquetFormatError,
     ParquetReader,
     Reader,
+    SyntheticCtr,
     convert,
+    load_workload,
     open_reader,
     parquet_schema,
     write_parquet,
@@ -476,3 +478,20 @@ def test_max_batches_stops_an_epoch_early(synthetic_file: Path) -> None:
     assert reader.num_batches == 3
     assert len(list(reader.batches())) == 3
     assert [len(list(reader.batches(shard=s, num_shards=2))) for s in (0, 1)] == [2, 1]
+
+
+def test_writing_refuses_two_labels_and_a_missing_directory_by_name(tmp_path: Path) -> None:
+    """The format has one label column: a reader of two (criteo_two_labels) is refused naming
+    them, where pyarrow's 'only handle 1-dimensional arrays' came from inside the writer; a
+    file in a directory that does not exist names the directory, not a ``.partial`` file."""
+    two = SyntheticCtr(
+        load_workload("criteo_two_labels"), num_batches=1, scale=0.01, seed=0, batch_size=8
+    )
+    with pytest.raises(ValueError, match=r"holds one label column, and .* has 2 \(click, buy\)"):
+        write_parquet(two, tmp_path / "two.parquet")
+    assert not list(tmp_path.iterdir())
+    with pytest.raises(
+        FileNotFoundError,
+        match=re.escape(f"{tmp_path / 'nope'} is not a directory to write x.parquet in"),
+    ):
+        write_parquet(small_generator(), tmp_path / "nope" / "x.parquet")
