@@ -263,7 +263,18 @@ class Trainer:
         last = report.eval_data_history[-1].step if report.eval_data_history else None
         scored = self.evaluator is not None and last != report.steps
         if scored:
-            await self._score_eval_data(report)
+            try:
+                await self._score_eval_data(report)
+            except ValueError as exc:  # the evaluation data's: what was trained is kept
+                await self.pauses.finish(report, again=self.data_ended)
+                kept = (
+                    "its checkpoint keeps it: sniper eval scores that once the data is fixed"
+                    if self.pauses.checkpointed_step == report.steps
+                    else "no checkpoint_dir keeps it"
+                )
+                raise TrainingError(
+                    f"eval_data: {exc} (training ended at step {report.steps}; {kept})"
+                ) from exc
         # Scored first, and saved again if a checkpoint at this step came before the end, so
         # that the last checkpoint holds the whole report and says whether the data ended (a
         # resume of a finished run answers with it). Every rank saves, or none: they agree.

@@ -5,6 +5,7 @@ it, and ``sniper data inspect``'s suggestion."""
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from pathlib import Path
 
@@ -107,6 +108,37 @@ def test_bad_tables_are_one_line_errors(tmp_path: Path) -> None:
     done = sniper(tmp_path, "train", "--config", "job.toml", "--quiet")
     assert done.returncode == 2
     assert "label column 'rating' holds strings; say which are positive" in done.stderr
+
+
+def test_a_bad_row_late_in_the_eval_data_keeps_what_was_trained(tmp_path: Path) -> None:
+    """The evaluation data is read at the end; a bad row there still fails the run in one
+    line saying it is the eval_data's, and the trained steps are checkpointed first (they were
+    lost with the end's checkpoint)."""
+    write_parquet_table(tmp_path / "t.parquet", user_table(1200), 400)
+    holdout = user_table(600, seed=9)
+    prices = holdout.column("price").to_pylist()
+    prices[450] = float("nan")
+    holdout = holdout.set_column(holdout.column_names.index("price"), "price", pa.array(prices))
+    write_parquet_table(tmp_path / "holdout.parquet", holdout, 100)  # row 450: a late group
+    (tmp_path / "job.toml").write_text(
+        JOB.replace("events/*.parquet", "t.parquet").replace("epochs = 2", "epochs = 1")
+    )
+    done = sniper(tmp_path, "train", "--config", "job.toml", "--quiet")
+    assert done.returncode == 1, done.stderr[-3000:]
+    line = done.stderr.strip().splitlines()[-1]
+    ended = re.fullmatch(
+        re.escape(
+            "sniper: error: eval_data: holdout.parquet: row 450: column 'price' is nan: dense "
+            "values must be finite (a missing value is a null, which takes fill) (training "
+            "ended at step "
+        )
+        + r"(\d+)"
+        + re.escape("; its checkpoint keeps it: sniper eval scores that once the data is fixed)"),
+        line,
+    )
+    assert ended, line
+    saved = (tmp_path / "ck" / "latest").read_text().strip()
+    assert saved == f"step-{int(ended[1]):08d}" and int(ended[1]) % 10 != 0  # the end's own
 
 
 def test_inspect_suggests_a_features_table_that_parses(tmp_path: Path) -> None:
