@@ -52,12 +52,13 @@ def _table(row: int, labels: tuple[str, ...], truth: NDArray[Any], probs: NDArra
 
 
 def _check_output(target: Path, data: str) -> None:
-    """Refuse an output that is the data, or lies in its directory: the scores would replace
-    the data they were read from, or be read as data by the next run."""
+    """Refuse an output that is the data, or lies in its directory (a glob's included): the
+    scores would replace the data they were read from, or be read as data by the next run."""
     kind, colon, path = data.partition(":")
     if not colon or kind == "synthetic":
         return
-    source = Path(path).resolve()
+    # A glob's files are those of its directory: an output there is read as data next time.
+    source = Path(path).parent.resolve() if any(c in path for c in "*?[") else Path(path).resolve()
     written = target.resolve()
     if written == source or (source.is_dir() and source in written.parents):
         raise ValueError(

@@ -282,15 +282,9 @@ def _label_numbers(label: LabelSpec, array: Any, where: Where) -> Any:
     """A label column compared with a number, as float64: a value that is not a number, or
     NaN or Inf (which no comparison should silently make a 0 or a 1), is refused, naming its
     file, row and column."""
-    try:
-        numbers = pc.cast(array, pa.float64())
-    except pa.ArrowInvalid:
-        values = array.to_pylist()
-        row = next(i for i, v in enumerate(values) if not _parses_as_number(v))
-        raise TableError(
-            f"{where.file}: row {where.row(row)}: label column {label.column!r} is "
-            f"{values[row]!r}, which positive = {label.positive!r} cannot compare with a number"
-        ) from None
+    numbers = _label_as_numbers(
+        label, array, where, f"which positive = {label.positive!r} cannot compare with a number"
+    )
     bad = np.flatnonzero(~np.isfinite(numbers.to_numpy(zero_copy_only=False)))
     if bad.size:
         row = int(bad[0])
@@ -301,10 +295,28 @@ def _label_numbers(label: LabelSpec, array: Any, where: Where) -> Any:
     return numbers
 
 
-def _parses_as_number(value: Any) -> bool:
+def _label_as_numbers(label: LabelSpec, array: Any, where: Where, why: str) -> Any:
+    """A label column cast to float64 as Arrow parses numbers; a value it cannot parse is
+    refused, naming its file, row and column and ``why`` it had to be a number."""
     try:
-        float(value)
-    except (TypeError, ValueError):
+        return pc.cast(array, pa.float64())
+    except pa.ArrowInvalid as exc:
+        values = array.to_pylist()
+        row = next((i for i, v in enumerate(values) if not _arrow_number(v)), None)
+        if row is None:  # not found value by value: Arrow's own words say which
+            raise TableError(f"{where.file}: label column {label.column!r}: {exc}") from None
+        raise TableError(
+            f"{where.file}: row {where.row(row)}: label column {label.column!r} is "
+            f"{values[row]!r}, {why}"
+        ) from None
+
+
+def _arrow_number(value: Any) -> bool:
+    """Whether Arrow's cast parses ``value`` as a float64 (it is stricter than ``float()``:
+    no spaces, no underscores)."""
+    try:
+        pc.cast(pa.array([value]), pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return False
     return True
 
@@ -312,9 +324,8 @@ def _parses_as_number(value: Any) -> bool:
 def _regression_values(label: LabelSpec, array: Any, where: Where) -> NDArray[np.float32]:
     """A regression label's values as float32; a value that is not a finite number is
     refused, naming its file, row and column."""
-    values: NDArray[np.float32] = (
-        pc.cast(array, pa.float64()).to_numpy(zero_copy_only=False).astype(np.float32)
-    )
+    numbers = _label_as_numbers(label, array, where, "and a regression target is a number")
+    values: NDArray[np.float32] = numbers.to_numpy(zero_copy_only=False).astype(np.float32)
     bad = np.flatnonzero(~np.isfinite(values))
     if bad.size:
         row = int(bad[0])

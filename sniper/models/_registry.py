@@ -94,8 +94,8 @@ def open_model(
     ``factory`` is a registered name or ``"module:attribute"``. ``LookupError`` for a name or
     path that does not open; ``ValueError`` for a factory that refuses ``params`` or a
     setting, or returns something that is neither a :class:`DenseModel` nor a torch module;
-    :class:`~sniper.models.ModelError` for a factory, or its module's import, that raises
-    anything else (its own bug).
+    :class:`~sniper.models.ModelError` for a factory named by import path, or its module's
+    import, that raises anything else (the user's own bug).
     """
     build = _import_factory(factory) if ":" in factory else PLUGINS.load(factory)
     given = {
@@ -114,14 +114,7 @@ def open_model(
     torch = sys.modules.get("torch")
     if seed is not None and torch is not None:
         torch.manual_seed(seed)
-    try:
-        inspect.signature(build).bind(inputs, **params, **passed)
-    except TypeError as exc:
-        raise ValueError(f"model {factory!r} does not take these params: {exc}") from exc
-    except ValueError:
-        pass  # a callable without a signature to read (a builtin): calling it tells
-    with users_code(f"model {factory!r}", keep=(ValueError,)):
-        model = build(inputs, **params, **passed)
+    model = _built(factory, build, inputs, {**params, **passed})
     rest = {key: value for key, value in given.items() if key not in declared}
     if isinstance(model, DenseModel):
         refused = [key for key in _REQUIRED if key in rest]
@@ -141,6 +134,26 @@ def open_model(
         f"model {factory!r} returned {type(model).__name__}, not a sniper.models.DenseModel "
         "or a torch.nn.Module"
     )
+
+
+def _built(factory: str, build: ModelFactory, inputs: ModelInputs, kwargs: dict[str, Any]) -> Any:
+    """``build(inputs, **kwargs)``. A ``TypeError`` is a refusal of the params (a registered
+    factory's network, or a signature that does not bind them); any other error of a factory
+    named by import path, the user's own code, is a :class:`ModelError` (a ``ValueError``
+    stays: a factory's documented refusal)."""
+    if ":" in factory:
+        try:
+            inspect.signature(build).bind(inputs, **kwargs)
+        except TypeError as exc:
+            raise ValueError(f"model {factory!r} does not take these params: {exc}") from exc
+        except ValueError:
+            pass  # a callable without a signature to read (a builtin): calling it tells
+        with users_code(f"model {factory!r}", keep=(ValueError,)):
+            return build(inputs, **kwargs)
+    try:
+        return build(inputs, **kwargs)
+    except TypeError as exc:
+        raise ValueError(f"model {factory!r} does not take these params: {exc}") from exc
 
 
 def _declared(build: Callable[..., Any]) -> set[str]:
@@ -164,11 +177,15 @@ def _import_factory(path: str) -> ModelFactory:
         with users_code(f"model factory {path!r}: importing {module_name}"):
             module = importlib.import_module(module_name)
     except ModelError as exc:
-        if isinstance(exc.__cause__, ImportError):
+        cause = exc.__cause__
+        if isinstance(cause, ImportError):
+            # Where the user's module itself is not found, say where it is looked for.
+            name = cause.name if isinstance(cause, ModuleNotFoundError) else None
+            missing = name is not None and f"{module_name}.".startswith(f"{name}.")
+            where = " (it is imported from the current directory and PYTHONPATH)" if missing else ""
             raise LookupError(
-                f"model factory {path!r}: cannot import {module_name}: {exc.__cause__} (it is "
-                "imported from the current directory and PYTHONPATH)"
-            ) from exc.__cause__
+                f"model factory {path!r}: cannot import {module_name}: {cause}{where}"
+            ) from cause
         raise
     build = getattr(module, attribute, None)
     if not callable(build):

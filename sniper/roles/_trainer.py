@@ -56,6 +56,7 @@ from numpy.typing import NDArray
 from threadpoolctl import threadpool_limits
 
 from sniper._metrics import Histogram, LatencySummary
+from sniper.data import CriteoFormatError, ParquetFormatError, TableError
 from sniper.models import DenseModel, ModelConfig, ModelInputs
 from sniper.roles._balance import AutoShard
 from sniper.roles._batch_id import BatchId
@@ -77,6 +78,9 @@ __all__ = ["Checkpointer", "Trainer", "checkpoint_report"]
 MIN_BUSY_WINDOW = 0.1
 """Seconds of training below which :attr:`TrainReport.cores_busy` is None: the machine's CPU
 time moves in ticks of 10 ms per core, so a shorter window's share is mostly rounding."""
+
+DATA_ERRORS = (TableError, ParquetFormatError, CriteoFormatError)
+"""What a reader raises about its file's contents (and not, say, a diverged model's logits)."""
 
 log = logging.getLogger("sniper.trainer")
 OPS = ("ReadSample", "EmbeddingLookup", "PushGrad", "Dense")
@@ -262,26 +266,29 @@ class Trainer:
         end."""
         last = report.eval_data_history[-1].step if report.eval_data_history else None
         scored = self.evaluator is not None and last != report.steps
+        failed: Exception | None = None
         if scored:
             try:
                 await self._score_eval_data(report)
-            except ValueError as exc:  # the evaluation data's: what was trained is kept
-                await self.pauses.finish(report, again=self.data_ended)
-                kept = (
-                    "its checkpoint keeps it: sniper eval scores that once the data is fixed"
-                    if self.pauses.checkpointed_step == report.steps
-                    else "no checkpoint_dir keeps it"
-                )
-                raise TrainingError(
-                    f"eval_data: {exc} (training ended at step {report.steps}; {kept})"
-                ) from exc
+            except DATA_ERRORS as exc:  # the evaluation data's: what was trained is kept
+                failed = exc
         # Scored first, and saved again if a checkpoint at this step came before the end, so
         # that the last checkpoint holds the whole report and says whether the data ended (a
-        # resume of a finished run answers with it). Every rank saves, or none: they agree.
-        again = scored or self.data_ended
+        # resume of a finished run answers with it). Every rank saves, or none: they agree
+        # (rank 0 alone scores, so a failed scoring still takes part in every collective).
+        again = (scored and failed is None) or self.data_ended
         if self.ranks is not None:
             again = await anyio.to_thread.run_sync(self.ranks.any, again)
         await self.pauses.finish(report, again=again)
+        if failed is not None:
+            kept = (
+                "its checkpoint keeps it: sniper eval scores that once the data is fixed"
+                if self.pauses.checkpointed_step == report.steps
+                else "no checkpoint keeps it"
+            )
+            raise TrainingError(
+                f"eval_data: {failed} (training ended at step {report.steps}; {kept})"
+            ) from failed
 
     def preempt(self) -> None:
         """Checkpoint at the next clean cut and end training there (a preemption: ``sniper

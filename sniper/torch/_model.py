@@ -43,7 +43,7 @@ from __future__ import annotations
 import inspect
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 import numpy as np
@@ -55,6 +55,7 @@ from sniper.models import (
     DenseModel,
     GradientAverage,
     Jagged,
+    ModelError,
     ModelInputs,
     TrainStep,
     users_code,
@@ -97,13 +98,26 @@ def open_optimizer(
         and issubclass(value, torch.optim.Optimizer)
         and value is not torch.optim.Optimizer
     }
+    usable = sorted(key for key, value in classes.items() if not _needs_closure(value))
     chosen = classes.get((name or "adam").lower())
     if chosen is None:
+        valid = ", ".join(usable)
+        raise LookupError(f"no torch optimizer named {name!r}; valid names are: {valid}")
+    if _needs_closure(chosen):
         raise LookupError(
-            f"no torch optimizer named {name!r}; valid names are: {', '.join(sorted(classes))}"
+            f"torch optimizer {name!r} needs a closure that computes the loss again (a line "
+            f"search), which a training step does not give; valid names are: {', '.join(usable)}"
         )
     options: dict[str, Any] = {} if lr is None else {"lr": lr}
     return chosen(parameters, **options, **_one_kernel(chosen))
+
+
+def _needs_closure(optimizer: Callable[..., torch.optim.Optimizer]) -> bool:
+    """Whether ``step`` must be given a closure that computes the loss again (LBFGS's line
+    search): a trainer's step has none to give, so such a class is not offered."""
+    step = getattr(optimizer, "step", None)
+    closure = inspect.signature(step).parameters.get("closure") if step is not None else None
+    return closure is not None and closure.default is inspect.Parameter.empty
 
 
 def _one_kernel(optimizer: Callable[..., torch.optim.Optimizer]) -> dict[str, bool]:
@@ -268,7 +282,7 @@ class TorchModel(DenseModel):
             leaf = torch.from_numpy(values).to(self.device)
             leaves[name] = leaf.requires_grad_(True) if grad else leaf
             features[name] = (leaves[name], torch.from_numpy(offsets).to(self.device))
-        with users_code(f"the model {type(self.module).__name__}'s forward"):
+        with self._users_code("forward"):
             if self.takes_matrix:
                 matrix_leaf = leaves[_MATRIX]
                 sequences_given = {k: v for k, v in features.items() if k != _MATRIX}
@@ -279,6 +293,13 @@ class TorchModel(DenseModel):
                 args = (features, matrix[:, self.inputs.embedding_width :])
             output = self.module(*args)
         return self._logits(output), leaves
+
+    def _users_code(self, part: str) -> AbstractContextManager[None]:
+        """:func:`~sniper.models.users_code` around ``part`` of a module the user wrote; none
+        around sniper's own (the zoo's), whose errors are sniper's to own."""
+        if type(self.module).__module__.startswith("sniper."):
+            return nullcontext()
+        return users_code(f"the model {type(self.module).__name__}'s {part}")
 
     def _logits(self, output: object) -> torch.Tensor:
         """The module's output, refused by name unless it is one floating-point tensor (a
@@ -331,7 +352,7 @@ class TorchModel(DenseModel):
         so that each variable's block of it is one contiguous run for the ps's push and its
         finite check (``sniper.torch._linear``)."""
         params = _trained(self.optimizer)
-        with users_code(f"the model {type(self.module).__name__}'s backward"):
+        with self._users_code("backward"):
             found = torch.autograd.grad(loss, [*leaves, *params], allow_unused=True)
         for param, grad in zip(params, found[len(leaves) :], strict=True):
             param.grad = grad
@@ -367,7 +388,7 @@ class TorchModel(DenseModel):
         host = logits.float().cpu()  # bfloat16 (autocast) has no numpy type
         finite = torch.isfinite(host)
         if not bool(finite.all()):
-            raise ValueError(
+            raise ModelError(
                 f"the model {type(self.module).__name__} returned NaN or Inf logits for "
                 f"{int((~finite).any(dim=1).sum())} of {len(host)} examples: its forward pass "
                 "diverged (a lower lr, or normalization in the model, are the usual cures)"

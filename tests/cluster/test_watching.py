@@ -109,6 +109,12 @@ def test_every_role_is_scraped_while_it_trains_and_the_counters_move(tmp_path: P
                 (name, tuple(sorted(labels.items()))) in now[role] for role, name, labels in MOVING
             ),
         )
+        missing = [
+            f"{role}'s {name} {labels}"
+            for role, name, labels in MOVING
+            if (name, tuple(sorted(labels.items()))) not in first[role]
+        ]
+        assert not missing, f"not scraped within a minute: {', '.join(missing)}"
         second = scrape_until(
             urls,
             lambda now: all(

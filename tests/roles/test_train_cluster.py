@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -68,10 +69,11 @@ def wait_for_servers(pid: int, count: int = 3) -> list[int]:
 
 
 def wait_for_training(train: subprocess.Popen[str]) -> None:
-    """Read ``sniper train``'s stderr until its first ``step`` line: the job is training, not
-    still starting (a fixed sleep was not always enough on a slow machine)."""
+    """Read ``sniper train``'s stderr until a ``step`` line past step 0: the job is training,
+    not still starting (a fixed sleep was not always enough on a slow machine; the progress
+    line comes every ``stats_interval`` whether or not a step ran)."""
     assert train.stderr is not None
-    while not (line := train.stderr.readline()).startswith("step "):
+    while not re.match(r"step [1-9]", line := train.stderr.readline()):
         assert line, train.communicate(timeout=30)
 
 

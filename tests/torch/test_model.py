@@ -327,7 +327,7 @@ def test_nan_or_inf_logits_stop_the_step_naming_the_model_and_bfloat16_ones_trai
     for bad in (float("nan"), float("inf")):
         broken["scale"] = bad
         with pytest.raises(
-            ValueError, match=r"^the model Returns returned NaN or Inf logits for 16 of 16 "
+            ModelError, match=r"^the model Returns returned NaN or Inf logits for 16 of 16 "
         ):
             model.train_step(x, y)
     module = Returns(lambda t: t.to(torch.bfloat16))
@@ -361,3 +361,10 @@ def test_a_forward_or_an_optimizer_that_raises_is_named_as_the_models() -> None:
     step = model.train_step(*batch())
     with pytest.raises(ModelError, match=r"^the optimizer LBFGS's step raised TypeError: "):
         step.update()
+
+
+def test_an_optimizer_that_needs_a_closure_is_not_offered() -> None:
+    """LBFGS's step computes the loss again through a closure, which a training step does not
+    give: it is refused by name when the job opens it, not mid-run by its step."""
+    with pytest.raises(LookupError, match=r"^torch optimizer 'LBFGS' needs a closure"):
+        open_optimizer("LBFGS", TwoTower(INPUTS, 8).parameters(), 0.1)

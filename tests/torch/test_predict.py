@@ -115,6 +115,15 @@ def test_predict_refuses_data_that_would_shift_its_rows_and_an_output_over_its_d
         "(parquet:train.parquet): write the scores elsewhere"
     )
     assert (tmp_path / "train.parquet").read_bytes() == before
+    globbed = sniper(
+        tmp_path, "predict", "--checkpoint", "ck", "--data", "parquet:*.parquet",
+        "--output", "s.parquet",
+    )  # fmt: skip
+    assert globbed.returncode == 2
+    assert globbed.stderr.strip().splitlines()[-1] == (
+        "sniper: error: --output s.parquet is in the data predict reads (parquet:*.parquet): "
+        "write the scores elsewhere"
+    )
 
     whole = sniper(
         tmp_path, "predict", "--checkpoint", "ck", "--data", "parquet:train.parquet",
