@@ -17,6 +17,7 @@ that looks whole.
 
 from __future__ import annotations
 
+import glob
 import os
 from pathlib import Path
 from typing import Any
@@ -58,7 +59,7 @@ def _check_output(target: Path, data: str) -> None:
     if not colon or kind == "synthetic":
         return
     # A glob's files are those of its directory: an output there is read as data next time.
-    source = Path(path).parent.resolve() if any(c in path for c in "*?[") else Path(path).resolve()
+    source = Path(path).parent.resolve() if glob.has_magic(path) else Path(path).resolve()
     written = target.resolve()
     if written == source or (source.is_dir() and source in written.parents):
         raise ValueError(

@@ -29,6 +29,7 @@ so a module's initial weights follow the job's seed.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import logging
@@ -141,17 +142,16 @@ def _built(factory: str, build: ModelFactory, inputs: ModelInputs, kwargs: dict[
     factory's network, or a signature that does not bind them); any other error of a factory
     named by import path, the user's own code, is a :class:`ModelError` (a ``ValueError``
     stays: a factory's documented refusal)."""
-    if ":" in factory:
-        try:
-            inspect.signature(build).bind(inputs, **kwargs)
-        except TypeError as exc:
-            raise ValueError(f"model {factory!r} does not take these params: {exc}") from exc
-        except ValueError:
-            pass  # a callable without a signature to read (a builtin): calling it tells
-        with users_code(f"model {factory!r}", keep=(ValueError,)):
-            return build(inputs, **kwargs)
+    users = ":" in factory
+    guard: contextlib.AbstractContextManager[None] = (
+        users_code(f"model {factory!r}", keep=(ValueError,)) if users else contextlib.nullcontext()
+    )
     try:
-        return build(inputs, **kwargs)
+        if users:
+            with contextlib.suppress(ValueError):  # no signature to read (a builtin): calling
+                inspect.signature(build).bind(inputs, **kwargs)  # it tells
+        with guard:
+            return build(inputs, **kwargs)
     except TypeError as exc:
         raise ValueError(f"model {factory!r} does not take these params: {exc}") from exc
 

@@ -539,9 +539,9 @@ def _cores_busy(
     readings, or where the machine's number of cores is unknown (a share of an unknown
     number is no count of cores)."""
     after, cores = machine_cpu_reading(), os.cpu_count()
-    if before is None or after is None or time.perf_counter() - started < MIN_BUSY_WINDOW:
+    if before is None or after is None or cores is None:
         return None, None
-    if cores is None:
+    if time.perf_counter() - started < MIN_BUSY_WINDOW:
         return None, None
     return busy_share(before, after) * cores, cores
 
