@@ -113,8 +113,8 @@ async def create_variables(cluster: PsCluster, tables: Mapping[str, TableSpec], 
 
 
 async def _add_ps_figures(cluster: PsCluster, report: TrainReport) -> None:
-    """Each ps's latency of every call and stage, and its CPU seconds (left empty if a ps
-    no longer answers: the report is still worth writing)."""
+    """Each ps's latency of every call and stage, its CPU seconds and its tables that evicted
+    (left empty if a ps no longer answers: the report is still worth writing)."""
     try:
         answers = await gather([member.stats for member in cluster.members])
     except RPC_ERRORS as exc:
@@ -122,6 +122,12 @@ async def _add_ps_figures(cluster: PsCluster, report: TrainReport) -> None:
         return
     report.ps_ops = [dict(a.latencies) for a in answers]
     report.ps_cpu_seconds = [a.cpu_seconds for a in answers]
+    report.evicted = {
+        table.name: [table.capacity, table.evictions]
+        for answer in answers
+        for table in answer.variables
+        if table.evictions
+    }
 
 
 async def train(

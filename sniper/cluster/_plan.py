@@ -10,17 +10,22 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from sniper.cluster._config import TrainConfig
 from sniper.cluster._data import check_same_schema, probe_data, resolved_features
-from sniper.cluster._spec import DataShape, TableSpec, model_inputs
-from sniper.data import FeatureSpec, Reader, Workload
+from sniper.cluster._spec import DataShape, ModelSpec, TableSpec, model_inputs
+from sniper.data import FeatureSpec, Reader, Workload, count_distinct_signs
 from sniper.models import DenseModel, ModelConfig, ModelInputs
 from sniper.rpc import Placement
 
 __all__ = ["TrainPlan", "oracle_auc", "plan_training"]
+
+log = logging.getLogger("sniper.train")
 
 
 @dataclass(frozen=True)
@@ -64,8 +69,21 @@ class TrainPlan:
         return Placement.balanced(costs, num_ps)
 
 
-def plan_training(config: TrainConfig, workload: Workload) -> TrainPlan:
-    """Read the data's shape and resolve the model spec against it; errors name the key."""
+def plan_training(
+    config: TrainConfig,
+    workload: Workload,
+    *,
+    kept: Mapping[str, Mapping[str, Any]] | None = None,
+    size_tables: bool = True,
+) -> TrainPlan:
+    """Read the data's shape and resolve the model spec against it; errors name the key.
+
+    A table sniper sizes (``capacity = 0``) on data that does not know its variable's
+    vocabulary is sized from its distinct signs, counted in one pass over the data
+    (:func:`~sniper.data.count_distinct_signs`). ``kept``: the tables a resumed checkpoint
+    recorded (its ``variables``), whose sizes a table sniper sizes keeps (the data, other or
+    more, would size it anew, and the checkpoint's rows fit the old size). ``size_tables =
+    False`` skips the count: for a trainer rank past the first, which makes no table."""
     probe = functools.partial(
         probe_data,
         workload=workload,
@@ -76,10 +94,9 @@ def plan_training(config: TrainConfig, workload: Workload) -> TrainPlan:
     )
     shape, reader = probe(config.data, features=config.feature_spec())
     features = resolved_features(reader)
-    tables = config.model_spec(workload.embedding_dim).resolve(shape)
+    model_spec = config.model_spec(workload.embedding_dim)
     spec = getattr(reader, "features", None)
-    if isinstance(spec, FeatureSpec):
-        tables = _pooled_as_features_say(tables, spec)
+    tables = _tables(model_spec, shape, spec, kept or {})
     eval_reader = None
     if config.eval_data:
         # Held-out data is read as training reads: the same columns, the training statistics.
@@ -88,6 +105,10 @@ def plan_training(config: TrainConfig, workload: Workload) -> TrainPlan:
     model_config = config.model_config()
     inputs = model_inputs(tables, shape.dense_features, shape.labels, shape.regression)
     model = model_config.open(inputs, seed=config.seed, threads=config.blas_threads)
+    if size_tables:  # last: a config that does not fit fails before the pass over the data
+        shape = _counted(shape, reader, model_spec, kept or {})
+        tables = _tables(model_spec, shape, spec, kept or {})
+        _warn_evicting(tables, shape)
     return TrainPlan(
         shape,
         tables,
@@ -99,6 +120,79 @@ def plan_training(config: TrainConfig, workload: Workload) -> TrainPlan:
         config.blas_threads,
         features,
     )
+
+
+def _tables(
+    model_spec: ModelSpec, shape: DataShape, spec: object, kept: Mapping[str, Any]
+) -> dict[str, TableSpec]:
+    """Every variable's table: sized from ``shape``, or as ``kept`` recorded it, and pooled
+    as a user's table's ``[features]`` (``spec``) says."""
+    tables = _kept(model_spec.resolve(shape), model_spec, kept)
+    return _pooled_as_features_say(tables, spec) if isinstance(spec, FeatureSpec) else tables
+
+
+def _counted(
+    shape: DataShape, reader: Reader, spec: ModelSpec, kept: Mapping[str, Any]
+) -> DataShape:
+    """``shape`` with the distinct signs counted of each variable whose table sniper sizes,
+    where the data does not know them and no checkpoint keeps the table's size."""
+    known = shape.vocabulary or {}
+    names = [
+        name
+        for name in shape.variables
+        if spec.table(name).capacity == 0 and name not in known and name not in kept
+    ]
+    if not names:
+        return shape
+    log.info(
+        "sizing %d tables (capacity = 0) from the data: counting their distinct ids in %s",
+        len(names),
+        shape.source,
+    )
+    started = time.perf_counter()
+    counted = count_distinct_signs(reader, names)
+    log.info(
+        "counted in %.1f s: %s",
+        time.perf_counter() - started,
+        ", ".join(f"{name} ~{count:,}" for name, count in list(counted.items())[:8])
+        + (f" ... ({len(counted)} in all)" if len(counted) > 8 else ""),
+    )
+    return dataclasses.replace(shape, counted=counted)
+
+
+def _kept(
+    tables: dict[str, TableSpec], spec: ModelSpec, kept: Mapping[str, Mapping[str, Any]]
+) -> dict[str, TableSpec]:
+    """Each table sniper sizes (``capacity = 0``, ``shards = 0``) at the size ``kept``
+    recorded for it, where it recorded one."""
+    sized = {}
+    for name, table in tables.items():
+        recorded, configured = kept.get(name, {}), spec.table(name)
+        changes = {
+            key: recorded[key]
+            for key in ("capacity", "shards")
+            if getattr(configured, key) == 0 and isinstance(recorded.get(key), int)
+        }
+        sized[name] = dataclasses.replace(table, **changes) if changes else table
+    return sized
+
+
+def _warn_evicting(tables: Mapping[str, TableSpec], shape: DataShape) -> None:
+    """Warn of each table sized below its counted distinct signs: past its rows the least
+    recently used are taken back, and their signs start again from their initial values."""
+    for name, count in (shape.counted or {}).items():
+        capacity = tables[name].capacity
+        if count > capacity:
+            log.warning(
+                "variables.%s: the data holds about %s distinct ids, more than the %s rows "
+                "capacity = 0 gives a table; the least recently used rows will be evicted "
+                "(their ids start again from their initial values): set variables.%s.capacity "
+                "to hold them all",
+                name,
+                f"{count:,}",
+                f"{capacity:,}",
+                name,
+            )
 
 
 def _pooled_as_features_say(

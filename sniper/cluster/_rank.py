@@ -108,7 +108,7 @@ def train_rank(
     """Rank ``rank``'s part of the job, whatever started it (a process, a Ray actor): plan it
     from the config, join the ranks at ``master`` (the collective on ``interface``), hear
     from rank 0 where the servers are, and train; this rank's report. Blocking."""
-    plan = plan_training(config, load_workload(config.workload))
+    plan = plan_training(config, load_workload(config.workload), size_tables=False)
     ranks = Ranks(
         rank,
         config.num_trainers,

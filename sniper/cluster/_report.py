@@ -57,6 +57,7 @@ def print_report(report: TrainReport, oracle_auc: float | None, eval_data: str =
             f"restarted {report.restarts} time(s) after a server died; "
             f"{report.lost_steps} step(s) were trained again"
         )
+    _print_evicted(report)
     if report.checkpoints:
         pauses = report.checkpoint_pause_seconds
         print(
@@ -104,6 +105,19 @@ def print_report(report: TrainReport, oracle_auc: float | None, eval_data: str =
     if report.ps_ops:
         print("\nwhere the ps calls' time goes (each ps's own timings of the same calls)")
         print_table(["op", "layer", "count", "p50 ms", "p99 ms"], path_rows(report))
+
+
+def _print_evicted(report: TrainReport) -> None:
+    """Each table that ran out of rows: its ids past them were trained from their initial
+    values again, which a model's figures alone do not show."""
+    for name, (capacity, evictions) in sorted(report.evicted.items())[:8]:
+        print(
+            f"variables.{name}: filled its {capacity:,} rows and evicted {evictions:,} (an "
+            f"evicted id starts again from its initial value): set variables.{name}.capacity "
+            "to hold its ids"
+        )
+    if len(report.evicted) > 8:
+        print(f"... and {len(report.evicted) - 8} more tables evicted (the report's evicted)")
 
 
 def _print_ranks(report: TrainReport) -> None:

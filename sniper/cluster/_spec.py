@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 from sniper._config import from_mapping
 from sniper.models import ModelInputs
-from sniper.placement import auto_capacity, auto_shards
+from sniper.placement import auto_capacity, auto_shards, counted_capacity
 from sniper.roles import MAX_DIM
 from sniper.store import (
     BAG_POOLINGS,
@@ -120,6 +120,9 @@ class DataShape:
     """The data's label names: the model is built to predict each."""
     regression: tuple[str, ...] = ()
     """The labels that are regression targets (the rest are binary)."""
+    counted: dict[str, int] | None = None
+    """Distinct signs of each variable counted in the data (an estimate) where it does not
+    know them: for the tables sniper sizes (``capacity = 0``)."""
 
 
 @dataclass(frozen=True)
@@ -150,6 +153,10 @@ class ModelSpec:
         overrides = {name: _table(name, _merge(base, entry)) for name, entry in entries.items()}
         return cls(default, overrides)
 
+    def table(self, name: str) -> TableSpec:
+        """Variable ``name``'s table as configured (its override, else the default), unsized."""
+        return self.overrides.get(name, self.default)
+
     def resolve(self, data: DataShape) -> dict[str, TableSpec]:
         """Every variable of ``data`` with its table, sized; an override the data lacks raises."""
         missing = sorted(set(self.overrides) - set(data.variables))
@@ -158,10 +165,7 @@ class ModelSpec:
                 f"variables.{missing[0]}: the data ({data.source}) has no variable "
                 f"{missing[0]!r}; its variables are {_names(data.variables)}"
             )
-        return {
-            name: _sized(self.overrides.get(name, self.default), name, data)
-            for name in data.variables
-        }
+        return {name: _sized(self.table(name), name, data) for name in data.variables}
 
 
 class PooledTable(Protocol):
@@ -214,8 +218,10 @@ def _table(name: str, values: Mapping[str, Any]) -> TableSpec:
 
 def _sized(spec: TableSpec, name: str, data: DataShape) -> TableSpec:
     shards = spec.shards or auto_shards(data.signs_per_batch.get(name, 0))
-    capacity = spec.capacity or auto_capacity(
-        data.vocabulary.get(name) if data.vocabulary else None
+    known = (data.vocabulary or {}).get(name)
+    counted = (data.counted or {}).get(name)
+    capacity = spec.capacity or (
+        counted_capacity(counted) if counted and not known else auto_capacity(known)
     )
     if capacity < shards:
         raise ValueError(

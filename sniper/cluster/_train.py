@@ -61,8 +61,10 @@ def run_train(
         import_torch_distributed()  # before any process: one line where torch is missing
     launcher = open_launcher(config.launcher)
     workload = load_workload(config.workload)
-    plan = plan_training(config, workload)  # before any process: a bad config starts nothing
     resume = load_job(Path(config.resume).resolve()) if config.resume else None
+    kept = resume.config.get("variables") if resume is not None else None
+    # Before any process: a bad config starts nothing.
+    plan = plan_training(config, workload, kept=kept)
     if resume is not None:
         plan = with_checkpoint_features(resume, plan)
     if plan.features:  # hubs read through the spec as measured (standardize's stats)

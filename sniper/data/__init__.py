@@ -27,6 +27,8 @@ from sniper.data._criteo import CRITEO_VARIABLES as CRITEO_VARIABLES
 from sniper.data._criteo import CriteoFormatError as CriteoFormatError
 from sniper.data._criteo import CriteoTsv as CriteoTsv
 from sniper.data._criteo import criteo_sign as criteo_sign
+from sniper.data._distinct import DistinctSigns as DistinctSigns
+from sniper.data._distinct import count_distinct_signs as count_distinct_signs
 from sniper.data._features import POOLINGS as POOLINGS
 from sniper.data._features import ColumnSpec as ColumnSpec
 from sniper.data._features import FeatureSpec as FeatureSpec
@@ -71,6 +73,7 @@ __all__ = [
     "CriteoFormatError",
     "CriteoTsv",
     "DataSource",
+    "DistinctSigns",
     "FeatureSpec",
     "FileSet",
     "LabelSpec",
@@ -90,6 +93,7 @@ __all__ = [
     "ZipfSampler",
     "check_data_value",
     "convert",
+    "count_distinct_signs",
     "criteo_sign",
     "inspect_table",
     "load_workload",

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -219,6 +219,19 @@ class TableReader:
             held = len(joined) - start
         if held:
             yield _Rows.join(pending).batch()
+
+    def variable_signs(self, variables: Iterable[str]) -> Iterator[tuple[str, NDArray[np.uint64]]]:
+        """``(variable, signs)`` of each of ``variables``' columns, a chunk of the files at a
+        time, read from those columns alone: what sizing a table from the data counts, in a
+        pass that skips the labels and dense columns."""
+        spec = self._spec
+        wanted = set(variables)
+        columns = [c for c in spec.sparse if spec.variable_of(c) in wanted]
+        for table, _ in self._tables(0, 1, columns):
+            for name in columns:
+                variable = spec.variable_of(name)
+                (signs, _), _ = sparse_signs(variable, table.column(name), spec.column(name))
+                yield variable, signs
 
     def __repr__(self) -> str:
         first = str(self.files[0])

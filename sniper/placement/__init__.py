@@ -10,9 +10,9 @@ The policy lives here, apart from the roles that carry it out and the wire that 
   placement is;
 - :func:`plan_moves` and :func:`ps_loads`, auto_shard's planner, which the trainer's
   ``sniper.roles.AutoShard`` asks while the job trains;
-- sizing: :func:`auto_shards` and :func:`auto_capacity` for ``shards = 0`` and
-  ``capacity = 0``, and :func:`shards_for` and :func:`capacity_for` for a workload's variable
-  on a benchmark's ps.
+- sizing: :func:`auto_shards`, :func:`auto_capacity` and :func:`counted_capacity` for
+  ``shards = 0`` and ``capacity = 0``, and :func:`shards_for` and :func:`capacity_for` for a
+  workload's variable on a benchmark's ps.
 """
 
 from sniper.placement._auto_shard import plan_moves as plan_moves
@@ -20,6 +20,7 @@ from sniper.placement._auto_shard import ps_loads as ps_loads
 from sniper.placement._balanced import balanced_owners as balanced_owners
 from sniper.placement._balanced import placement_load as placement_load
 from sniper.placement._hash import hashed_owner as hashed_owner
+from sniper.placement._sizing import COUNT_HEADROOM as COUNT_HEADROOM
 from sniper.placement._sizing import FILE_CAPACITY as FILE_CAPACITY
 from sniper.placement._sizing import MAX_AUTO_CAPACITY as MAX_AUTO_CAPACITY
 from sniper.placement._sizing import MAX_AUTO_SHARDS as MAX_AUTO_SHARDS
@@ -28,11 +29,13 @@ from sniper.placement._sizing import SHARD_SIGNS as SHARD_SIGNS
 from sniper.placement._sizing import auto_capacity as auto_capacity
 from sniper.placement._sizing import auto_shards as auto_shards
 from sniper.placement._sizing import capacity_for as capacity_for
+from sniper.placement._sizing import counted_capacity as counted_capacity
 from sniper.placement._sizing import shards_for as shards_for
 from sniper.placement._types import Move as Move
 from sniper.placement._types import Placement as Placement
 
 __all__ = [
+    "COUNT_HEADROOM",
     "FILE_CAPACITY",
     "MAX_AUTO_CAPACITY",
     "MAX_AUTO_SHARDS",
@@ -44,6 +47,7 @@ __all__ = [
     "auto_shards",
     "balanced_owners",
     "capacity_for",
+    "counted_capacity",
     "hashed_owner",
     "placement_load",
     "plan_moves",

@@ -4,20 +4,24 @@ The one policy for tables ``sniper train`` creates (``shards = 0``, ``capacity =
 ``[variables]``): one shard per :data:`SHARD_SIGNS` signs per batch, at most
 :data:`MAX_AUTO_SHARDS` (:func:`auto_shards`); rows from the data's vocabulary when the data
 knows it (synthetic data, and Parquet converted from it), clamped to
-[:data:`MIN_AUTO_CAPACITY`, :data:`MAX_AUTO_CAPACITY`], else :data:`FILE_CAPACITY` rows with
-LRU eviction past it (:func:`auto_capacity`). The benchmarks that run a whole workload's ps on
+[:data:`MIN_AUTO_CAPACITY`, :data:`MAX_AUTO_CAPACITY`] (:func:`auto_capacity`), or from the
+distinct signs counted in the data with :data:`COUNT_HEADROOM` when it does not
+(:func:`counted_capacity`: a user's table), else :data:`FILE_CAPACITY` rows. LRU eviction
+takes rows back past any of them. The benchmarks that run a whole workload's ps on
 one machine size its tables from the workload's shape with the same shard rule
 (:func:`shards_for`) and a tighter bound on rows (:func:`capacity_for`).
 """
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from sniper.data import VariableSpec
 
 __all__ = [
+    "COUNT_HEADROOM",
     "FILE_CAPACITY",
     "MAX_AUTO_CAPACITY",
     "MAX_AUTO_SHARDS",
@@ -26,6 +30,7 @@ __all__ = [
     "auto_capacity",
     "auto_shards",
     "capacity_for",
+    "counted_capacity",
     "shards_for",
 ]
 
@@ -36,7 +41,12 @@ MAX_AUTO_SHARDS = 16
 MIN_AUTO_CAPACITY, MAX_AUTO_CAPACITY = 1024, 4_000_000
 """The bounds of a ``capacity = 0`` table sized from its variable's vocabulary."""
 FILE_CAPACITY = 1 << 20
-"""Rows of a table when the data does not say how many distinct signs a variable has."""
+"""Rows of a table when the data does not say how many distinct signs a variable has, and
+nothing counted them."""
+COUNT_HEADROOM = 1.25
+"""Rows per distinct sign counted in the data: the count is an estimate (within 2-3%), a
+shard's share of the signs varies around its share of the rows, and rows past the signs in
+use stay untouched pages (only the index pays for them, about 17 bytes each)."""
 
 
 def auto_shards(signs_per_batch: int) -> int:
@@ -50,6 +60,13 @@ def auto_capacity(vocabulary: int | None) -> int:
     if not vocabulary:
         return FILE_CAPACITY
     return min(max(MIN_AUTO_CAPACITY, vocabulary), MAX_AUTO_CAPACITY)
+
+
+def counted_capacity(distinct: int) -> int:
+    """Rows of a table with ``capacity = 0`` whose variable has about ``distinct`` signs,
+    counted in the data (:func:`sniper.data.count_distinct_signs`): with
+    :data:`COUNT_HEADROOM`, clamped as :func:`auto_capacity` clamps."""
+    return auto_capacity(max(1, math.ceil(distinct * COUNT_HEADROOM)))
 
 
 def shards_for(spec: VariableSpec) -> int:

@@ -96,6 +96,11 @@ class TrainReport:
     allreduce_bytes: int = 0
     """Bytes of dense gradients each rank all-reduces per step (0: one rank); the time of
     each step's all-reduce is ``ops["AllReduce"]``."""
+    evicted: dict[str, list[int]] = field(default_factory=dict)
+    """Each table that filled and took rows back for new ids in this run: ``[capacity,
+    evictions]`` by variable, read from its ps at the end of training. An evicted id starts
+    again from its initial value when it comes back: a table that evicts all the time has
+    too few rows for its data (``capacity``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready values: what ``sniper train`` writes."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sniper.data import VariableSpec
 from sniper.placement import (
+    COUNT_HEADROOM,
     FILE_CAPACITY,
     MAX_AUTO_CAPACITY,
     MAX_AUTO_SHARDS,
@@ -12,6 +13,7 @@ from sniper.placement import (
     auto_capacity,
     auto_shards,
     capacity_for,
+    counted_capacity,
     shards_for,
 )
 
@@ -30,6 +32,12 @@ def test_auto_capacity_follows_the_vocabulary_clamped_or_falls_back() -> None:
     assert auto_capacity(10) == MIN_AUTO_CAPACITY
     assert auto_capacity(50_000) == 50_000
     assert auto_capacity(10**9) == MAX_AUTO_CAPACITY
+
+
+def test_a_counted_vocabulary_gets_headroom_within_the_same_bounds() -> None:
+    assert counted_capacity(0) == counted_capacity(10) == MIN_AUTO_CAPACITY
+    assert counted_capacity(100_000) == round(100_000 * COUNT_HEADROOM) > 100_000
+    assert counted_capacity(10**9) == MAX_AUTO_CAPACITY
 
 
 def test_a_workloads_variable_takes_the_train_shard_rule_and_a_bounded_capacity() -> None:

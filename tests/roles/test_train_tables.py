@@ -9,7 +9,7 @@ import pytest
 from sniper.cluster import TrainConfig, plan_training
 from sniper.data import CriteoTsv, SyntheticCtr, write_parquet
 from sniper.data._workload import load_workload
-from sniper.placement import FILE_CAPACITY
+from sniper.placement import COUNT_HEADROOM
 
 WORKLOAD = load_workload("seed_ctr")
 
@@ -30,15 +30,18 @@ def test_parquet_from_synthetic_gets_the_generators_tables(tmp_path: Path) -> No
     assert from_file["embedding_11"][2] > 1  # the huge variable is sharded
 
 
-def test_a_file_without_a_recorded_shape_gets_the_file_capacity(tmp_path: Path) -> None:
+def test_a_file_without_a_recorded_shape_is_sized_from_its_counted_ids(tmp_path: Path) -> None:
     tsv = tmp_path / "day.tsv"
-    tsv.write_text("1" + "\t1" * 13 + "\tab" * 26 + "\n")
+    tsv.write_text("".join("1" + "\t1" * 13 + f"\t{row:x}" * 26 + "\n" for row in range(3000)))
     path = tmp_path / "day.parquet"
     write_parquet(CriteoTsv(tsv, batch_size=1), path)
     for data in (f"parquet:{path}", f"criteo:{tsv}"):
         tables = sizes(TrainConfig(data=data, batch_size=1))
         assert list(tables) == [f"C{j}" for j in range(1, 27)]
-        assert set(tables.values()) == {(16, FILE_CAPACITY, 1)}
+        # 3,000 ids a variable, with the headroom an estimate gets.
+        assert {dim for dim, _, _ in tables.values()} == {16}
+        for _, capacity, shards in tables.values():
+            assert abs(capacity - 3000 * COUNT_HEADROOM) <= 0.03 * 3000 and shards == 1
 
 
 def test_the_spec_overrides_sizes_and_the_workload_sets_the_width(tmp_path: Path) -> None:

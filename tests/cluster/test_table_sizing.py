@@ -1,0 +1,136 @@
+"""A ``capacity = 0`` table on a user's table is sized from the ids the data holds (counted in
+one pass before any process starts), a resumed job keeps its checkpoint's sizes, and a table
+that runs out of rows says so at the end of the run."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from sniper.cluster import TrainConfig, plan_training
+from sniper.data import load_workload
+from sniper.placement import COUNT_HEADROOM, MAX_AUTO_CAPACITY
+from tests.cluster._sniper import sniper
+
+WORKLOAD = load_workload("seed_ctr")
+FEATURES: dict[str, Any] = {"label": "clicked", "sparse": ["user", "country"]}
+
+
+def write_ids(path: Path, users: np.ndarray, seed: int = 0) -> None:
+    """A table of ``users`` (one row each), a country of 30 and a click that depends on the
+    user: a model learns it only if it keeps every user's row."""
+    rng = np.random.default_rng(seed)
+    clicked = (users * 2654435761 % 1000 < 300).astype(np.int64)
+    table = pa.table(
+        {
+            "user": pa.array(users, pa.int64()),
+            "country": pa.array([f"c{c}" for c in rng.integers(0, 30, len(users))]),
+            "clicked": pa.array(clicked),
+        }
+    )
+    pq.write_table(table, path, row_group_size=100_000)
+
+
+@pytest.mark.parametrize("users", [1_300_000, 4_200_000])
+def test_a_users_table_gets_rows_for_the_ids_it_holds(
+    tmp_path: Path, users: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    # More users than the 1,048,576 rows a table of a file got before it was counted: they
+    # were evicted and their rows trained from scratch again (train AUC 0.50 against 0.82).
+    write_ids(tmp_path / "t.parquet", np.arange(users))
+    config = TrainConfig(data=f"parquet:{tmp_path / 't.parquet'}", features=FEATURES)
+    with caplog.at_level(logging.INFO, "sniper.train"):
+        tables = plan_training(config, WORKLOAD).tables
+    wanted = min(users * COUNT_HEADROOM, MAX_AUTO_CAPACITY)
+    assert abs(tables["user"].capacity - wanted) <= 0.03 * wanted
+    assert tables["country"].capacity == 1024  # the least a table sniper sizes gets
+    assert "counting their distinct ids" in caplog.text
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    if users * COUNT_HEADROOM <= MAX_AUTO_CAPACITY:
+        assert warnings == []
+    else:  # past the most rows sniper gives a table: said before the run, with the key to set
+        (warning,) = warnings
+        assert warning.startswith("variables.user: the data holds about 4,")
+        assert "set variables.user.capacity" in warning
+
+
+def test_a_resumed_job_keeps_its_checkpoints_sizes_and_counts_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write_ids(tmp_path / "t.parquet", np.arange(5_000))
+    config = TrainConfig(data=f"parquet:{tmp_path / 't.parquet'}", features=FEATURES)
+    kept = {"user": {"capacity": 1_500, "shards": 2}, "country": {"capacity": 2_048}}
+    with caplog.at_level(logging.INFO, "sniper.train"):
+        tables = plan_training(config, WORKLOAD, kept=kept).tables
+    assert (tables["user"].capacity, tables["user"].shards) == (1_500, 2)
+    assert (tables["country"].capacity, tables["country"].shards) == (2_048, 1)
+    assert "counting" not in caplog.text
+    # A size the config sets is the config's: check_resume refuses it if it changed.
+    fixed = TrainConfig(
+        data=config.data, features=FEATURES, variables={"user": {"capacity": 9_000}}
+    )
+    assert plan_training(fixed, WORKLOAD, kept=kept).tables["user"].capacity == 9_000
+
+
+JOB = """\
+data = "parquet:{data}"
+batch_size = 200
+hidden = [8]
+checkpoint_dir = "{checkpoints}"
+checkpoint_every = 20
+
+[variables.default]
+dim = 4
+{capacity}
+
+[features]
+label = "clicked"
+sparse = ["user", "country"]
+"""
+
+
+def train(
+    directory: Path, data: str, *args: str, capacity: str = "", checkpoints: str = "ck"
+) -> Any:
+    (directory / "job.toml").write_text(
+        JOB.format(data=data, capacity=capacity, checkpoints=checkpoints)
+    )
+    done = sniper(directory, "train", "--config", "job.toml", *args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads((directory / "train_report.json").read_text()), done.stdout
+
+
+def test_a_table_that_runs_out_of_rows_says_so_and_a_resume_on_more_ids_keeps_its_size(
+    tmp_path: Path,
+) -> None:
+    write_ids(tmp_path / "a.parquet", np.arange(12_000))
+    write_ids(tmp_path / "b.parquet", np.arange(40_000), seed=1)
+
+    # The hub's read-ahead pins up to 20 batches' ids (4,000): a table must hold more.
+    report, stdout = train(tmp_path, "a.parquet", capacity="capacity = 8000")
+    capacity, evictions = report["evicted"]["user"]
+    assert capacity == 8_000 and evictions >= 12_000 - 8_000
+    assert f"variables.user: filled its 8,000 rows and evicted {evictions:,}" in stdout
+    assert "country" not in report["evicted"]
+
+    report, stdout = train(tmp_path, "a.parquet", checkpoints="ck0")
+    assert report["evicted"] == {} and "evicted" not in stdout
+    sized = json.loads(sorted((tmp_path / "ck0").glob("step-*/job.json"))[-1].read_text())
+    capacity = sized["config"]["variables"]["user"]["capacity"]
+    assert 12_000 <= capacity <= 12_000 * COUNT_HEADROOM * 1.03
+
+    # More data on resume: the table keeps the checkpoint's rows, where counting anew would
+    # size it otherwise and the resume be refused as a changed table; the report says it
+    # now runs out of them.
+    report, stdout = train(
+        tmp_path, "b.parquet", "--resume", "ck0", "--allow-change", "data", checkpoints="ck0"
+    )
+    assert report["evicted"]["user"][0] == capacity
+    assert "set variables.user.capacity" in stdout
