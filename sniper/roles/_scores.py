@@ -21,12 +21,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from sniper.data import StreamingAuc
+from sniper.data import StreamingAuc, log_loss
 from sniper.roles._held_out import HeldOutScores
 
 __all__ = ["Scores", "SquaredErrors", "label_columns"]
 
 _TRAIN, _HELD_OUT = "train_auc.", "held_out."
+_LOGLOSS = "logloss"
+"""A binary label's training logloss ``[sum, examples]``, beside its AUC's arrays."""
 Arrays = dict[str, NDArray[np.generic]]
 
 
@@ -83,28 +85,56 @@ class SquaredErrors:
 
 
 class _Binary:
-    """A binary label's streams: training AUC, held-out AUC and logloss."""
+    """A binary label's streams: training AUC (and logloss, beside other labels), held-out AUC
+    and logloss."""
 
-    def __init__(self, train: StreamingAuc | None = None, held_out: HeldOutScores | None = None):
+    def __init__(
+        self,
+        train: StreamingAuc | None = None,
+        held_out: HeldOutScores | None = None,
+        logloss: tuple[float, int] | None = None,
+    ) -> None:
+        """``logloss``: the training logloss's sum and examples, kept when the model has
+        other labels (its own loss is then the mean of every label's, a regression's squared
+        error among them); None when it has none (its loss is this label's logloss)."""
         self.train = train or StreamingAuc()
         self.held_out = held_out or HeldOutScores()
+        self.logloss = logloss
 
     def add_train(self, labels: NDArray[np.float32], predictions: NDArray[Any]) -> None:
         self.train.update(labels, predictions)
+        if self.logloss is not None and len(labels):
+            total, count = self.logloss
+            self.logloss = (
+                total + log_loss(labels, predictions) * len(labels),
+                count + len(labels),
+            )
 
     def figures(self, trained: bool) -> dict[str, float]:
         figures = {"train_auc": self.train.value() if trained else 0.0}
+        if self.logloss is not None and self.logloss[1]:
+            figures["train_logloss"] = self.logloss[0] / self.logloss[1]
         if self.held_out.batches:
             figures["eval_auc"], figures["eval_logloss"] = self.held_out.late()
             figures["eval_auc_whole_run"] = self.held_out.whole.value()
         return figures
 
     def state(self) -> tuple[Arrays, Arrays]:
-        return dict(self.train.state()), self.held_out.state()
+        train: Arrays = dict(self.train.state())
+        if self.logloss is not None:
+            train[_LOGLOSS] = np.array(self.logloss, dtype=np.float64)
+        return train, self.held_out.state()
 
     @classmethod
-    def from_state(cls, train: Arrays, held_out: Arrays) -> _Binary:
-        return cls(StreamingAuc.from_state(train), HeldOutScores.from_state(held_out))
+    def from_state(cls, train: Arrays, held_out: Arrays, others: bool) -> _Binary:
+        """``others``: whether the model has other labels (see ``logloss``); a checkpoint
+        written before the training logloss was kept counts it from the resume on."""
+        train = dict(train)
+        kept = train.pop(_LOGLOSS, None)
+        logloss = None
+        if others:
+            logloss = (float(kept[0]), int(kept[1])) if kept is not None else (0.0, 0)
+        return cls(StreamingAuc.from_state(train), HeldOutScores.from_state(held_out), logloss)
 
 
 class _Regression:
@@ -130,7 +160,7 @@ class _Regression:
         return self.train.state(), self.held_out.state()
 
     @classmethod
-    def from_state(cls, train: Arrays, held_out: Arrays) -> _Regression:
+    def from_state(cls, train: Arrays, held_out: Arrays, others: bool) -> _Regression:
         return cls(SquaredErrors.from_state(False, train), SquaredErrors.from_state(True, held_out))
 
 
@@ -141,8 +171,12 @@ class Scores:
     def __init__(self, names: Sequence[str], regression: Sequence[str] = ()) -> None:
         self.names = tuple(names)
         self.regression = tuple(regression)
+        others = len(self.names) > 1
         self._labels: list[_Binary | _Regression] = [
-            _Regression() if name in self.regression else _Binary() for name in self.names
+            _Regression()
+            if name in self.regression
+            else _Binary(logloss=(0.0, 0) if others else None)
+            for name in self.names
         ]
 
     def add_train(self, labels: NDArray[np.float32], predictions: NDArray[Any]) -> None:
@@ -191,14 +225,15 @@ class Scores:
             train = _part(arrays, prefix + _TRAIN, name)
             held_out = _part(arrays, prefix + _HELD_OUT, name)
             kind = _Regression if name in scores.regression else _Binary
-            scores._labels[i] = kind.from_state(train, held_out)
+            scores._labels[i] = kind.from_state(train, held_out, len(scores.names) > 1)
         return scores
 
     def figures(self, trained: bool) -> dict[str, dict[str, float]]:
         """Each label's report figures: a binary label's ``train_auc`` (0.0 before any step,
-        as the report's is: ``trained``), and once a held-out batch was scored ``eval_auc``,
-        ``eval_logloss`` (the second half of the run) and ``eval_auc_whole_run``; a regression
-        label's ``train_rmse``, ``eval_rmse`` and ``eval_rmse_whole_run``."""
+        as the report's is: ``trained``) and, beside other labels, ``train_logloss``; once a
+        held-out batch was scored ``eval_auc``, ``eval_logloss`` (the second half of the run)
+        and ``eval_auc_whole_run``; a regression label's ``train_rmse``, ``eval_rmse`` and
+        ``eval_rmse_whole_run``."""
         return {
             name: label.figures(trained)
             for name, label in zip(self.names, self._labels, strict=True)

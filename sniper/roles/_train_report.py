@@ -25,6 +25,7 @@ class TrainReport:
     examples_per_second: float = 0.0
     train_auc: float = 0.0
     train_logloss: float = 0.0
+    """The training loss of the first binary label; with one label, the model's own."""
     eval_auc: float = 0.0
     """Held-out AUC over the second half of the run: the model as training ends."""
     eval_logloss: float = 0.0
@@ -35,7 +36,8 @@ class TrainReport:
     eval_data_logloss: float | None = None
     eval_data_examples: int = 0
     per_label: dict[str, dict[str, float]] = field(default_factory=dict)
-    """Each label's figures, by name. A binary label's: ``train_auc``, and once scored
+    """Each label's figures, by name. A binary label's: ``train_auc`` (and ``train_logloss``
+    beside other labels), and once scored
     ``eval_auc``, ``eval_logloss``, ``eval_auc_whole_run``, ``eval_data_auc`` and
     ``eval_data_logloss``; a regression label's: ``train_rmse``, ``eval_rmse``,
     ``eval_rmse_whole_run`` and ``eval_data_rmse``. The figures above are the first binary
@@ -57,7 +59,8 @@ class TrainReport:
     latest checkpoint (saved on the signal, unless that step was saved already or none was
     trained): ``--resume`` continues the job from there."""
     losses: list[float] = field(default_factory=list)
-    """Mean training logloss of each 10-batch window, in order (to see it decrease)."""
+    """The model's mean training loss over each 10-batch window, in order (to see it
+    decrease): the logloss of one label, the mean of every label's loss for several."""
     ops: dict[str, LatencySummary] = field(default_factory=dict)
     """The trainer's view of each op: ReadSample, EmbeddingLookup, PushGrad, Dense (in
     microseconds, the seeds' unit: ``count``, ``p50_us``... in the JSON)."""

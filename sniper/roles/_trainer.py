@@ -567,6 +567,8 @@ def _score(report: TrainReport, scores: Scores) -> None:
         return
     first = figures[binary[0]]
     report.train_auc = first["train_auc"]
+    if "train_logloss" in first:  # beside other labels: the step's loss is all labels' mean
+        report.train_logloss = first["train_logloss"]
     if "eval_auc" in first:
         report.eval_auc, report.eval_logloss = first["eval_auc"], first["eval_logloss"]
         report.eval_auc_whole_run = first["eval_auc_whole_run"]

@@ -43,6 +43,8 @@ def test_a_two_label_job_reports_each_label_and_resumes_with_them(tmp_path: Path
     assert "each label (the figures above are click's)" in first.stdout
     stopped = json.loads((tmp_path / "report.json").read_text())
     assert set(stopped["per_label"]) == {"click", "buy"}
+    # The headline logloss is click's, beside click's AUC, not both labels' mean loss.
+    assert stopped["train_logloss"] == stopped["per_label"]["click"]["train_logloss"]
 
     resumed = sniper(tmp_path, "--resume", "ck")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
@@ -50,6 +52,7 @@ def test_a_two_label_job_reports_each_label_and_resumes_with_them(tmp_path: Path
     assert report["resumed_from_step"] == 20 and report["steps"] > 20
     click, buy = report["per_label"]["click"], report["per_label"]["buy"]
     assert report["eval_auc"] == click["eval_auc"] and buy["eval_auc"] != click["eval_auc"]
+    assert report["train_logloss"] == click["train_logloss"] != buy["train_logloss"]
     # The held-out scores of the first 20 steps came back with the checkpoint: the whole run's
     # batches are in the whole-run AUC of each label, not only this run's.
     assert report["eval_batches"] == 10 and 0 < buy["eval_auc_whole_run"] < 1
