@@ -66,6 +66,8 @@ class BatchLike(Protocol):
 class ReaderLike(Protocol):
     """What the hub needs of a reader (``sniper.data.Reader``)."""
 
+    @property
+    def batch_size(self) -> int: ...
     def batches(self, *, epoch: int = 0, shard: int = 0, num_shards: int = 1) -> Iterator[Any]: ...
 
 
@@ -94,6 +96,10 @@ class HubSettings(Validated):
     read_lease_seconds: float = 30.0
     """A batch handed out by ReadSample and not acknowledged (AckSample) within this long is
     handed out again: its reader gave up or died."""
+    drop_last: bool = False
+    """Drop each epoch's last batch when it is shorter than ``batch_size`` (each hub's, which
+    reads a share of the data): a model with BatchNorm cannot train on a batch of one
+    example, and a data's rows need not be a multiple of the batch."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -218,7 +224,8 @@ class HubRole:
             )
             skip = self.config.start_index if epoch == self.config.start_epoch else 0
             for index, batch in enumerate(batches):
-                if index >= skip:
+                short = len(batch.labels) < self.reader.batch_size
+                if index >= skip and not (short and self.config.drop_last):
                     yield BatchId(self.config.hub_index, epoch, index).pack(), batch
 
     @staticmethod

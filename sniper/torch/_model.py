@@ -71,6 +71,12 @@ _MATRIX = "\0matrix"
 Feature = torch.Tensor | tuple[torch.Tensor, torch.Tensor]
 """One variable as the module's ``forward`` gets it: a pooled ``[batch, dim]`` tensor, or a
 sequence variable's jagged ``(values [n, dim], offsets [batch + 1])`` pair."""
+_ONE = (
+    "the data's last, when its rows are one past a multiple of batch_size: drop_last = true "
+    "drops it"
+)
+"""What a forward that fails on one example is told: a BatchNorm's training forward fails
+there in torch's words only (``Expected more than 1 value per channel``)."""
 
 
 def resolve_device(device: str | None) -> torch.device:
@@ -282,7 +288,8 @@ class TorchModel(DenseModel):
             leaf = torch.from_numpy(values).to(self.device)
             leaves[name] = leaf.requires_grad_(True) if grad else leaf
             features[name] = (leaves[name], torch.from_numpy(offsets).to(self.device))
-        with self._users_code("forward"):
+        part = "forward" if len(inputs) != 1 else f"forward on a batch of one example ({_ONE})"
+        with self._users_code(part):
             if self.takes_matrix:
                 matrix_leaf = leaves[_MATRIX]
                 sequences_given = {k: v for k, v in features.items() if k != _MATRIX}

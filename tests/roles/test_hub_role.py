@@ -81,6 +81,27 @@ async def test_batches_are_handed_out_in_reading_order_and_the_end_reaches_all(
         hub.close()
 
 
+async def test_drop_last_drops_each_epochs_short_last_batch(tmp_path: Path) -> None:
+    """A model with BatchNorm cannot train on a last batch of one example: ``drop_last``
+    drops it in every epoch, and keeps every full batch's number."""
+    data = SyntheticCtr(load_workload("seed_ctr"), num_batches=3, scale=0.01, seed=1)
+    write_parquet(data, tmp_path / "d.parquet")
+    full = data.batch_size + 1
+    reader = ParquetReader(tmp_path / "d.parquet", batch_size=full)  # 3 batches less 2 rows
+    short = 3 * data.batch_size - 2 * full
+    async with open_scheduler("inline", workers=1) as scheduler:
+        ps = await created(PsRole(PsEngine(scheduler)), data)
+        for drop_last, sizes in ((False, [full, full, short]), (True, [full, full])):
+            hub = HubRole(reader, PsCluster([ps]), HubConfig(epochs=2, drop_last=drop_last))
+            got = []
+            async with anyio.create_task_group() as group:
+                group.start_soon(hub.run)
+                while (sample := await read(hub)) is not None:
+                    got.append((BatchId.unpack(sample.batch_id).index, len(sample.labels)))
+            assert got == list(enumerate(sizes)) * 2
+            hub.close()
+
+
 @asynccontextmanager
 async def cancelled_hub(
     reader: Any, data: SyntheticCtr, read_on_loop: bool, queued: int = 0

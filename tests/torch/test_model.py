@@ -363,6 +363,21 @@ def test_a_forward_or_an_optimizer_that_raises_is_named_as_the_models() -> None:
         step.update()
 
 
+def test_a_forward_that_fails_on_one_example_is_told_of_drop_last() -> None:
+    """BatchNorm's training forward fails on a batch of one example, in torch's words only
+    (``Expected more than 1 value per channel``); such a batch is a data's last."""
+    norm = torch.nn.BatchNorm1d(1)
+    module = Returns(norm)
+    model = TorchModel(module, open_optimizer("adam", module.parameters(), 0.01), INPUTS)
+    model.train_step(*batch(2)).update()
+    with pytest.raises(
+        ModelError,
+        match=r"^the model Returns's forward on a batch of one example \(the data's last, .*"
+        r"drop_last = true drops it\) raised ValueError: Expected more than 1 value per channel",
+    ):
+        model.train_step(*batch(1))
+
+
 def test_an_optimizer_that_needs_a_closure_is_not_offered() -> None:
     """LBFGS's step computes the loss again through a closure, which a training step does not
     give: it is refused by name when the job opens it, not mid-run by its step."""
