@@ -89,8 +89,12 @@ class LocalLauncher(Launcher):
                     flush=True,
                 )
                 _print_metrics("hub", hub_servers)
+                # Stopped before these hubs: a rank that lost its hub first would print that
+                # as its error while the job restarts or ends.
+                stack.callback(ranks.close)
                 return [("127.0.0.1", s.port) for s in hub_servers]
 
+            ranks = stack.enter_context(ExitStack())
             master = None
             if launch.trainers and config.num_trainers > 1:
                 master = named_rank_master(config, launch.trainers[0])
@@ -98,7 +102,7 @@ class LocalLauncher(Launcher):
                 master = RankMaster("127.0.0.1", config.num_trainers, config.collective_timeout)
                 for rank in range(1, config.num_trainers):
                     command = rank_command(config, rank, master, configs)
-                    started[f"trainer {rank}"] = stack.enter_context(rank_process(command))
+                    started[f"trainer {rank}"] = ranks.enter_context(rank_process(command))
                 print(
                     f"started trainer ranks 1-{config.num_trainers - 1} of "
                     f"{config.num_trainers} (rank 0 is this process, rendezvous {master.address})",

@@ -46,6 +46,7 @@ import datetime
 import fcntl
 import logging
 import os
+import re
 import socket
 import struct
 import time
@@ -132,9 +133,8 @@ class RankMaster:
                 wait_for_workers=False,
             )
         except RuntimeError as exc:
-            first = (str(exc).splitlines() or [""])[0]
             raise ValueError(
-                f"the ranks' rendezvous cannot listen on port {port}: {first[:200]}"
+                f"the ranks' rendezvous cannot listen on port {port}: {_reason(exc)}"
             ) from None
         self.port = int(self.store.port)
 
@@ -214,10 +214,9 @@ class Ranks:
         try:
             return call()
         except RuntimeError as exc:
-            first = (str(exc).splitlines() or [type(exc).__name__])[0]
             raise TrainingError(
                 f"trainer rank {self.rank} of {self.size}: {what} failed (a rank died, or did "
-                f"not answer within collective_timeout {self.timeout:g} s): {first[:200]}"
+                f"not answer within collective_timeout {self.timeout:g} s): {_reason(exc)}"
             ) from exc
 
     def average(self, grads: Sequence[Any], weight: float = 1.0) -> bool:
@@ -319,3 +318,19 @@ class Ranks:
             self._dist.destroy_process_group()
         except (RuntimeError, ValueError, AssertionError) as exc:
             log.debug("leaving the ranks' process group: %s", exc)
+
+
+_SOURCE = re.compile(r"^\[[^\]]*\.(?:cc|cpp|h):\d+\]\s*")
+"""The source location gloo and c10d put before their messages (``[/__w/pytorch/.../pair.cc:553]
+``): a build machine's path, nothing the user can act on."""
+
+
+def _reason(exc: BaseException) -> str:
+    """The first sentence of torch.distributed's error, without its source location (its
+    messages run on with advice for torch's own launcher): one line's worth, cut at a word."""
+    first = (str(exc).splitlines() or [""])[0]
+    first = _SOURCE.sub("", first).strip() or type(exc).__name__
+    sentence = re.split(r"(?<=\.)\s", first, maxsplit=1)[0]
+    if len(sentence) <= 200:
+        return sentence
+    return sentence[:200].rsplit(" ", 1)[0] + " ..."

@@ -10,6 +10,7 @@ import pytest
 
 from sniper.models import MlpModel, ModelInputs, TrainStep
 from sniper.roles import RankMaster, Ranks
+from sniper.roles._ranks import _reason
 
 pytest.importorskip("torch.distributed")
 
@@ -60,3 +61,17 @@ def test_a_step_that_cannot_average_says_so() -> None:
 
     with pytest.raises(NotImplementedError, match="Plain cannot train with num_trainers > 1"):
         Plain().update_averaged(lambda grads: True)
+
+
+def test_a_failed_collective_is_said_in_its_first_sentence_without_a_build_path() -> None:
+    # What gloo said when a rank was killed mid-run: a build machine's path, then advice for
+    # torch's own launcher; the line kept it all and cut it at 200 characters, mid-word.
+    said = (
+        "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection "
+        "closed by peer [127.0.0.1]:15777. This is typically caused by a remote worker "
+        "crashing. Check the logs of the remote worker for the root cause."
+    )
+    assert _reason(RuntimeError(said)) == "Connection closed by peer [127.0.0.1]:15777."
+    long = _reason(RuntimeError("word " * 60))
+    assert long.endswith("word ...") and len(long) <= 204
+    assert _reason(RuntimeError("")) == "RuntimeError"
