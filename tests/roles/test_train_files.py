@@ -127,7 +127,13 @@ def test_a_malformed_line_stops_the_job_with_its_file_and_line(
     lines[1234] = "2" + lines[1234][1:]
     bad = tmp_path / "bad.tsv"
     bad.write_text("".join(lines))
-    message = one_line_error(train(tmp_path, f'data = "criteo:{bad}"\n'), 1)
+    # Sizing the tables (capacity = 0) reads every line first: found before anything starts.
+    done = train(tmp_path, f'data = "criteo:{bad}"\n')
+    assert one_line_error(done, 2) == f"{bad}:1235: label must be 0 or 1, got '2'"
+    assert "started" not in done.stdout
+    # With every table's rows given, the hub that reads the line stops the job.
+    sized = f'data = "criteo:{bad}"\n[variables.default]\ncapacity = 100_000\n'
+    message = one_line_error(train(tmp_path, sized), 1)
     assert message.endswith(
         f"UNAVAILABLE: hub 0 stopped reading its data: CriteoFormatError: {bad}:1235: "
         "label must be 0 or 1, got '2'"
