@@ -256,3 +256,37 @@ def test_the_readmes_table_trains_as_written(tmp_path: Path) -> None:
     report = json.loads((tmp_path / "train_report.json").read_text())
     assert set(report["per_label"]) == {"click", "buy"}
     assert report["eval_data_examples"] == 400
+
+
+POOLED_MEAN = """\
+data = "parquet:t.parquet"
+batch_size = 64
+hidden = [8]
+
+[features]
+label = { column = "rating", positive = '== "like"' }
+sparse = ["user_id", "item_id", "gender", "genres"]
+dense = ["age", "price"]
+
+[features.columns.genres]
+pooling = "mean"
+"""
+
+
+def test_a_written_sum_that_disagrees_with_the_features_pooling_is_refused(
+    tmp_path: Path,
+) -> None:
+    """``pooling = "sum"`` written under ``[variables]`` is the user's word, not the default
+    a ``[features]`` column overrides: it trained as mean, silently."""
+    write_parquet_table(tmp_path / "t.parquet", user_table(300), 100)
+    for entry, key in (
+        ("genres", "variables.genres.pooling"),
+        ("default", "variables.default.pooling"),
+    ):
+        (tmp_path / "job.toml").write_text(f'{POOLED_MEAN}\n[variables.{entry}]\npooling = "sum"\n')
+        done = sniper(tmp_path, "train", "--config", "job.toml", "--quiet")
+        assert done.returncode == 2, done.stderr[-3000:]
+        assert done.stderr == (
+            f"sniper: error: {key} is 'sum' but the [features] column of genres says "
+            "pooling = 'mean': say it in one place\n"
+        )
