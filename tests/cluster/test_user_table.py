@@ -258,7 +258,7 @@ def test_the_readmes_table_trains_as_written(tmp_path: Path) -> None:
     assert report["eval_data_examples"] == 400
 
 
-POOLED_MEAN = """\
+SMALL_JOB = """\
 data = "parquet:t.parquet"
 batch_size = 64
 hidden = [8]
@@ -267,9 +267,6 @@ hidden = [8]
 label = { column = "rating", positive = '== "like"' }
 sparse = ["user_id", "item_id", "gender", "genres"]
 dense = ["age", "price"]
-
-[features.columns.genres]
-pooling = "mean"
 """
 
 
@@ -283,10 +280,29 @@ def test_a_written_sum_that_disagrees_with_the_features_pooling_is_refused(
         ("genres", "variables.genres.pooling"),
         ("default", "variables.default.pooling"),
     ):
-        (tmp_path / "job.toml").write_text(f'{POOLED_MEAN}\n[variables.{entry}]\npooling = "sum"\n')
+        (tmp_path / "job.toml").write_text(
+            f'{SMALL_JOB}\n[features.columns.genres]\npooling = "mean"\n'
+            f'\n[variables.{entry}]\npooling = "sum"\n'
+        )
         done = sniper(tmp_path, "train", "--config", "job.toml", "--quiet")
         assert done.returncode == 2, done.stderr[-3000:]
         assert done.stderr == (
             f"sniper: error: {key} is 'sum' but the [features] column of genres says "
             "pooling = 'mean': say it in one place\n"
         )
+
+
+def test_a_bad_row_in_a_one_process_job_is_told_once(tmp_path: Path) -> None:
+    """The hub shares the trainer's process: the trainer's ``sniper: error:`` line says why the
+    hub stopped, and the hub's own log of it, which repeated it on the same stderr, is not
+    shown there (a hub of its own process still logs it: tests/roles/test_hub_health.py)."""
+    table = user_table(600)
+    prices = table.column("price").to_pylist()
+    prices[300] = 1e40
+    table = table.set_column(table.column_names.index("price"), "price", pa.array(prices))
+    write_parquet_table(tmp_path / "t.parquet", table, 100)
+    (tmp_path / "job.toml").write_text(SMALL_JOB)
+    done = sniper(tmp_path, "train", "--config", "job.toml", "--quiet")
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert done.stderr.count("row 300: column 'price' is 1e+40") == 1, done.stderr[-3000:]
+    assert done.stderr.strip().splitlines()[-1].startswith("sniper: error: ")
