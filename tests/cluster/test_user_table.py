@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 from tests.cluster._sniper import sniper
 from tests.data._tables import (
+    damage_column_chunk,
     readme_table,
     readme_table_toml,
     user_table,
@@ -306,3 +307,20 @@ def test_a_bad_row_in_a_one_process_job_is_told_once(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stderr[-3000:]
     assert done.stderr.count("row 300: column 'price' is 1e+40") == 1, done.stderr[-3000:]
     assert done.stderr.strip().splitlines()[-1].startswith("sniper: error: ")
+
+
+def test_a_damaged_page_is_one_line_naming_the_file_and_row_group(tmp_path: Path) -> None:
+    """Read by the hub (the label column: exit 1, as a bad row) or by the standardize pass
+    before any process starts (``age``: exit 2, as a bad table); pyarrow's own error named
+    neither the file nor the group."""
+    standardized = f'{SMALL_JOB}\n[features.columns.age]\ntransform = "standardize"\n'
+    for column, job, status in (("rating", SMALL_JOB, 1), ("age", standardized, 2)):
+        path = tmp_path / "t.parquet"
+        pq.write_table(user_table(600), path, row_group_size=200, use_dictionary=False)
+        damage_column_chunk(path, column, 1)
+        (tmp_path / "job.toml").write_text(job)
+        done = sniper(tmp_path, "train", "--config", "job.toml", "--quiet")
+        assert done.returncode == status, done.stderr[-3000:]
+        said = "t.parquet: row group 1 cannot be read: Corrupt snappy compressed data.\n"
+        assert done.stderr.count(said) == 1, done.stderr[-3000:]
+        assert done.stderr.splitlines()[-1].startswith("sniper: error: ")
