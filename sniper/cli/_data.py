@@ -24,7 +24,12 @@ def add_parser(commands: Commands) -> None:
         choices=["criteo", "synthetic"],
         help="criteo: a Criteo TSV file; synthetic: planted-model data",
     )
-    convert.add_argument("out", help="Parquet file to write (appears only when complete)")
+    convert.add_argument(
+        "out",
+        nargs="+",
+        help="Parquet file to write (appears only when complete); synthetic: several files "
+        "hold other examples each (file i: the generator's epoch i)",
+    )
     convert.add_argument(
         "--source",
         default=None,
@@ -55,7 +60,7 @@ def add_parser(commands: Commands) -> None:
 
 
 def run_convert(args: argparse.Namespace) -> int:
-    """Write the Parquet file and say how many examples it holds."""
+    """Write the Parquet files and say how many examples they hold."""
     from sniper.data import convert
 
     rows = convert(
@@ -67,7 +72,7 @@ def run_convert(args: argparse.Namespace) -> int:
         scale=args.scale,
         seed=args.seed,
     )
-    print(f"wrote {rows:,} examples to {args.out}")
+    print(f"wrote {rows:,} examples to {', '.join(args.out)}")
     return 0
 
 

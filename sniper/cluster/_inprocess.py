@@ -193,7 +193,8 @@ async def train_in_process(
             for index in range(config.num_hubs):
                 hub_config = _hub_config(config, index, resume, cluster.placement)
                 hub_cluster = PsCluster(members, hub_config.start_placement(len(members)))
-                hub = HubRole(config.open(), hub_cluster, hub_config, config)
+                # The trainer's error line says why a hub stopped: the hub's log would repeat it.
+                hub = HubRole(config.open(), hub_cluster, hub_config, config, log_failure=False)
                 _serve_metrics(roles.stack, config, f"hub {index}", HubCollector(hub))
                 await roles.serve_hub(hub)
             return roles.hub_clients

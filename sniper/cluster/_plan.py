@@ -128,7 +128,11 @@ def _tables(
     """Every variable's table: sized from ``shape``, or as ``kept`` recorded it, and pooled
     as a user's table's ``[features]`` (``spec``) says."""
     tables = _kept(model_spec.resolve(shape), model_spec, kept)
-    return _pooled_as_features_say(tables, spec) if isinstance(spec, FeatureSpec) else tables
+    return (
+        _pooled_as_features_say(tables, model_spec, spec)
+        if isinstance(spec, FeatureSpec)
+        else tables
+    )
 
 
 def _counted(
@@ -196,17 +200,18 @@ def _warn_evicting(tables: Mapping[str, TableSpec], shape: DataShape) -> None:
 
 
 def _pooled_as_features_say(
-    tables: dict[str, TableSpec], spec: FeatureSpec
+    tables: dict[str, TableSpec], model_spec: ModelSpec, spec: FeatureSpec
 ) -> dict[str, TableSpec]:
     """Each variable pooled as its ``[features]`` column says (``pooling``), where the model
-    spec (``[variables]``) leaves it at the default; a model spec that says otherwise for the
-    same variable is refused, naming both keys."""
+    spec (``[variables]``) leaves it at the built-in sum; a model spec that says otherwise for
+    the same variable, ``sum`` written out included, is refused, naming both keys."""
     pooled = {}
     for name, table in tables.items():
         wanted = spec.pooling_of(name)
-        if table.pooling not in ("sum", wanted) and wanted != "sum":
+        key = model_spec.pooling_key(name)
+        if wanted != "sum" and key is not None and table.pooling != wanted:
             raise ValueError(
-                f"variables.{name}.pooling is {table.pooling!r} but the [features] column of "
+                f"{key} is {table.pooling!r} but the [features] column of "
                 f"{name} says pooling = {wanted!r}: say it in one place"
             )
         pooled[name] = dataclasses.replace(table, pooling=wanted) if wanted != "sum" else table

@@ -1,7 +1,8 @@
-"""``sniper data convert``: turn Criteo TSV or synthetic data into a Parquet file of batches."""
+"""``sniper data convert``: turn Criteo TSV or synthetic data into Parquet files of batches."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, get_args
 
@@ -18,7 +19,7 @@ CONVERT_KINDS: tuple[str, ...] = get_args(ConvertKind)
 def convert(
     kind: ConvertKind,
     source: str | Path | None,
-    out: str | Path,
+    out: str | Path | Sequence[str | Path],
     *,
     batch_size: int | None = None,
     num_batches: int | None = None,
@@ -33,19 +34,32 @@ def convert(
       ``num_batches`` is required (the generator is endless); ``batch_size`` defaults to the
       workload's; ``scale`` and ``seed`` are :class:`~sniper.data.SyntheticCtr`'s.
 
-    ``out`` appears only once complete. Errors a user can fix raise ``ValueError`` (including
-    :class:`~sniper.data.CriteoFormatError`), ``LookupError`` or ``OSError``.
+    ``out`` may be several files (synthetic only): file ``i`` holds epoch ``i`` of the one
+    generator, ``num_batches`` each, and the count returned is theirs together. Each file then
+    holds other examples of the same planted model: the same seed for each wrote the same
+    examples to each, and a seed per file would plant another model in each. The first file
+    is what ``out`` alone writes, and converting again writes the same files.
+
+    Each file appears only once complete. Errors a user can fix raise ``ValueError``
+    (including :class:`~sniper.data.CriteoFormatError`), ``LookupError`` or ``OSError``.
     """
+    outs = [out] if isinstance(out, str | Path) else list(out)
+    if len({Path(path).resolve() for path in outs}) < len(outs):
+        raise ValueError("each file to write must be named once")
     if kind == "criteo":
         if source is None:
             raise ValueError("criteo conversion needs the TSV file to read as its source")
         if scale != 1.0 or seed != 0:
             raise ValueError("scale and seed apply to synthetic data only, not to criteo")
+        if len(outs) > 1:
+            raise ValueError(f"criteo conversion writes one file, not {len(outs)}")
         data, workload = f"criteo:{source}", "seed_ctr"
     elif kind == "synthetic":
         data, workload = "synthetic", str(source or "seed_ctr")
     else:
         raise LookupError(f"unknown source kind {kind!r}; valid kinds: {', '.join(CONVERT_KINDS)}")
+    if not outs:
+        raise ValueError("convert needs a file to write")
     reader = open_reader(
         data,
         workload=workload,
@@ -54,4 +68,4 @@ def convert(
         batch_size=batch_size,
         seed=seed,
     )
-    return write_parquet(reader, out)
+    return sum(write_parquet(reader, path, epoch=epoch) for epoch, path in enumerate(outs))

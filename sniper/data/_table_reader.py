@@ -354,9 +354,10 @@ class TableReader:
         first = unit.first
         position = 0
         try:
-            for batch in reader.iter_batches(
+            batches = reader.iter_batches(
                 batch_size=READ_ROWS, row_groups=[unit.group], columns=columns, use_threads=False
-            ):
+            )
+            while (batch := _decoded(batches, file, unit.group)) is not None:
                 lo = max(unit.start - position, 0)
                 hi = min(unit.stop - position, batch.num_rows)
                 if hi > lo:
@@ -491,6 +492,17 @@ class TableReader:
                 )
             stats[name] = (mean, std)
         return stats
+
+
+def _decoded(batches: Iterator[Any], file: Path, group: int) -> Any | None:
+    """The next record batch of row group ``group`` of ``file``, or None at its end. A page
+    that does not decompress or decode (a damaged file) is a :class:`TableError` naming the
+    file and the group, on one line: pyarrow's error names neither, and some span lines."""
+    try:
+        return next(batches, None)
+    except (pa.ArrowException, OSError) as exc:
+        reason = " ".join(str(exc).split())
+        raise TableError(f"{file}: row group {group} cannot be read: {reason}") from None
 
 
 def _merged(

@@ -176,10 +176,18 @@ class HubRole:
         cluster: PsCluster,
         config: HubConfig,
         source: DataSource | None = None,
+        *,
+        log_failure: bool = True,
     ) -> None:
         """``source``: the data keys ``reader`` was opened from, which a ReadSample that asks
-        (``describe``) is told (:class:`~sniper.rpc.DataServed`); None tells nothing."""
+        (``describe``) is told (:class:`~sniper.rpc.DataServed`); None tells nothing.
+
+        ``log_failure``: log why the hub stopped at ERROR. A hub of its own process logs it
+        there, where its operator looks; a hub whose only reader shares its process passes
+        False (DEBUG), since that reader already reports the same reason as its error, and
+        the user would read it twice."""
         self.reader = reader
+        self.log_failure = log_failure
         self.served = None
         if source is not None:
             variables = tuple(getattr(reader, "variables", ()))
@@ -211,10 +219,11 @@ class HubRole:
             raise
         finally:
             self.handout.close()  # readers hear the end once every lease is settled
+        level = logging.ERROR if self.log_failure else logging.DEBUG
         if isinstance(self.error, DataError):
-            log.error("hub %d stopped reading its data: %s", index, self.error)
+            log.log(level, "hub %d stopped reading its data: %s", index, self.error)
         elif self.error is not None:
-            log.error("hub %d stopped feeding: %s", index, describe_error(self.error))
+            log.log(level, "hub %d stopped feeding: %s", index, describe_error(self.error))
 
     def _stream(self) -> Generator[tuple[int, Any], None, None]:
         """(batch id, batch) in order; a batch keeps its index in every epoch."""

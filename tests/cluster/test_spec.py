@@ -159,3 +159,15 @@ def test_pooling_is_a_key_of_a_variable_and_checked() -> None:
         match=r"^variables\.C2\.pooling must be one of sum, mean, sqrtn, none, got 'max'$",
     ):
         ModelSpec.parse({"C2": {"pooling": "max"}})
+
+
+def test_the_key_that_sets_a_pooling_is_known_even_when_it_says_sum() -> None:
+    spec = ModelSpec.parse({"C1": {"pooling": "sum"}, "C2": {"dim": 8}})
+    assert [spec.pooling_key(name) for name in ("C1", "C2", "C3")] == [
+        "variables.C1.pooling",
+        None,
+        None,
+    ]
+    spec = ModelSpec.parse({"default": {"pooling": "sum"}, "C1": {"pooling": "mean"}})
+    assert spec.pooling_key("C1") == "variables.C1.pooling"
+    assert spec.pooling_key("C2") == "variables.default.pooling"

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 from tests.cluster._sniper import sniper
 from tests.data._tables import (
+    damage_column_chunk,
     readme_table,
     readme_table_toml,
     user_table,
@@ -256,3 +257,70 @@ def test_the_readmes_table_trains_as_written(tmp_path: Path) -> None:
     report = json.loads((tmp_path / "train_report.json").read_text())
     assert set(report["per_label"]) == {"click", "buy"}
     assert report["eval_data_examples"] == 400
+
+
+SMALL_JOB = """\
+data = "parquet:t.parquet"
+batch_size = 64
+hidden = [8]
+
+[features]
+label = { column = "rating", positive = '== "like"' }
+sparse = ["user_id", "item_id", "gender", "genres"]
+dense = ["age", "price"]
+"""
+
+
+def test_a_written_sum_that_disagrees_with_the_features_pooling_is_refused(
+    tmp_path: Path,
+) -> None:
+    """``pooling = "sum"`` written under ``[variables]`` is the user's word, not the default
+    a ``[features]`` column overrides: it trained as mean, silently."""
+    write_parquet_table(tmp_path / "t.parquet", user_table(300), 100)
+    for entry, key in (
+        ("genres", "variables.genres.pooling"),
+        ("default", "variables.default.pooling"),
+    ):
+        (tmp_path / "job.toml").write_text(
+            f'{SMALL_JOB}\n[features.columns.genres]\npooling = "mean"\n'
+            f'\n[variables.{entry}]\npooling = "sum"\n'
+        )
+        done = sniper(tmp_path, "train", "--config", "job.toml", "--quiet")
+        assert done.returncode == 2, done.stderr[-3000:]
+        assert done.stderr == (
+            f"sniper: error: {key} is 'sum' but the [features] column of genres says "
+            "pooling = 'mean': say it in one place\n"
+        )
+
+
+def test_a_bad_row_in_a_one_process_job_is_told_once(tmp_path: Path) -> None:
+    """The hub shares the trainer's process: the trainer's ``sniper: error:`` line says why the
+    hub stopped, and the hub's own log of it, which repeated it on the same stderr, is not
+    shown there (a hub of its own process still logs it: tests/roles/test_hub_health.py)."""
+    table = user_table(600)
+    prices = table.column("price").to_pylist()
+    prices[300] = 1e40
+    table = table.set_column(table.column_names.index("price"), "price", pa.array(prices))
+    write_parquet_table(tmp_path / "t.parquet", table, 100)
+    (tmp_path / "job.toml").write_text(SMALL_JOB)
+    done = sniper(tmp_path, "train", "--config", "job.toml", "--quiet")
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert done.stderr.count("row 300: column 'price' is 1e+40") == 1, done.stderr[-3000:]
+    assert done.stderr.strip().splitlines()[-1].startswith("sniper: error: ")
+
+
+def test_a_damaged_page_is_one_line_naming_the_file_and_row_group(tmp_path: Path) -> None:
+    """Read by the hub (the label column: exit 1, as a bad row) or by the standardize pass
+    before any process starts (``age``: exit 2, as a bad table); pyarrow's own error named
+    neither the file nor the group."""
+    standardized = f'{SMALL_JOB}\n[features.columns.age]\ntransform = "standardize"\n'
+    for column, job, status in (("rating", SMALL_JOB, 1), ("age", standardized, 2)):
+        path = tmp_path / "t.parquet"
+        pq.write_table(user_table(600), path, row_group_size=200, use_dictionary=False)
+        damage_column_chunk(path, column, 1)
+        (tmp_path / "job.toml").write_text(job)
+        done = sniper(tmp_path, "train", "--config", "job.toml", "--quiet")
+        assert done.returncode == status, done.stderr[-3000:]
+        said = "t.parquet: row group 1 cannot be read: Corrupt snappy compressed data.\n"
+        assert done.stderr.count(said) == 1, done.stderr[-3000:]
+        assert done.stderr.splitlines()[-1].startswith("sniper: error: ")

@@ -95,3 +95,20 @@ def readme_table(rows: int, seed: int = 0) -> Any:
     for name, column in columns.items():
         table = table.append_column(name, column)
     return table
+
+
+def damage_column_chunk(path: Path, column: str, group: int) -> Path:
+    """Flip 8 bytes in the middle of ``column``'s chunk in row group ``group`` of the Parquet
+    file ``path``: a damaged data page behind an intact footer. Written without a dictionary,
+    a snappy page then fails to decompress, and an uncompressed string page to decode."""
+    chunks = pq.read_metadata(path).row_group(group)
+    chunk = next(
+        chunks.column(i)
+        for i in range(chunks.num_columns)
+        if chunks.column(i).path_in_schema == column
+    )
+    data = bytearray(path.read_bytes())
+    middle = chunk.data_page_offset + chunk.total_compressed_size // 2
+    data[middle : middle + 8] = bytes(b ^ 0xFF for b in data[middle : middle + 8])
+    path.write_bytes(bytes(data))
+    return path

@@ -34,6 +34,7 @@ from sniper.data import (
     write_parquet,
 )
 from sniper.data._parquet import WINDOW_BYTES, _Rows
+from tests.cluster._sniper import sniper
 from tests.data._helpers import (
     SMALL_BATCH,
     assert_batches_equal,
@@ -240,6 +241,37 @@ def test_convert_synthetic(tmp_path: Path) -> None:
     )
     assert [b.batch_size for b in reader.batches()] == [64, 64, 64]
     assert CONVERT_KINDS == ("criteo", "synthetic")
+
+
+def test_convert_synthetic_to_several_files_writes_other_examples_in_each(tmp_path: Path) -> None:
+    """File ``i`` is the generator's epoch ``i``: each its own examples (every file held the
+    same ones), the same files again on a second run, and the first file as one alone."""
+    args = ("--num-batches", "2", "--batch-size", "16", "--scale", "0.01", "--seed", "3")
+    for run in ("first", "again"):
+        (tmp_path / run).mkdir()
+        done = sniper(
+            tmp_path / run, "data", "convert", "synthetic", "a.parquet", "b.parquet", *args
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == "wrote 64 examples to a.parquet, b.parquet\n"
+    done = sniper(tmp_path, "data", "convert", "synthetic", "alone.parquet", *args)
+    assert done.returncode == 0, done.stderr
+    tables = {
+        p.relative_to(tmp_path).as_posix(): pq.read_table(p) for p in tmp_path.rglob("*.parquet")
+    }
+    first, second = tables["first/a.parquet"], tables["first/b.parquet"]
+    assert [name for name in first.column_names if first[name].equals(second[name])] == []
+    assert tables["again/a.parquet"].equals(tables["first/a.parquet"])
+    assert tables["again/b.parquet"].equals(tables["first/b.parquet"])
+    assert tables["alone.parquet"].equals(tables["first/a.parquet"])
+
+
+def test_convert_writes_each_file_once_and_criteo_to_one(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"^each file to write must be named once$"):
+        convert("synthetic", None, [tmp_path / "a.parquet", tmp_path / "a.parquet"], num_batches=1)
+    with pytest.raises(ValueError, match=r"^criteo conversion writes one file, not 2$"):
+        convert("criteo", "day.tsv", [tmp_path / "a.parquet", tmp_path / "b.parquet"])
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_convert_criteo_round_trips(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from sniper.data import Batch, FeatureSpec, Reader, TableError, TableReader, ope
 from sniper.hashing import feature_sign
 from tests.data._tables import (
     FEATURES,
+    damage_column_chunk,
     user_table,
     write_csv_table,
     write_parquet_table,
@@ -335,3 +336,36 @@ def test_a_column_too_wide_to_standardize_is_refused(tmp_path: Path) -> None:
     path = _write(tmp_path, "w.parquet", {"y": pa.array([0, 1]), "f": pa.array([-1e200, 1e200])})
     with pytest.raises(TableError, match="column 'f' cannot be standardized: the spread"):
         TableReader([path], _spec(dense=["f"], columns={"f": {"transform": "standardize"}}))
+
+
+def _damaged(path: Path, column: str, compression: str = "snappy") -> Path:
+    """A table of three row groups whose ``column`` has a damaged page in group 1."""
+    table = user_table(600)
+    pq.write_table(table, path, row_group_size=200, compression=compression, use_dictionary=False)
+    return damage_column_chunk(path, column, 1)
+
+
+@pytest.mark.parametrize(
+    ("compression", "column", "reason"),
+    [
+        ("snappy", "rating", "Corrupt snappy compressed data."),
+        ("none", "item_id", "Invalid or truncated PLAIN-encoded BYTE_ARRAY data"),
+    ],
+)
+def test_a_damaged_page_names_the_file_and_its_row_group(
+    tmp_path: Path, compression: str, column: str, reason: str
+) -> None:
+    """pyarrow's error names neither the file nor the group; reading says both."""
+    read = _damaged(tmp_path / "t.parquet", column, compression)
+    reader = TableReader([read], FeatureSpec.from_table(FEATURES), batch_size=100)
+    message = f"{read}: row group 1 cannot be read: {reason}"
+    with pytest.raises(TableError, match=f"^{re.escape(message)}$"):
+        _all(reader)
+
+
+def test_a_damaged_page_is_named_by_the_standardize_pass(tmp_path: Path) -> None:
+    """Opening measures ``age`` (``standardize`` without stats) in a pass of its own."""
+    measured = _damaged(tmp_path / "t.parquet", "age")
+    message = f"{measured}: row group 1 cannot be read: Corrupt snappy compressed data."
+    with pytest.raises(TableError, match=f"^{re.escape(message)}$"):
+        TableReader([measured], FeatureSpec.from_table(FEATURES))

@@ -52,4 +52,6 @@ def test_bad_data_turns_the_hub_not_serving(grpcio_modules: GrpcModules, tmp_pat
         stop_server(hub)
         stop_server(ps)
     assert hub.process.returncode == 0  # it still stops cleanly on SIGTERM
-    assert "Traceback" not in hub.stderr_path.read_text()
+    logged = hub.stderr_path.read_text()
+    assert "Traceback" not in logged
+    assert logged.count("hub 0 stopped reading its data") == 1  # its log is the only place
