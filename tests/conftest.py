@@ -28,6 +28,7 @@ SLOW = (
     "tests/cluster/test_preempt.py",
     "tests/cluster/test_ranks.py",
     "tests/cluster/test_failure_lines.py",
+    "tests/cluster/test_scoring.py",
     "tests/experiment/test_run.py",
     "tests/torch/test_kill.py",
     "tests/torch/test_predict.py",

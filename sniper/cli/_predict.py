@@ -26,7 +26,8 @@ def add_parser(commands: Commands) -> None:
     parser.add_argument(
         "--output",
         required=True,
-        help="the Parquet file to write: row, the data's label columns, <label>_score",
+        help="the Parquet file to write: row, the data's label columns (where it has them), "
+        "<label>_score",
     )
     add_config_argument(parser)
     parser.set_defaults(run=run)

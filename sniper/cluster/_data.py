@@ -36,10 +36,13 @@ def probe_data(
     num_batches: int = 1,
     features: FeatureSpec | None = None,
     nonfinite_dense: NonfiniteDense = "error",
+    optional_labels: bool = False,
 ) -> tuple[DataShape, Reader]:
     """The shape of ``data`` (a ``data`` config value) and a reader of it (of
     ``num_batches`` batches per epoch for synthetic data; files are read whole, with
-    ``nonfinite_dense``), through the feature spec ``features`` for a user's table."""
+    ``nonfinite_dense``), through the feature spec ``features`` for a user's table (read
+    without labels where it has none, with ``optional_labels``: see
+    :func:`~sniper.data.open_reader`)."""
     if data == "synthetic":
         generator = SyntheticCtr(
             workload, num_batches=num_batches, scale=scale, seed=seed, batch_size=batch_size
@@ -54,7 +57,11 @@ def probe_data(
         )
         return shape, generator
     reader = open_reader(
-        data, batch_size=batch_size, features=features, nonfinite_dense=nonfinite_dense
+        data,
+        batch_size=batch_size,
+        features=features,
+        nonfinite_dense=nonfinite_dense,
+        optional_labels=optional_labels,
     )
     first = next(iter(reader.batches()), None)
     if first is None:
@@ -74,9 +81,12 @@ def probe_data(
 
 
 def _regression(reader: Reader) -> tuple[str, ...]:
-    """The labels a user's table declares regression targets (none in other data)."""
+    """The labels read that a user's table declares regression targets (none in other data,
+    nor in a table read without its labels)."""
     spec = getattr(reader, "features", None)
-    return spec.regression_labels if isinstance(spec, FeatureSpec) else ()
+    if not isinstance(spec, FeatureSpec):
+        return ()
+    return tuple(name for name in spec.regression_labels if name in reader.label_names)
 
 
 def _recorded(reader: Reader) -> dict[str, int] | None:

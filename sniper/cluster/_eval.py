@@ -27,6 +27,7 @@ from sniper.cluster._checkpoint import JobCheckpoint, load_job
 from sniper.cluster._config import TrainConfig
 from sniper.cluster._data import probe_data
 from sniper.cluster._process import serve_config_command, server_process
+from sniper.cluster._report import print_labels
 from sniper.cluster._servers import server_config as _server_config
 from sniper.cluster._spec import model_inputs
 from sniper.data import FeatureSpec, Reader, load_workload
@@ -63,14 +64,22 @@ def _model_config(job: JobCheckpoint, config: TrainConfig) -> ModelConfig:
 
 
 def score_checkpoint(
-    checkpoint: str, data: str, config: TrainConfig, consume: Consume[T]
+    checkpoint: str,
+    data: str,
+    config: TrainConfig,
+    consume: Consume[T],
+    *,
+    optional_labels: bool = False,
 ) -> tuple[JobCheckpoint, T]:
     """The checkpoint's model over ``data``: ``consume(evaluator, predict, step)`` runs with
     the checkpoint's ps started and restored and its model loaded, and its result is returned
     with the checkpoint. ``sniper eval`` and ``sniper predict`` both score through here.
 
     ``config``: the ps settings (its defaults do: the ps only serve lookups here), the batch
-    size data is read in, and the model of a checkpoint that does not record its own."""
+    size data is read in, and the model of a checkpoint that does not record its own.
+    ``optional_labels``: a user's table without the label columns is scored (its batches then
+    have no labels: ``sniper predict`` of new events); otherwise it is refused naming the
+    column (``sniper eval`` scores against the labels)."""
     log_to_stderr()
     job = load_job(Path(checkpoint).resolve())
     # The checkpoint's feature spec (with its training statistics), unless the config gives one.
@@ -83,6 +92,7 @@ def score_checkpoint(
         seed=0,
         features=FeatureSpec.from_table(table) if table else None,
         nonfinite_dense=config.nonfinite_dense,
+        optional_labels=optional_labels,
     )
     variables = _variables(job)
     missing = [name for name in shape.variables if name not in variables]
@@ -92,7 +102,8 @@ def score_checkpoint(
         )
     labels = tuple(job.config.get("labels", ["label"]))
     regression = tuple(job.config.get("regression", []))
-    if (shape.labels, shape.regression) != (labels, regression):
+    # Data read without labels (optional_labels) is scored for every label the model predicts.
+    if shape.labels and (shape.labels, shape.regression) != (labels, regression):
         raise ValueError(
             f"data {data!r} has labels {', '.join(shape.labels)} (regression: "
             f"{', '.join(shape.regression) or 'none'}); the checkpoint's model predicts "
@@ -127,7 +138,8 @@ def score_checkpoint(
 
 def run_eval(checkpoint: str, data: str, config: TrainConfig) -> int:
     """Score ``data`` with the model of ``checkpoint`` (``config``: see
-    :func:`score_checkpoint`); prints the figures, returns 0."""
+    :func:`score_checkpoint`); prints the figures (each label's too, where there are several
+    or one is a regression target), returns 0."""
 
     async def score(evaluator: DataEvaluator, predict: Predictor, step: int) -> EvalResult:
         return await evaluator.score(predict, step)
@@ -145,6 +157,7 @@ def run_eval(checkpoint: str, data: str, config: TrainConfig) -> int:
             ]
         ],
     )
+    print_labels(result.per_label, {"value": "{metric}", "logloss": "logloss"})
     return 0
 
 

@@ -8,7 +8,8 @@ holds, one row per example in the data's order:
 
 - ``row``: the example's index in the data (int64), to join the scores back to it;
 - each label column the data has (float32; ``label`` for today's readers), so the scores can
-  be evaluated without the data;
+  be evaluated without the data; none where a user's table lacks the label columns (new events
+  whose outcome is not known yet are scored all the same);
 - ``<label>_score``: the model's probability for each label the model predicts (float32).
 
 It is written to ``<output>.partial`` and renamed when complete: a failed run leaves no file
@@ -40,21 +41,35 @@ def score_columns(labels: tuple[str, ...]) -> list[str]:
     return [f"{label}_score" for label in labels]
 
 
-def _table(row: int, labels: tuple[str, ...], truth: NDArray[Any], probs: NDArray[Any]) -> pa.Table:
+def _table(
+    row: int,
+    read: tuple[str, ...],
+    labels: tuple[str, ...],
+    truth: NDArray[Any],
+    probs: NDArray[Any],
+) -> pa.Table:
+    """A batch's rows from ``row`` on: the data's label columns ``read`` (``truth``; none for
+    data without labels) and the scores of the model's ``labels`` (``probs``)."""
     size = len(truth)
     scores = probs.reshape(size, -1).astype(np.float32, copy=False)
-    truths = truth.reshape(size, -1).astype(np.float32, copy=False)
+    truths = truth.reshape(size, len(read)).astype(np.float32, copy=False)
     columns: dict[str, Any] = {"row": pa.array(np.arange(row, row + size, dtype=np.int64))}
-    # The data's label columns: one per label of the model when the data has as many.
-    names = labels if truths.shape[1] == len(labels) else ("label",)
-    columns |= {name: pa.array(truths[:, i]) for i, name in enumerate(names)}
+    columns |= {name: pa.array(truths[:, i]) for i, name in enumerate(read)}
     columns |= {name: pa.array(scores[:, i]) for i, name in enumerate(score_columns(labels))}
     return pa.table(columns)
 
 
 def _check_output(target: Path, data: str) -> None:
-    """Refuse an output that is the data, or lies in its directory (a glob's included): the
-    scores would replace the data they were read from, or be read as data by the next run."""
+    """Refuse an output that cannot be written, before the ps start and the data is scored
+    (a missing directory, a directory named as the file), and one that is the data, or lies in
+    its directory (a glob's included): the scores would replace the data they were read from,
+    or be read as data by the next run."""
+    if not target.parent.is_dir():
+        raise ValueError(
+            f"--output {target}: directory {target.parent} does not exist: create it first"
+        )
+    if target.is_dir():
+        raise ValueError(f"--output {target} is a directory: name the Parquet file to write")
     kind, colon, path = data.partition(":")
     if not colon or kind == "synthetic":
         return
@@ -91,12 +106,13 @@ def run_predict(checkpoint: str, data: str, output: str, config: TrainConfig) ->
     async def write(evaluator: DataEvaluator, predict: Predictor, step: int) -> int:
         del step
         labels = tuple(predict.model.inputs.labels)
+        read = evaluator.reader.label_names
         writer: pq.ParquetWriter | None = None
         rows = 0
         try:
             async for batch, probs in evaluator.predictions(predict):
                 _check_nothing_skipped(evaluator.reader)
-                table = _table(rows, labels, batch.labels, probs)
+                table = _table(rows, read, labels, batch.labels, probs)
                 if writer is None:
                     writer = pq.ParquetWriter(partial, table.schema)
                 writer.write_table(table)
@@ -110,7 +126,7 @@ def run_predict(checkpoint: str, data: str, output: str, config: TrainConfig) ->
         return rows
 
     try:
-        job, rows = score_checkpoint(checkpoint, data, config, write)
+        job, rows = score_checkpoint(checkpoint, data, config, write, optional_labels=True)
         os.replace(partial, target)
     finally:
         partial.unlink(missing_ok=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ __all__ = [
     "ReportFile",
     "describe_cores_busy",
     "path_rows",
+    "print_labels",
     "print_report",
     "read_report",
     "write_report",
@@ -141,22 +143,39 @@ _STAGES = ("decode", "dispatch", "wait", "kernel", "apply", "encode")
 
 
 def _print_labels(report: TrainReport) -> None:
-    """Each label's figures, when there are several or one is a regression target (the AUC
-    table above is the first binary label's)."""
-    labels = report.per_label
-    regression = [name for name, figures in labels.items() if "train_rmse" in figures]
-    if len(labels) < 2 and not regression:
+    """Each label's figures: train, held-out and eval data."""
+    print_labels(
+        report.per_label,
+        {
+            "train": "train_{metric}",
+            "held-out": "eval_{metric}",
+            "held-out logloss": "eval_logloss",
+            "eval data": "eval_data_{metric}",
+        },
+    )
+
+
+def print_labels(per_label: Mapping[str, Mapping[str, float]], columns: Mapping[str, str]) -> None:
+    """Each label's figures, when there are several or one is a regression target: the table
+    above them holds the first binary label's alone (``sniper train``'s and ``sniper eval``'s
+    alike). ``columns``: each column's heading and the key of its figure, where ``{metric}``
+    is the label's metric: ``rmse`` for a regression target (whose figures have such a key),
+    else ``auc``; a figure a label lacks is ``-``."""
+    regression = [
+        name for name, figures in per_label.items() if any(k.endswith("rmse") for k in figures)
+    ]
+    if len(per_label) < 2 and not regression:
         return
     rows = []
-    for name, figures in labels.items():
+    for name, figures in per_label.items():
         metric = "rmse" if name in regression else "auc"
-        keys = (f"train_{metric}", f"eval_{metric}", "eval_logloss", f"eval_data_{metric}")
+        keys = [key.format(metric=metric) for key in columns.values()]
         shown = [f"{figures[key]:.4f}" if key in figures else "-" for key in keys]
         rows.append([name, metric.upper(), *shown])
-    binary = [name for name in labels if name not in regression]
+    binary = [name for name in per_label if name not in regression]
     said = f" (the figures above are {binary[0]}'s)" if binary else ""
     print(f"\neach label{said}")
-    print_table(["label", "metric", "train", "held-out", "held-out logloss", "eval data"], rows)
+    print_table(["label", "metric", *columns], rows)
 
 
 def path_rows(report: TrainReport) -> list[list[str]]:

@@ -32,6 +32,7 @@ def open_reader(
     seed: int = 0,
     features: FeatureSpec | Mapping[str, Any] | None = None,
     nonfinite_dense: NonfiniteDense = "error",
+    optional_labels: bool = False,
 ) -> Reader:
     """The reader that ``data`` names: ``synthetic``, ``criteo:PATH``, ``parquet:PATH``,
     ``csv:PATH`` or ``tsv:PATH``.
@@ -45,7 +46,9 @@ def open_reader(
     - With ``features`` (a :class:`FeatureSpec` or its ``[features]`` table), ``parquet:PATH``
       is a user's table of any schema, and ``csv:PATH`` or ``tsv:PATH`` (a header row, then
       one example a line) are read too, as one :class:`TableReader` of all the files;
-      ``batch_size`` defaults to 1024. CSV and TSV need ``features``.
+      ``batch_size`` defaults to 1024. CSV and TSV need ``features``. With
+      ``optional_labels``, such a table that lacks its label columns is read without labels
+      (see :class:`TableReader`) rather than refused.
       ``nonfinite_dense`` says what a NaN or Inf dense feature of sniper's own Parquet gets
       (Criteo's dense features are parsed from integers, and synthetic ones generated: both
       always finite).
@@ -59,7 +62,7 @@ def open_reader(
     """
     kind, colon, path = data.partition(":")
     if features and kind in ("parquet", "csv", "tsv") and colon:
-        return _open_table(kind, path, features, batch_size, num_batches)
+        return _open_table(kind, path, features, batch_size, num_batches, optional_labels)
     if kind in ("csv", "tsv") and colon:
         raise ValueError(
             f"{kind} data needs a [features] table: which column is the label, which are "
@@ -108,6 +111,7 @@ def _open_table(
     features: FeatureSpec | Mapping[str, Any],
     batch_size: int | None,
     num_batches: int | None,
+    optional_labels: bool,
 ) -> TableReader:
     if not path:
         raise ValueError(f"{kind} data needs a file: {kind}:PATH")
@@ -120,4 +124,5 @@ def _open_table(
         format="parquet" if kind == "parquet" else "csv" if kind == "csv" else "tsv",
         batch_size=batch_size or DEFAULT_BATCH_SIZE,
         max_batches=num_batches,
+        optional_labels=optional_labels,
     )

@@ -47,7 +47,7 @@ from sniper.data._columns import (
     model_input,
     sparse_signs,
 )
-from sniper.data._features import ColumnSpec, FeatureSpec
+from sniper.data._features import ColumnSpec, FeatureSpec, LabelSpec
 from sniper.data._reader import check_stream
 
 __all__ = ["CSV_BLOCK_BYTES", "READ_ROWS", "TableFormat", "TableReader"]
@@ -127,6 +127,11 @@ class TableReader:
     disagree) and, for ``standardize`` columns without ``stats``, measures them in one pass
     over those columns; :attr:`features` is the spec with them filled in. Every error names the
     file, the row where it is a value's fault, and the column.
+
+    With ``optional_labels``, a table whose first file lacks a label column the spec names is
+    read without labels (:attr:`label_names` empty, each batch's ``labels`` with no columns):
+    ``sniper predict`` scores new events whose outcome is not known yet. Without it, a missing
+    label column is an error as any other missing column: training and evaluation need them.
     """
 
     def __init__(
@@ -137,8 +142,10 @@ class TableReader:
         format: TableFormat = "parquet",
         batch_size: int = 1024,
         max_batches: int | None = None,
+        optional_labels: bool = False,
     ) -> None:
-        """``max_batches`` stops each shard's epoch early."""
+        """``max_batches`` stops each shard's epoch early; ``optional_labels``: see the class
+        doc."""
         check_int("batch_size", batch_size)
         if max_batches is not None:
             check_int("max_batches", max_batches)
@@ -153,6 +160,10 @@ class TableReader:
         self._max_batches = max_batches
         self._spec = features
         self._first_skipped: str | None = None
+        self._labels: tuple[LabelSpec, ...] = features.labels
+        """The labels read: the spec's, or none (``optional_labels`` and data without them)."""
+        if optional_labels and not self._has_labels(self.files[0]):
+            self._labels = ()
         self._types = self._check_schemas()
         self._footer = threading.local()
         """Each reading thread's last Parquet footer, ``(file index, metadata)``: a row group
@@ -189,8 +200,9 @@ class TableReader:
 
     @property
     def label_names(self) -> tuple[str, ...]:
-        """The label columns, in the order of :attr:`Batch.labels`' columns."""
-        return self._spec.label_names
+        """The label columns read, in the order of :attr:`Batch.labels`' columns (none for a
+        table read without its labels: see ``optional_labels``)."""
+        return tuple(label.column for label in self._labels)
 
     def pooling_of(self, variable: str) -> str:
         """How ``variable``'s bags are pooled (the spec's :meth:`FeatureSpec.pooling_of`)."""
@@ -243,7 +255,7 @@ class TableReader:
     def _columns(self) -> list[str]:
         """Every column the spec reads, each once."""
         spec = self._spec
-        names = [*spec.label_names, *spec.dense, *spec.sparse]
+        names = [*self.label_names, *spec.dense, *spec.sparse]
         names += [spec.column(c).weights for c in spec.sparse if spec.column(c).weights]
         return list(dict.fromkeys(names))
 
@@ -265,6 +277,11 @@ class TableReader:
                 f"{file}: not {self.format.upper()} with a header row: {exc}"
             ) from None
 
+    def _has_labels(self, file: Path) -> bool:
+        """Whether ``file`` has every label column the spec names."""
+        schema = self._schema(file)
+        return all(schema.get_field_index(name) >= 0 for name in self._spec.label_names)
+
     def _check_schemas(self) -> dict[str, Any]:
         """Each used column's type, the same in every file; every error names the file."""
         spec = self._spec
@@ -281,7 +298,7 @@ class TableReader:
                     )
                 types[name] = schema.field(name).type
             if index == 0:
-                for label in spec.labels:
+                for label in self._labels:
                     check_label_type(str(file), label, types[label.column])
                 for name in spec.sparse:
                     check_sparse_type(str(file), name, types[name], spec.column(name))
@@ -387,7 +404,7 @@ class TableReader:
         spec = self._spec
         types: dict[str, Any] = {name: pa.string() for name in spec.sparse}
         types |= {name: pa.float64() for name in spec.dense}
-        for label in spec.label_names:
+        for label in self.label_names:
             kind = self._types[label]
             types[label] = pa.string() if pa.types.is_string(kind) else pa.float64()
         for name in columns:
@@ -423,13 +440,11 @@ class TableReader:
         spec = self._spec
         table, where = self._drop_null_labels(table, where)
         size = table.num_rows
-        if len(spec.labels) == 1:
-            labels = label_values(spec.labels[0], table.column(spec.labels[0].column), where)
-        else:
-            labels = np.stack(
-                [label_values(lab, table.column(lab.column), where) for lab in spec.labels],
-                axis=1,
-            )
+        columns = [label_values(lab, table.column(lab.column), where) for lab in self._labels]
+        if len(columns) == 1:
+            labels = columns[0]
+        else:  # several labels, or none read: a column each
+            labels = np.stack(columns, axis=1) if columns else np.empty((size, 0), np.float32)
         dense = np.empty((size, len(spec.dense)), dtype=np.float32)
         for index, name in enumerate(spec.dense):
             values = dense_values(name, table.column(name), spec.column(name), where)
@@ -456,14 +471,14 @@ class TableReader:
     def _drop_null_labels(self, table: Any, where: Where) -> tuple[Any, Where]:
         spec = self._spec
         valid = np.ones(table.num_rows, dtype=bool)
-        for label in spec.label_names:
+        for label in self.label_names:
             column = table.column(label)
             if column.null_count:
                 valid &= column.is_valid().to_numpy(zero_copy_only=False)
         if valid.all():
             return table, where
         row = int(np.flatnonzero(~valid)[0])
-        name = next(n for n in spec.label_names if not table.column(n)[row].is_valid)
+        name = next(n for n in self.label_names if not table.column(n)[row].is_valid)
         null = f"{where.file}: row {where.row(row)}: label column {name!r} is null"
         if not spec.skip_null_labels:
             raise TableError(f"{null} (skip_null_labels = true drops such rows)")

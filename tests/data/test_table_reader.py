@@ -369,3 +369,33 @@ def test_a_damaged_page_is_named_by_the_standardize_pass(tmp_path: Path) -> None
     message = f"{measured}: row group 1 cannot be read: Corrupt snappy compressed data."
     with pytest.raises(TableError, match=f"^{re.escape(message)}$"):
         TableReader([measured], FeatureSpec.from_table(FEATURES))
+
+
+def test_optional_labels_reads_a_table_without_them_and_keeps_those_it_has(
+    tmp_path: Path, parquet: Path
+) -> None:
+    """``optional_labels`` (what ``sniper predict`` reads with): a table lacking the label
+    column gives batches of no label columns and the same features; one that has it is read as
+    without the option. Without it, the missing label is refused as any missing column."""
+    unlabeled = user_table(500).drop_columns(["rating"])
+    write_parquet_table(tmp_path / "new.parquet", unlabeled, row_group_size=120)
+    write_csv_table(tmp_path / "new.csv", unlabeled)
+    spec = FeatureSpec.from_table(CSV_FEATURES)
+    labeled = _all(TableReader([parquet], spec, batch_size=200))
+    for reader in (
+        TableReader([tmp_path / "new.parquet"], spec, batch_size=200, optional_labels=True),
+        TableReader(
+            [tmp_path / "new.csv"], spec, format="csv", batch_size=200, optional_labels=True
+        ),
+    ):
+        assert reader.label_names == ()
+        batches = _all(reader)
+        assert [b.labels.shape for b in batches] == [(200, 0), (200, 0), (100, 0)]
+        assert _rows(batches, "item_id") == _rows(labeled, "item_id")
+        dense = np.concatenate([b.dense for b in batches])
+        assert np.array_equal(dense, np.concatenate([b.dense for b in labeled]))
+    kept = TableReader([parquet], spec, batch_size=200, optional_labels=True)
+    assert kept.label_names == ("rating",)
+    assert [b.labels.tolist() for b in _all(kept)] == [b.labels.tolist() for b in labeled]
+    with pytest.raises(TableError, match=re.escape("new.parquet: no column 'rating', which")):
+        TableReader([tmp_path / "new.parquet"], spec)

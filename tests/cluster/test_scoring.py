@@ -1,0 +1,128 @@
+"""``sniper predict`` and ``sniper eval`` of a user's table, through the command line: predict
+scores new events without their labels (and keeps the truth columns of data that has them),
+eval needs the labels and prints every label's figures, and an output predict cannot write is
+refused in one line before any work."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from sniper.data import StreamingAuc
+from tests.cluster._sniper import sniper
+from tests.data._tables import readme_table, write_csv_table, write_parquet_table
+
+LABELS = ["click", "buy", "stars"]
+JOB = """\
+data = "parquet:train.parquet"
+batch_size = 200
+launcher = "inprocess"
+hidden = [8]
+checkpoint_dir = "ck"
+checkpoint_every = 3
+progress = false
+
+[features]
+labels = ["click", "buy", { column = "stars", regression = true }]
+sparse = ["user_id", "item_id", "gender"]
+dense = ["price"]
+
+[features.columns.price]
+transform = "log1p"
+"""
+
+
+def _events(rows: int, seed: int) -> pa.Table:
+    """The README's table's columns that :data:`JOB` reads (and ``genres``, which CSV
+    writes), with a regression label beside its click and buy."""
+    table = readme_table(rows, seed).select(
+        ["user_id", "item_id", "gender", "genres", "price", "click", "buy"]
+    )
+    click = table["click"].to_numpy()
+    return table.append_column("stars", pa.array(2.5 + 2.0 * click))
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A checkpoint of three labels, the data it scores (``new.parquet``), and that data
+    without its label columns, as Parquet and CSV (``unlabeled.*``)."""
+    root = tmp_path_factory.mktemp("scoring")
+    write_parquet_table(root / "train.parquet", _events(1200, 0), 400)
+    new = _events(500, 7)
+    write_parquet_table(root / "new.parquet", new, 200)
+    unlabeled = new.drop_columns(LABELS)
+    write_parquet_table(root / "unlabeled.parquet", unlabeled, 200)
+    write_csv_table(root / "unlabeled.csv", unlabeled)
+    (root / "job.toml").write_text(JOB)
+    done = sniper(root, "train", "--config", "job.toml", "--output", "report.json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return root
+
+
+def _predict(root: Path, data: str, output: str) -> pa.Table:
+    done = sniper(root, "predict", "--checkpoint", "ck", "--data", data, "--output", output)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "wrote 500 scores" in done.stdout
+    return pq.read_table(root / output)
+
+
+def test_predict_scores_data_without_its_labels(job: Path) -> None:
+    """New events whose outcome is not known yet: the scores, numbered by row, without truth
+    columns, the same as those of the same events with their labels (which keep theirs)."""
+    scores = ["click_score", "buy_score", "stars_score"]
+    labeled = _predict(job, "parquet:new.parquet", "labeled.parquet")
+    assert labeled.column_names == ["row", *LABELS, *scores]
+    for data, output in (("parquet:unlabeled.parquet", "a.parquet"), ("csv:unlabeled.csv", "b.pq")):
+        table = _predict(job, data, output)
+        assert table.column_names == ["row", *scores]
+        assert table.column("row").to_pylist() == list(range(500))
+        assert table.select(scores).equals(labeled.select(scores))
+
+
+def test_eval_refuses_data_without_its_labels_in_one_line(job: Path) -> None:
+    done = sniper(job, "eval", "--checkpoint", "ck", "--data", "parquet:unlabeled.parquet")
+    assert done.returncode == 2
+    assert done.stderr.startswith("sniper: error: unlabeled.parquet: no column 'click', which")
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_eval_prints_every_labels_figures(job: Path) -> None:
+    """Each label's AUC and logloss, a regression label's RMSE, as ``sniper train`` prints
+    them: the figures of predict's scores of the same data."""
+    done = sniper(job, "eval", "--checkpoint", "ck", "--data", "parquet:new.parquet")
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.strip().splitlines()
+    assert "each label (the figures above are click's)" in lines
+    rows = {line.split()[0]: line.split()[1:] for line in lines[-3:]}
+    assert list(rows) == LABELS
+    scored = _predict(job, "parquet:new.parquet", "scores.parquet")
+    for name in ("click", "buy"):
+        auc = StreamingAuc()
+        auc.update(scored.column(name).to_numpy(), scored.column(f"{name}_score").to_numpy())
+        assert rows[name][:2] == ["AUC", f"{auc.value():.4f}"]
+    error = scored.column("stars_score").to_numpy() - scored.column("stars").to_numpy()
+    rmse = float(np.sqrt(np.mean(error.astype(np.float64) ** 2)))
+    assert rows["stars"][0] == "RMSE" and rows["stars"][2] == "-"
+    assert abs(float(rows["stars"][1]) - rmse) < 2e-4
+
+
+def test_predict_refuses_an_output_it_cannot_write_in_one_line(job: Path) -> None:
+    """A missing directory or a directory named as the file: one line, exit 2, before any
+    ps starts (the checkpoint is not even read: this one does not exist)."""
+    (job / "scores").mkdir()
+    for output, said in (
+        ("missing/x.parquet", "--output missing/x.parquet: directory missing does not exist: "
+         "create it first"),
+        ("scores", "--output scores is a directory: name the Parquet file to write"),
+    ):  # fmt: skip
+        done = sniper(
+            job, "predict", "--checkpoint", "nock", "--data", "parquet:new.parquet",
+            "--output", output,
+        )  # fmt: skip
+        assert done.returncode == 2
+        assert done.stderr == f"sniper: error: {said}\n"
+    assert not (job / "missing").exists() and not list((job / "scores").iterdir())
