@@ -83,7 +83,8 @@ def plan_training(
     (:func:`~sniper.data.count_distinct_signs`). ``kept``: the tables a resumed checkpoint
     recorded (its ``variables``), whose sizes a table sniper sizes keeps (the data, other or
     more, would size it anew, and the checkpoint's rows fit the old size). ``size_tables =
-    False`` skips the count: for a trainer rank past the first, which makes no table."""
+    False`` skips the count: for a trainer rank past the first, which makes no table (the
+    plan's capacities are then not the job's: rank 0 sizes and creates the tables)."""
     probe = functools.partial(
         probe_data,
         workload=workload,
@@ -144,7 +145,9 @@ def _counted(
     names = [
         name
         for name in shape.variables
-        if spec.table(name).capacity == 0 and name not in known and name not in kept
+        if spec.table(name).capacity == 0
+        and name not in known
+        and _kept_capacity(kept, name) is None
     ]
     if not names:
         return shape
@@ -179,6 +182,12 @@ def _kept(
         }
         sized[name] = dataclasses.replace(table, **changes) if changes else table
     return sized
+
+
+def _kept_capacity(kept: Mapping[str, Any], name: str) -> int | None:
+    """The capacity a checkpoint recorded for ``name``'s table, if it recorded one."""
+    capacity = kept.get(name, {}).get("capacity")
+    return capacity if isinstance(capacity, int) else None
 
 
 def _warn_evicting(tables: Mapping[str, TableSpec], shape: DataShape) -> None:

@@ -234,7 +234,7 @@ def _sized(spec: TableSpec, name: str, data: DataShape) -> TableSpec:
     known = (data.vocabulary or {}).get(name)
     counted = (data.counted or {}).get(name)
     capacity = spec.capacity or (
-        counted_capacity(counted) if counted and not known else auto_capacity(known)
+        counted_capacity(counted) if counted is not None and not known else auto_capacity(known)
     )
     if capacity < shards:
         raise ValueError(

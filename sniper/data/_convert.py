@@ -44,8 +44,11 @@ def convert(
     (including :class:`~sniper.data.CriteoFormatError`), ``LookupError`` or ``OSError``.
     """
     outs = [out] if isinstance(out, str | Path) else list(out)
-    if len({Path(path).resolve() for path in outs}) < len(outs):
-        raise ValueError("each file to write must be named once")
+    seen: set[Path] = set()
+    for path in outs:
+        if Path(path).resolve() in seen:
+            raise ValueError(f"{path} is named twice: each file to write must be named once")
+        seen.add(Path(path).resolve())
     if kind == "criteo":
         if source is None:
             raise ValueError("criteo conversion needs the TSV file to read as its source")

@@ -4,7 +4,7 @@ sized from when the data does not record it (a user's table, Criteo's TSV).
 Why a HyperLogLog and not a set. The count is taken in one pass over the training data before
 any table is made, and a production table's ids run to hundreds of millions: a set of them
 would hold gigabytes in the launcher. A sketch of 2**14 one-byte registers a variable
-estimates any count within about 1% (its standard error is ``1.04 / sqrt(2**14)``, 0.8%),
+estimates any count within about 2% (its standard error is ``1.04 / sqrt(2**14)``, 0.8%),
 and two sketches merge by a maximum, so the pass can be split. The registers take the sign's
 splitmix64 mix, not the sign: every sign sniper makes is already a mix, but a reader of the
 user's own may hand over raw ids, whose top bits are all zero.

@@ -128,8 +128,8 @@ class TableReader:
     over those columns; :attr:`features` is the spec with them filled in. Every error names the
     file, the row where it is a value's fault, and the column.
 
-    With ``optional_labels``, a table whose first file lacks a label column the spec names is
-    read without labels (:attr:`label_names` empty, each batch's ``labels`` with no columns):
+    With ``optional_labels``, a table whose files lack a label column the spec names is read
+    without labels (:attr:`label_names` empty, each batch's ``labels`` with no columns):
     ``sniper predict`` scores new events whose outcome is not known yet. Without it, a missing
     label column is an error as any other missing column: training and evaluation need them.
     """
@@ -162,7 +162,7 @@ class TableReader:
         self._first_skipped: str | None = None
         self._labels: tuple[LabelSpec, ...] = features.labels
         """The labels read: the spec's, or none (``optional_labels`` and data without them)."""
-        if optional_labels and not self._has_labels(self.files[0]):
+        if optional_labels and not self._all_labelled():
             self._labels = ()
         self._types = self._check_schemas()
         self._footer = threading.local()
@@ -276,6 +276,21 @@ class TableReader:
             raise TableError(
                 f"{file}: not {self.format.upper()} with a header row: {exc}"
             ) from None
+
+    def _all_labelled(self) -> bool:
+        """Whether every file has every label column the spec names (False: none has them
+        all). Files of both kinds are refused, naming one of each: reading the labels of some
+        would leave the others' rows without truth, and reading none would drop theirs."""
+        labelled = {file: self._has_labels(file) for file in self.files}
+        if len(set(labelled.values())) < 2:
+            return all(labelled.values())
+        lacking = next(file for file, has in labelled.items() if not has)
+        having = next(file for file, has in labelled.items() if has)
+        raise TableError(
+            f"{lacking}: lacks a label column ({', '.join(self._spec.label_names)}) that "
+            f"{having} has: a table is read with the labels of every file or of none; read "
+            "them apart"
+        )
 
     def _has_labels(self, file: Path) -> bool:
         """Whether ``file`` has every label column the spec names."""

@@ -44,7 +44,7 @@ FILE_CAPACITY = 1 << 20
 """Rows of a table when the data does not say how many distinct signs a variable has, and
 nothing counted them."""
 COUNT_HEADROOM = 1.25
-"""Rows per distinct sign counted in the data: the count is an estimate (within 2-3%), a
+"""Rows per distinct sign counted in the data: the count is an estimate (within about 2%), a
 shard's share of the signs varies around its share of the rows, and rows past the signs in
 use stay untouched pages (only the index pays for them, about 17 bytes each)."""
 

@@ -97,9 +97,11 @@ class HubSettings(Validated):
     """A batch handed out by ReadSample and not acknowledged (AckSample) within this long is
     handed out again: its reader gave up or died."""
     drop_last: bool = False
-    """Drop each epoch's last batch when it is shorter than ``batch_size`` (each hub's, which
-    reads a share of the data): a model with BatchNorm cannot train on a batch of one
-    example, and a data's rows need not be a multiple of the batch."""
+    """Drop every batch shorter than ``batch_size``: the last of each hub's share of an
+    epoch, and of each file where the data is several files of sniper's Parquet or Criteo's
+    TSV (a user's table joins its files' rows into full batches). A model with BatchNorm
+    cannot train on a batch of one example, and a data's rows need not be a multiple of the
+    batch."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -233,8 +235,8 @@ class HubRole:
             )
             skip = self.config.start_index if epoch == self.config.start_epoch else 0
             for index, batch in enumerate(batches):
-                short = len(batch.labels) < self.reader.batch_size
-                if index >= skip and not (short and self.config.drop_last):
+                dropped = self.config.drop_last and len(batch.labels) < self.reader.batch_size
+                if index >= skip and not dropped:
                     yield BatchId(self.config.hub_index, epoch, index).pack(), batch
 
     @staticmethod

@@ -323,14 +323,16 @@ class Ranks:
 _SOURCE = re.compile(r"^\[[^\]]*\.(?:cc|cpp|h):\d+\]\s*")
 """The source location gloo and c10d put before their messages (``[/__w/pytorch/.../pair.cc:553]
 ``): a build machine's path, nothing the user can act on."""
+_ADVICE = re.compile(r"\s+(?:This is typically caused by|Check the logs of)\b.*$")
+"""What torch.distributed says after its reason: advice for its own launcher's workers."""
 
 
 def _reason(exc: BaseException) -> str:
-    """The first sentence of torch.distributed's error, without its source location (its
-    messages run on with advice for torch's own launcher): one line's worth, cut at a word."""
+    """torch.distributed's error on one line: its first, without the source location before it
+    or the advice after it, cut at a word past 200 characters (the cause, such as
+    ``EADDRINUSE`` or ``1/2 clients joined``, is in the line's middle: it stays)."""
     first = (str(exc).splitlines() or [""])[0]
-    first = _SOURCE.sub("", first).strip() or type(exc).__name__
-    sentence = re.split(r"(?<=\.)\s", first, maxsplit=1)[0]
-    if len(sentence) <= 200:
-        return sentence
-    return sentence[:200].rsplit(" ", 1)[0] + " ..."
+    reason = _ADVICE.sub("", _SOURCE.sub("", first)).strip() or type(exc).__name__
+    if len(reason) <= 200:
+        return reason
+    return reason[:200].rsplit(" ", 1)[0] + " ..."

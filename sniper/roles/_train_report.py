@@ -25,7 +25,9 @@ class TrainReport:
     examples_per_second: float = 0.0
     train_auc: float = 0.0
     train_logloss: float = 0.0
-    """The training loss of the first binary label; with one label, the model's own."""
+    """The training logloss of the first binary label. With one label it is the model's own
+    loss, the mean of its steps' batch means; beside other labels, that label's mean over
+    every example (a checkpoint from before it was kept counts from the resume on)."""
     eval_auc: float = 0.0
     """Held-out AUC over the second half of the run: the model as training ends."""
     eval_logloss: float = 0.0

@@ -288,7 +288,8 @@ class TorchModel(DenseModel):
             leaf = torch.from_numpy(values).to(self.device)
             leaves[name] = leaf.requires_grad_(True) if grad else leaf
             features[name] = (leaves[name], torch.from_numpy(offsets).to(self.device))
-        part = "forward" if len(inputs) != 1 else f"forward on a batch of one example ({_ONE})"
+        one = grad and len(inputs) == 1  # training: scoring one example takes BatchNorm's stats
+        part = f"forward on a batch of one example ({_ONE})" if one else "forward"
         with self._users_code(part):
             if self.takes_matrix:
                 matrix_leaf = leaves[_MATRIX]

@@ -72,11 +72,23 @@ def test_a_resumed_job_keeps_its_checkpoints_sizes_and_counts_nothing(
     assert (tables["user"].capacity, tables["user"].shards) == (1_500, 2)
     assert (tables["country"].capacity, tables["country"].shards) == (2_048, 1)
     assert "counting" not in caplog.text
+    # A recorded entry without a capacity is counted, as a variable the checkpoint lacks.
+    counted = plan_training(config, WORKLOAD, kept={"user": {"shards": 2}}).tables["user"]
+    assert abs(counted.capacity - 5_000 * COUNT_HEADROOM) <= 0.03 * 5_000
+    assert counted.shards == 2
     # A size the config sets is the config's: check_resume refuses it if it changed.
     fixed = TrainConfig(
         data=config.data, features=FEATURES, variables={"user": {"capacity": 9_000}}
     )
     assert plan_training(fixed, WORKLOAD, kept=kept).tables["user"].capacity == 9_000
+
+
+def test_a_variable_of_no_ids_gets_the_least_rows(tmp_path: Path) -> None:
+    table = pa.table({"user": pa.array([None] * 300, pa.string()), "clicked": [0, 1, 1] * 100})
+    pq.write_table(table, tmp_path / "t.parquet")
+    features = {"label": "clicked", "sparse": ["user"]}
+    config = TrainConfig(data=f"parquet:{tmp_path / 't.parquet'}", features=features)
+    assert plan_training(config, WORKLOAD).tables["user"].capacity == 1024
 
 
 JOB = """\

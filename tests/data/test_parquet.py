@@ -267,7 +267,8 @@ def test_convert_synthetic_to_several_files_writes_other_examples_in_each(tmp_pa
 
 
 def test_convert_writes_each_file_once_and_criteo_to_one(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match=r"^each file to write must be named once$"):
+    twice = f"{tmp_path / 'a.parquet'} is named twice: each file to write must be named once"
+    with pytest.raises(ValueError, match=f"^{re.escape(twice)}$"):
         convert("synthetic", None, [tmp_path / "a.parquet", tmp_path / "a.parquet"], num_batches=1)
     with pytest.raises(ValueError, match=r"^criteo conversion writes one file, not 2$"):
         convert("criteo", "day.tsv", [tmp_path / "a.parquet", tmp_path / "b.parquet"])

@@ -399,3 +399,8 @@ def test_optional_labels_reads_a_table_without_them_and_keeps_those_it_has(
     assert [b.labels.tolist() for b in _all(kept)] == [b.labels.tolist() for b in labeled]
     with pytest.raises(TableError, match=re.escape("new.parquet: no column 'rating', which")):
         TableReader([tmp_path / "new.parquet"], spec)
+    # Labelled and unlabelled files together: neither the labels of some nor none of them.
+    for files in ([tmp_path / "new.parquet", parquet], [parquet, tmp_path / "new.parquet"]):
+        lacking = f"{tmp_path / 'new.parquet'}: lacks a label column (rating) that {parquet} has"
+        with pytest.raises(TableError, match=f"^{re.escape(lacking)}"):
+            TableReader(files, spec, optional_labels=True)

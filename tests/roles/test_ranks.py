@@ -72,6 +72,14 @@ def test_a_failed_collective_is_said_in_its_first_sentence_without_a_build_path(
         "crashing. Check the logs of the remote worker for the root cause."
     )
     assert _reason(RuntimeError(said)) == "Connection closed by peer [127.0.0.1]:15777."
+    # The cause in a line's middle stays: a port taken, the ranks that joined in time.
+    taken = (
+        "The server socket has failed to listen on any local network address. port: 36919, "
+        "useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use"
+    )
+    assert _reason(RuntimeError(taken)) == taken
+    late = "Timed out after 30.1 seconds waiting for clients. 1/2 clients joined."
+    assert _reason(RuntimeError(late)) == late
     long = _reason(RuntimeError("word " * 60))
     assert long.endswith("word ...") and len(long) <= 204
     assert _reason(RuntimeError("")) == "RuntimeError"
