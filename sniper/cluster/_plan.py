@@ -211,14 +211,16 @@ def _warn_evicting(tables: Mapping[str, TableSpec], shape: DataShape) -> None:
 def _pooled_as_features_say(
     tables: dict[str, TableSpec], model_spec: ModelSpec, spec: FeatureSpec
 ) -> dict[str, TableSpec]:
-    """Each variable pooled as its ``[features]`` column says (``pooling``), where the model
-    spec (``[variables]``) leaves it at the built-in sum; a model spec that says otherwise for
-    the same variable, ``sum`` written out included, is refused, naming both keys."""
+    """Each variable pooled as its ``[features]`` column says (``pooling``), over the built-in
+    sum and over ``variables.default.pooling`` (the column names this variable: it is the more
+    specific); a ``variables.NAME.pooling`` that says otherwise for the same variable, ``sum``
+    written out included, is refused, naming both keys."""
     pooled = {}
     for name, table in tables.items():
         wanted = spec.pooling_of(name)
         key = model_spec.pooling_key(name)
-        if wanted != "sum" and key is not None and table.pooling != wanted:
+        own = key == f"variables.{name}.pooling"
+        if wanted != "sum" and own and table.pooling != wanted:
             raise ValueError(
                 f"{key} is {table.pooling!r} but the [features] column of "
                 f"{name} says pooling = {wanted!r}: say it in one place"
