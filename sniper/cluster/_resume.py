@@ -25,12 +25,22 @@ from sniper.cluster._checkpoint import JobCheckpoint
 from sniper.cluster._config import RESUME_CHANGEABLE, TrainConfig
 from sniper.cluster._plan import TrainPlan
 
-__all__ = ["check_resume", "job_config", "nothing_left", "with_checkpoint_features"]
+__all__ = [
+    "check_resume",
+    "job_config",
+    "nothing_left",
+    "on_other_data",
+    "with_checkpoint_features",
+]
 
 log = logging.getLogger("sniper.train")
 
 _DATA = ("data", "workload", "scale", "num_batches", "epochs")
 """The keys that say which batches there are: with the same ones, a finished job has none left."""
+_SOURCE = ("data", "workload", "scale")
+"""The keys that say what the batches hold: other values are other data, whose batch numbers
+say nothing of where the checkpoint's stopped (more batches or epochs of the same data keep
+them)."""
 
 _UNRECORDED: dict[str, Any] = {
     "labels": ["label"],
@@ -104,6 +114,24 @@ def check_resume(resume: JobCheckpoint, config: TrainConfig, plan: TrainPlan) ->
         f"resume: this config changes what the checkpoint {resume.directory} was trained "
         f"with: {'; '.join(reasons)}"
     )
+
+
+def on_other_data(resume: JobCheckpoint, config: TrainConfig) -> JobCheckpoint:
+    """``resume`` with its hubs' positions dropped when ``config`` names other data (an
+    ``allow_change`` of ``data``, ``workload`` or ``scale``): the new data is read from its
+    start. The positions are batch numbers of the old data; kept, they read past as many
+    batches of the new, which are other examples (a file that sorts before the old ones was
+    never read, and what it pushed past was trained twice)."""
+    changed = [key for key in _SOURCE if resume.config.get(key) != getattr(config, key)]
+    if not changed or not resume.positions:
+        return resume
+    log.warning(
+        "resume: other data (%s): its hubs read it from its start; the checkpoint's model and "
+        "tables go on from step %d",
+        ", ".join(f"{key} {_show(getattr(config, key))}" for key in changed),
+        resume.step,
+    )
+    return dataclasses.replace(resume, positions={})
 
 
 def nothing_left(resume: JobCheckpoint, config: TrainConfig, plan: TrainPlan) -> bool:

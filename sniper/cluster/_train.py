@@ -31,7 +31,12 @@ from sniper.cluster._machine import check_machine
 from sniper.cluster._plan import oracle_auc, plan_training
 from sniper.cluster._registry import open_launcher
 from sniper.cluster._report import print_report, write_report
-from sniper.cluster._resume import check_resume, nothing_left, with_checkpoint_features
+from sniper.cluster._resume import (
+    check_resume,
+    nothing_left,
+    on_other_data,
+    with_checkpoint_features,
+)
 from sniper.cluster._supervise import Preempted, supervise
 from sniper.data import load_workload
 from sniper.roles import TrainingError, checkpoint_report, import_torch_distributed
@@ -73,6 +78,7 @@ def run_train(
     check_machine(config, ps_named=bool(ps), hubs_named=bool(hubs))  # before any process
     if resume is not None:
         check_resume(resume, config, plan)  # before any process: a changed config starts none
+        resume = on_other_data(resume, config)
     status = 0
     if resume is not None and nothing_left(resume, config, plan):
         print(

@@ -182,16 +182,16 @@ def variable_of(file: Path) -> str:
 def test_a_resume_of_an_older_step_that_trains_nothing_keeps_the_newer_steps(
     job: Path, full: dict[str, object]
 ) -> None:
-    """Data shorter than the step's positions holds no batch: the run fails in one line, and
-    the steps after the one it resumed from, which its first checkpoint would have removed,
-    are all still there (it once saved its step again at the end, removing them)."""
+    """Data of no full batch trains none with drop_last: the run fails in one line, and the
+    steps after the one it resumed from, which its first checkpoint would have removed, are
+    all still there (it once saved its step again at the end, removing them)."""
     shutil.copytree(job / "full", job / "forked")
     steps = sorted(p.name for p in (job / "forked").iterdir() if p.name.startswith("step-"))
-    write_criteo(job / "short.tsv", 600, seed=5)
+    write_criteo(job / "short.tsv", BATCH - 1, seed=5)
     failed = train(
         job,
         *("--resume", f"forked/{steps[0]}", "--data", f"criteo:{job / 'short.tsv'}"),
-        *("--allow-change", "data", "--output", "short.json"),
+        *("--drop-last", "--allow-change", "data", "--output", "short.json"),
         config=HUBS,
     )
     _, err = failed.communicate(timeout=240)

@@ -146,3 +146,6 @@ def test_a_table_that_runs_out_of_rows_says_so_and_a_resume_on_more_ids_keeps_it
     )
     assert report["evicted"]["user"][0] == capacity
     assert "set variables.user.capacity" in stdout
+    # Other data is read from its start: its 200 batches, every 10th held out. The
+    # checkpoint's position (batch 59 of a.parquet) once skipped b.parquet's first 60.
+    assert report["steps"] - report["resumed_from_step"] == 180
