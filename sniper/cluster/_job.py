@@ -10,6 +10,7 @@ trains.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import logging
 import shutil
@@ -104,6 +105,26 @@ async def drop_misplaced(cluster: PsCluster, names: Sequence[str]) -> None:
             if name in wanted and cluster.placement.owner(name) != index:
                 log.warning("ps %d held a stale copy of %s (moved since); dropped it", index, name)
                 await cluster.members[index].drop_variable(name)
+
+
+async def grow_tables(
+    cluster: PsCluster, tables: Mapping[str, TableSpec], resume: JobCheckpoint, seed: int
+) -> None:
+    """Each restored table that ``tables`` size larger than the checkpoint did, made that
+    large on its ps: its rows exported, the table dropped, and the rows imported into one of
+    the new size (by sign: where a row lands depends on the table's size). The checkpoint on
+    disk is untouched, so a failure part way loses nothing: a restart restores it again."""
+    recorded = resume.config.get("variables") or {}
+    configs = variable_configs(tables, seed)
+    for name, table in tables.items():
+        before = recorded.get(name, {}).get("capacity")
+        if not isinstance(before, int) or table.capacity <= before:
+            continue
+        owner = cluster.owner(name)
+        moved = await owner.export_variable(name)
+        await owner.drop_variable(name)
+        await owner.import_variable(dataclasses.replace(moved, config=configs[name]))
+        job_log.info("variables.%s grew from %d to %d rows", name, before, table.capacity)
 
 
 async def create_variables(cluster: PsCluster, tables: Mapping[str, TableSpec], seed: int) -> None:
@@ -228,6 +249,7 @@ async def run_job(
     with _failing_as("restoring the ps" if resume is not None else "placing the variables"):
         if resume is not None:
             await restore_ps(cluster, resume, config.job_directory())
+            await grow_tables(cluster, plan.tables, resume, config.seed)
         elif config.placement == "balanced":
             await cluster.switch(plan.placement(len(cluster.members)))
     with _failing_as("creating the variables"):

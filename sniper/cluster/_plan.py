@@ -49,6 +49,27 @@ class TrainPlan:
     features: dict[str, Any] = dataclasses.field(default_factory=dict)
     """The ``[features]`` table the data is read through, with the statistics measured on it
     (``standardize``): what the hubs, the checkpoints and evaluation take. Empty without one."""
+    _sizing: tuple[ModelSpec, Reader] | None = dataclasses.field(
+        default=None, repr=False, compare=False
+    )
+    """The model spec and the data's reader, for :meth:`counted`."""
+
+    def counted(self, kept: Mapping[str, Mapping[str, Any]] | None = None) -> TrainPlan:
+        """This plan with the tables sniper sizes (``capacity = 0``) sized from the distinct
+        ids counted in the data (see :func:`plan_training`), ``kept`` a resumed checkpoint's
+        tables. :func:`plan_training` counts last, after every check that reads no more
+        than the data's first batch; a resume counts after its checkpoint's checks too, so
+        that a refused resume reads nothing more."""
+        if self._sizing is None:
+            return self
+        model_spec, reader = self._sizing
+        shape = _counted(self.data, reader, model_spec)
+        if shape is self.data:
+            return self
+        spec = getattr(reader, "features", None)
+        tables = _tables(model_spec, shape, spec, kept or {})
+        _warn_evicting(tables, shape)
+        return dataclasses.replace(self, data=shape, tables=tables)
 
     def model(self) -> DenseModel:
         """The dense model of an attempt: the one built while planning for the first, a new
@@ -81,10 +102,11 @@ def plan_training(
     A table sniper sizes (``capacity = 0``) on data that does not know its variable's
     vocabulary is sized from its distinct signs, counted in one pass over the data
     (:func:`~sniper.data.count_distinct_signs`). ``kept``: the tables a resumed checkpoint
-    recorded (its ``variables``), whose sizes a table sniper sizes keeps (the data, other or
-    more, would size it anew, and the checkpoint's rows fit the old size). ``size_tables =
-    False`` skips the count: for a trainer rank past the first, which makes no table (the
-    plan's capacities are then not the job's: rank 0 sizes and creates the tables)."""
+    recorded (its ``variables``), whose sizes a table sniper sizes keeps, growing its rows
+    where the data's ids need more (the checkpoint's rows go into it by sign). ``size_tables
+    = False`` leaves the count to :meth:`TrainPlan.counted`: a resume counts once its
+    checkpoint's checks passed, and a trainer rank past the first never, as it makes no table
+    (its plan's capacities are then not the job's: rank 0 sizes and creates the tables)."""
     probe = functools.partial(
         probe_data,
         workload=workload,
@@ -106,11 +128,7 @@ def plan_training(
     model_config = config.model_config()
     inputs = model_inputs(tables, shape.dense_features, shape.labels, shape.regression)
     model = model_config.open(inputs, seed=config.seed, threads=config.blas_threads)
-    if size_tables:  # last: a config that does not fit fails before the pass over the data
-        shape = _counted(shape, reader, model_spec, kept or {})
-        tables = _tables(model_spec, shape, spec, kept or {})
-        _warn_evicting(tables, shape)
-    return TrainPlan(
+    plan = TrainPlan(
         shape,
         tables,
         eval_reader,
@@ -120,7 +138,10 @@ def plan_training(
         config.seed,
         config.blas_threads,
         features,
+        _sizing=(model_spec, reader),
     )
+    # Last: a config that does not fit fails before the pass over the data.
+    return plan.counted(kept) if size_tables else plan
 
 
 def _tables(
@@ -128,7 +149,7 @@ def _tables(
 ) -> dict[str, TableSpec]:
     """Every variable's table: sized from ``shape``, or as ``kept`` recorded it, and pooled
     as a user's table's ``[features]`` (``spec``) says."""
-    tables = _kept(model_spec.resolve(shape), model_spec, kept)
+    tables = _kept(model_spec.resolve(shape), model_spec, kept, shape)
     return (
         _pooled_as_features_say(tables, model_spec, spec)
         if isinstance(spec, FeatureSpec)
@@ -136,18 +157,12 @@ def _tables(
     )
 
 
-def _counted(
-    shape: DataShape, reader: Reader, spec: ModelSpec, kept: Mapping[str, Any]
-) -> DataShape:
+def _counted(shape: DataShape, reader: Reader, spec: ModelSpec) -> DataShape:
     """``shape`` with the distinct signs counted of each variable whose table sniper sizes,
-    where the data does not know them and no checkpoint keeps the table's size."""
+    where the data does not know them (a resumed one too: other data may need it larger)."""
     known = shape.vocabulary or {}
     names = [
-        name
-        for name in shape.variables
-        if spec.table(name).capacity == 0
-        and name not in known
-        and _kept_capacity(kept, name) is None
+        name for name in shape.variables if spec.table(name).capacity == 0 and name not in known
     ]
     if not names:
         return shape
@@ -168,18 +183,24 @@ def _counted(
 
 
 def _kept(
-    tables: dict[str, TableSpec], spec: ModelSpec, kept: Mapping[str, Mapping[str, Any]]
+    tables: dict[str, TableSpec],
+    spec: ModelSpec,
+    kept: Mapping[str, Mapping[str, Any]],
+    shape: DataShape,
 ) -> dict[str, TableSpec]:
     """Each table sniper sizes (``capacity = 0``, ``shards = 0``) at the size ``kept``
-    recorded for it, where it recorded one."""
+    recorded for it, where it recorded one: its shards as they were, its rows as many or,
+    where the data's counted ids need more, more (a resume grows a table, never shrinks it)."""
     sized = {}
     for name, table in tables.items():
         recorded, configured = kept.get(name, {}), spec.table(name)
-        changes = {
-            key: recorded[key]
-            for key in ("capacity", "shards")
-            if getattr(configured, key) == 0 and isinstance(recorded.get(key), int)
-        }
+        changes = {}
+        if configured.shards == 0 and isinstance(recorded.get("shards"), int):
+            changes["shards"] = recorded["shards"]
+        capacity = _kept_capacity(kept, name)
+        if configured.capacity == 0 and capacity is not None:
+            counted = name in (shape.counted or {})
+            changes["capacity"] = max(capacity, table.capacity) if counted else capacity
         sized[name] = dataclasses.replace(table, **changes) if changes else table
     return sized
 

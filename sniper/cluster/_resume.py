@@ -10,7 +10,8 @@ dense features (the feature spec), and the keys of
 positions or model no longer fit it (before, another ``batch_size`` trained other batches
 silently, another ``dim`` failed in the ps with ALREADY_EXISTS); a change of a changeable key
 is refused unless ``allow_change`` names it. Keys the checkpoint does not record
-(``max_steps``, ``checkpoint_every``...) change freely.
+(``max_steps``, ``checkpoint_every``...) change freely, and so does a table's ``capacity``
+that grows: its rows go into the larger table by sign (:func:`~sniper.cluster._job.grow_tables`).
 """
 
 from __future__ import annotations
@@ -173,6 +174,8 @@ def _variable_changes(
     alike: dict[tuple[str, str, str], list[str]] = {}
     for name in common:
         for key in new[name]:
+            if key == "capacity" and _grows(old[name].get(key), new[name][key]):
+                continue  # the rows go into a larger table by sign: nothing trained changes
             if old[name].get(key) != new[name][key]:
                 change = (key, _show(old[name].get(key)), _show(new[name][key]))
                 alike.setdefault(change, []).append(name)
@@ -181,6 +184,10 @@ def _variable_changes(
         which = which or f"{{{_names(names)}}}"
         texts.append(f"variables.{which}.{key} {before} -> {after}")
     return texts
+
+
+def _grows(before: object, after: object) -> bool:
+    return isinstance(before, int) and isinstance(after, int) and after >= before
 
 
 def _feature_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:

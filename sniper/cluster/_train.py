@@ -69,7 +69,7 @@ def run_train(
     resume = load_job(Path(config.resume).resolve()) if config.resume else None
     kept = resume.config.get("variables") if resume is not None else None
     # Before any process: a bad config starts nothing.
-    plan = plan_training(config, workload, kept=kept)
+    plan = plan_training(config, workload, kept=kept, size_tables=resume is None)
     if resume is not None:
         plan = with_checkpoint_features(resume, plan)
     if plan.features:  # hubs read through the spec as measured (standardize's stats)
@@ -79,6 +79,7 @@ def run_train(
     if resume is not None:
         check_resume(resume, config, plan)  # before any process: a changed config starts none
         resume = on_other_data(resume, config)
+        plan = plan.counted(kept)  # a table sized from the data may grow to other data's ids
     status = 0
     if resume is not None and nothing_left(resume, config, plan):
         print(

@@ -61,26 +61,26 @@ def test_a_users_table_gets_rows_for_the_ids_it_holds(
         assert "set variables.user.capacity" in warning
 
 
-def test_a_resumed_job_keeps_its_checkpoints_sizes_and_counts_nothing(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+def test_a_resumed_job_keeps_its_checkpoints_sizes_or_grows_them_to_its_data(
+    tmp_path: Path,
 ) -> None:
     write_ids(tmp_path / "t.parquet", np.arange(5_000))
     config = TrainConfig(data=f"parquet:{tmp_path / 't.parquet'}", features=FEATURES)
-    kept = {"user": {"capacity": 1_500, "shards": 2}, "country": {"capacity": 2_048}}
-    with caplog.at_level(logging.INFO, "sniper.train"):
-        tables = plan_training(config, WORKLOAD, kept=kept).tables
-    assert (tables["user"].capacity, tables["user"].shards) == (1_500, 2)
+    kept = {"user": {"capacity": 9_000, "shards": 2}, "country": {"capacity": 2_048}}
+    tables = plan_training(config, WORKLOAD, kept=kept).tables
+    assert (tables["user"].capacity, tables["user"].shards) == (9_000, 2)
     assert (tables["country"].capacity, tables["country"].shards) == (2_048, 1)
-    assert "counting" not in caplog.text
+    # Data of more ids than the checkpoint's rows: the table grows, its shards stay.
+    kept["user"]["capacity"] = 1_500
+    grown = plan_training(config, WORKLOAD, kept=kept).tables["user"]
+    assert abs(grown.capacity - 5_000 * COUNT_HEADROOM) <= 0.03 * 5_000
+    assert grown.shards == 2
     # A recorded entry without a capacity is counted, as a variable the checkpoint lacks.
     counted = plan_training(config, WORKLOAD, kept={"user": {"shards": 2}}).tables["user"]
-    assert abs(counted.capacity - 5_000 * COUNT_HEADROOM) <= 0.03 * 5_000
-    assert counted.shards == 2
-    # A size the config sets is the config's: check_resume refuses it if it changed.
-    fixed = TrainConfig(
-        data=config.data, features=FEATURES, variables={"user": {"capacity": 9_000}}
-    )
-    assert plan_training(fixed, WORKLOAD, kept=kept).tables["user"].capacity == 9_000
+    assert counted.capacity == grown.capacity and counted.shards == 2
+    # A size the config sets is the config's: check_resume refuses it if it shrank.
+    fixed = TrainConfig(data=config.data, features=FEATURES, variables={"user": {"capacity": 700}})
+    assert plan_training(fixed, WORKLOAD, kept=kept).tables["user"].capacity == 700
 
 
 def test_a_variable_of_no_ids_gets_the_least_rows(tmp_path: Path) -> None:
@@ -119,11 +119,19 @@ def train(
     return json.loads((directory / "train_report.json").read_text()), done.stdout
 
 
-def test_a_table_that_runs_out_of_rows_says_so_and_a_resume_on_more_ids_keeps_its_size(
+def rows_of(step: Path, name: str) -> int:
+    """Rows of variable ``name`` in a job checkpoint's step (its one ps' part)."""
+    manifest = json.loads((step / "ps-0" / "manifest.json").read_text())
+    file = next(v["file"] for v in manifest["variables"] if v["name"] == name)
+    with np.load(step / "ps-0" / file) as saved:
+        return len(saved["signs"])
+
+
+def test_a_table_that_runs_out_of_rows_says_so_and_a_resume_on_more_ids_grows_it(
     tmp_path: Path,
 ) -> None:
     write_ids(tmp_path / "a.parquet", np.arange(12_000))
-    write_ids(tmp_path / "b.parquet", np.arange(40_000), seed=1)
+    write_ids(tmp_path / "b.parquet", np.arange(6_000, 40_000), seed=1)  # half of a's too
 
     # The hub's read-ahead pins up to 20 batches' ids (4,000): a table must hold more.
     report, stdout = train(tmp_path, "a.parquet", capacity="capacity = 8000")
@@ -138,14 +146,33 @@ def test_a_table_that_runs_out_of_rows_says_so_and_a_resume_on_more_ids_keeps_it
     capacity = sized["config"]["variables"]["user"]["capacity"]
     assert 12_000 <= capacity <= 12_000 * COUNT_HEADROOM * 1.03
 
-    # More data on resume: the table keeps the checkpoint's rows, where counting anew would
-    # size it otherwise and the resume be refused as a changed table; the report says it
-    # now runs out of them.
-    report, stdout = train(
+    # Other data of more ids on resume: the table grows to them (the checkpoint's rows
+    # imported by sign), where counting anew once sized it otherwise and the resume was
+    # refused as a changed table; nothing is evicted.
+    done = train(
         tmp_path, "b.parquet", "--resume", "ck0", "--allow-change", "data", checkpoints="ck0"
     )
-    assert report["evicted"]["user"][0] == capacity
-    assert "set variables.user.capacity" in stdout
-    # Other data is read from its start: its 200 batches, every 10th held out. The
+    report, stdout = done
+    assert report["evicted"] == {}
+    last = sorted((tmp_path / "ck0").glob("step-*"))[-1]
+    grown = json.loads((last / "job.json").read_text())["config"]["variables"]["user"]
+    assert 34_000 <= grown["capacity"] <= 34_000 * COUNT_HEADROOM * 1.03
+    # Every user of both: a's first 6,000, which b lacks, came through the growth.
+    assert rows_of(last, "user") == 40_000
+    # Other data is read from its start: its 170 batches, every 10th held out. The
     # checkpoint's position (batch 59 of a.parquet) once skipped b.parquet's first 60.
-    assert report["steps"] - report["resumed_from_step"] == 180
+    assert report["steps"] - report["resumed_from_step"] == 153
+    # A capacity written on a resume may grow a table too, not shrink it.
+    more = ("--resume", "ck0", "--epochs", "2", "--allow-change", "epochs")
+    train(tmp_path, "b.parquet", *more, capacity="capacity = 60000", checkpoints="ck0")
+    last = sorted((tmp_path / "ck0").glob("step-*"))[-1]
+    assert (
+        json.loads((last / "job.json").read_text())["config"]["variables"]["user"]["capacity"]
+        == 60_000
+    )
+    (tmp_path / "job.toml").write_text(
+        JOB.format(data="b.parquet", capacity="capacity = 30000", checkpoints="ck0")
+    )
+    shrunk = sniper(tmp_path, "train", "--config", "job.toml", "--resume", "ck0")
+    assert shrunk.returncode == 2
+    assert "variables.*.capacity 60000 -> 30000 (the checkpoint fixed these" in shrunk.stderr
