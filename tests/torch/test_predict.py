@@ -92,12 +92,14 @@ def test_predict_refuses_data_that_would_shift_its_rows_and_an_output_over_its_d
     trained = sniper(tmp_path, "train", "--config", "job.toml", "--output", "report.json")
     assert trained.returncode == 0, trained.stderr[-3000:]
 
-    shifted = sniper(
-        tmp_path, "predict", "--checkpoint", "ck", "--data", "parquet:holes.parquet",
-        "--output", "s.parquet",
-    )  # fmt: skip
-    assert shifted.returncode == 2
-    assert shifted.stderr.strip().splitlines()[-1] == (
+    def refused(data: str, output: str) -> str:
+        """The last line of a predict that must exit 2."""
+        done = sniper(tmp_path, "predict", "--checkpoint", "ck", "--data", data, "--output", output)
+        assert done.returncode == 2, done.stderr[-3000:]
+        last: str = done.stderr.strip().splitlines()[-1]
+        return last
+
+    assert refused("parquet:holes.parquet", "s.parquet") == (
         "sniper: error: holes.parquet: row 0: label column 'click' is null, "
         "which skip_null_labels drops; predict numbers its output's rows as the data's, so it "
         "scores data whose every label is present: fill or drop those rows first"
@@ -105,22 +107,12 @@ def test_predict_refuses_data_that_would_shift_its_rows_and_an_output_over_its_d
     assert not list(tmp_path.glob("s.parquet*"))
 
     before = (tmp_path / "train.parquet").read_bytes()
-    over = sniper(
-        tmp_path, "predict", "--checkpoint", "ck", "--data", "parquet:train.parquet",
-        "--output", "train.parquet",
-    )  # fmt: skip
-    assert over.returncode == 2
-    assert over.stderr.strip().splitlines()[-1] == (
+    assert refused("parquet:train.parquet", "train.parquet") == (
         "sniper: error: --output train.parquet is the data file predict reads "
         "(parquet:train.parquet): write the scores elsewhere"
     )
     assert (tmp_path / "train.parquet").read_bytes() == before
-    globbed = sniper(
-        tmp_path, "predict", "--checkpoint", "ck", "--data", "parquet:*.parquet",
-        "--output", "s.parquet",
-    )  # fmt: skip
-    assert globbed.returncode == 2
-    assert globbed.stderr.strip().splitlines()[-1] == (
+    assert refused("parquet:*.parquet", "s.parquet") == (
         "sniper: error: --output s.parquet is in the data predict reads (parquet:*.parquet): "
         "write the scores elsewhere"
     )
