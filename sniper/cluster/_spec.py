@@ -132,9 +132,9 @@ class ModelSpec:
     default: TableSpec = field(default_factory=TableSpec)
     overrides: Mapping[str, TableSpec] = field(default_factory=dict)
     pooling_given: frozenset[str] = frozenset()
-    """The entries (``default`` among them) whose TOML says ``pooling``: a table's ``sum`` may
-    be the built-in, which a user's ``[features]`` column overrides, or written, which must
-    agree with it (:meth:`pooling_key`)."""
+    """The entries (``default`` among them) whose TOML says ``pooling``: a variable's ``sum``
+    may be the built-in, which a user's ``[features]`` column overrides, or written under its
+    own name, which must agree with it."""
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any], *, default_dim: int = 16) -> ModelSpec:
@@ -161,14 +161,6 @@ class ModelSpec:
     def table(self, name: str) -> TableSpec:
         """Variable ``name``'s table as configured (its override, else the default), unsized."""
         return self.overrides.get(name, self.default)
-
-    def pooling_key(self, name: str) -> str | None:
-        """The key that sets variable ``name``'s pooling (``variables.NAME.pooling``, else
-        ``variables.default.pooling``), or None where the built-in ``sum`` holds."""
-        for entry in (name, DEFAULT):
-            if entry in self.pooling_given:
-                return f"variables.{entry}.pooling"
-        return None
 
     def resolve(self, data: DataShape) -> dict[str, TableSpec]:
         """Every variable of ``data`` with its table, sized; an override the data lacks raises."""

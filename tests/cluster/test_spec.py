@@ -161,13 +161,8 @@ def test_pooling_is_a_key_of_a_variable_and_checked() -> None:
         ModelSpec.parse({"C2": {"pooling": "max"}})
 
 
-def test_the_key_that_sets_a_pooling_is_known_even_when_it_says_sum() -> None:
+def test_the_entries_that_set_a_pooling_are_known_even_when_they_say_sum() -> None:
     spec = ModelSpec.parse({"C1": {"pooling": "sum"}, "C2": {"dim": 8}})
-    assert [spec.pooling_key(name) for name in ("C1", "C2", "C3")] == [
-        "variables.C1.pooling",
-        None,
-        None,
-    ]
+    assert spec.pooling_given == {"C1"}
     spec = ModelSpec.parse({"default": {"pooling": "sum"}, "C1": {"pooling": "mean"}})
-    assert spec.pooling_key("C1") == "variables.C1.pooling"
-    assert spec.pooling_key("C2") == "variables.default.pooling"
+    assert spec.pooling_given == {"default", "C1"}
