@@ -23,7 +23,7 @@ import anyio
 
 from sniper.cluster._checkpoint import JobCheckpoint, save_job
 from sniper.cluster._config import TrainConfig
-from sniper.cluster._plan import TrainPlan
+from sniper.cluster._plan import TrainPlan, recorded_capacity
 from sniper.cluster._preemption import Preemption
 from sniper.cluster._progress import show_progress, trainer_metrics
 from sniper.cluster._reshard import reshard
@@ -117,8 +117,8 @@ async def grow_tables(
     recorded = resume.config.get("variables") or {}
     configs = variable_configs(tables, seed)
     for name, table in tables.items():
-        before = recorded.get(name, {}).get("capacity")
-        if not isinstance(before, int) or table.capacity <= before:
+        before = recorded_capacity(recorded, name)
+        if before is None or table.capacity <= before:
             continue
         owner = cluster.owner(name)
         moved = await owner.export_variable(name)

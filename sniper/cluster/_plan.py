@@ -197,7 +197,7 @@ def _kept(
         changes = {}
         if configured.shards == 0 and isinstance(recorded.get("shards"), int):
             changes["shards"] = recorded["shards"]
-        capacity = _kept_capacity(kept, name)
+        capacity = recorded_capacity(kept, name)
         if configured.capacity == 0 and capacity is not None:
             counted = name in (shape.counted or {})
             changes["capacity"] = max(capacity, table.capacity) if counted else capacity
@@ -205,8 +205,9 @@ def _kept(
     return sized
 
 
-def _kept_capacity(kept: Mapping[str, Any], name: str) -> int | None:
-    """The capacity a checkpoint recorded for ``name``'s table, if it recorded one."""
+def recorded_capacity(kept: Mapping[str, Any], name: str) -> int | None:
+    """The capacity a checkpoint recorded for ``name``'s table (``kept``: its ``variables``),
+    if it recorded one: what a resume keeps, or grows (:func:`sniper.cluster._job.grow_tables`)."""
     capacity = kept.get(name, {}).get("capacity")
     return capacity if isinstance(capacity, int) else None
 
@@ -239,11 +240,9 @@ def _pooled_as_features_say(
     pooled = {}
     for name, table in tables.items():
         wanted = spec.pooling_of(name)
-        key = model_spec.pooling_key(name)
-        own = key == f"variables.{name}.pooling"
-        if wanted != "sum" and own and table.pooling != wanted:
+        if wanted != "sum" and name in model_spec.pooling_given and table.pooling != wanted:
             raise ValueError(
-                f"{key} is {table.pooling!r} but the [features] column of "
+                f"variables.{name}.pooling is {table.pooling!r} but the [features] column of "
                 f"{name} says pooling = {wanted!r}: say it in one place"
             )
         pooled[name] = dataclasses.replace(table, pooling=wanted) if wanted != "sum" else table
