@@ -162,6 +162,8 @@ class TableReader:
         self._first_skipped: str | None = None
         self._labels: tuple[LabelSpec, ...] = features.labels
         """The labels read: the spec's, or none (``optional_labels`` and data without them)."""
+        self._schemas = [self._schema(file) for file in self.files]
+        """Each file's schema, read once: the labels' check and the columns' both read it."""
         if optional_labels and not self._all_labelled():
             self._labels = ()
         self._types = self._check_schemas()
@@ -281,7 +283,10 @@ class TableReader:
         """Whether every file has every label column the spec names (False: none has them
         all). Files of both kinds are refused, naming one of each: reading the labels of some
         would leave the others' rows without truth, and reading none would drop theirs."""
-        labelled = {file: self._has_labels(file) for file in self.files}
+        labelled = {
+            file: self._has_labels(schema)
+            for file, schema in zip(self.files, self._schemas, strict=True)
+        }
         if len(set(labelled.values())) < 2:
             return all(labelled.values())
         lacking = next(file for file, has in labelled.items() if not has)
@@ -292,17 +297,15 @@ class TableReader:
             "them apart"
         )
 
-    def _has_labels(self, file: Path) -> bool:
-        """Whether ``file`` has every label column the spec names."""
-        schema = self._schema(file)
+    def _has_labels(self, schema: Any) -> bool:
+        """Whether a file of ``schema`` has every label column the spec names."""
         return all(schema.get_field_index(name) >= 0 for name in self._spec.label_names)
 
     def _check_schemas(self) -> dict[str, Any]:
         """Each used column's type, the same in every file; every error names the file."""
         spec = self._spec
         first: dict[str, Any] = {}
-        for index, file in enumerate(self.files):
-            schema = self._schema(file)
+        for index, (file, schema) in enumerate(zip(self.files, self._schemas, strict=True)):
             types = {}
             for name in self._columns():
                 if schema.get_field_index(name) < 0:
