@@ -235,17 +235,20 @@ def _pooled_as_features_say(
 ) -> dict[str, TableSpec]:
     """Each variable pooled as its ``[features]`` column says (``pooling``), over the built-in
     sum and over ``variables.default.pooling`` (the column names this variable: it is the more
-    specific); a ``variables.NAME.pooling`` that says otherwise for the same variable, ``sum``
-    written out included, is refused, naming both keys."""
+    specific); a ``variables.NAME.pooling`` that says otherwise for the same variable is
+    refused, naming both keys. A column that says nothing leaves the ``[variables]`` entry's."""
     pooled = {}
     for name, table in tables.items():
-        wanted = spec.pooling_of(name)
-        if wanted != "sum" and name in model_spec.pooling_given and table.pooling != wanted:
+        wanted = spec.pooling_said(name)
+        if not wanted:
+            pooled[name] = table
+            continue
+        if name in model_spec.pooling_given and table.pooling != wanted:
             raise ValueError(
                 f"variables.{name}.pooling is {table.pooling!r} but the [features] column of "
                 f"{name} says pooling = {wanted!r}: say it in one place"
             )
-        pooled[name] = dataclasses.replace(table, pooling=wanted) if wanted != "sum" else table
+        pooled[name] = dataclasses.replace(table, pooling=wanted)
     return pooled
 
 

@@ -63,8 +63,11 @@ class ColumnSpec:
     separator: str = ""
     """A sparse string column holds a list as delimited text (``"Comedy|Drama"``, with
     ``"|"``): the values between separators are the bag (empty ones dropped)."""
-    pooling: Literal["sum", "mean", "sqrtn", "none"] = "sum"
-    """How the variable's bag is pooled (see :data:`POOLINGS`)."""
+    pooling: str = ""
+    """How the variable's bag is pooled (see :data:`POOLINGS`); empty: as its
+    ``[variables]`` entry says (``variables.NAME.pooling``, then ``variables.default.pooling``,
+    then sum). Written out, ``sum`` included, it is the variable's, and a ``[variables]`` entry
+    of the variable's own name that says otherwise is refused."""
     weights: str = ""
     """A numeric list column parallel to this one: its values weigh the bag's signs."""
 
@@ -73,7 +76,7 @@ class ColumnSpec:
             raise ValueError(
                 f"transform must be none, log1p, standardize or clip, got {self.transform!r}"
             )
-        if self.pooling not in POOLINGS:
+        if self.pooling and self.pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
         if self.transform == "clip":
             if len(self.bounds) != 2 or not self.bounds[0] <= self.bounds[1]:
@@ -98,7 +101,7 @@ class ColumnSpec:
     @property
     def is_sparse_only(self) -> bool:
         """Whether a sparse key is set (which a dense column cannot take)."""
-        return (self.table, self.separator, self.pooling, self.weights) != ("", "", "sum", "")
+        return (self.table, self.separator, self.pooling, self.weights) != ("", "", "", "")
 
 
 @dataclass(frozen=True)
@@ -221,7 +224,9 @@ class FeatureSpec:
                 )
         for variable in self.variables:
             poolings = {
-                self.column(c).pooling for c in self.sparse if self.variable_of(c) == variable
+                said
+                for c in self.sparse
+                if self.variable_of(c) == variable and (said := self.column(c).pooling)
             }
             if len(poolings) > 1:
                 raise ValueError(
@@ -321,13 +326,20 @@ class FeatureSpec:
         return tuple(label.column for label in self.labels if label.regression)
 
     def pooling_of(self, variable: str) -> str:
-        """How ``variable``'s bag is pooled: ``sum``, ``mean``, ``sqrtn`` or ``none``."""
-        for name in self.sparse:
-            if self.variable_of(name) == variable:
-                return self.column(name).pooling
-        raise KeyError(
-            f"no variable {variable!r} in the feature spec; it has {', '.join(self.variables)}"
+        """How ``variable``'s bag is pooled as these columns say: ``sum``, ``mean``, ``sqrtn`` or
+        ``none`` (sum where none says; the job's ``[variables]`` may say otherwise then)."""
+        return self.pooling_said(variable) or "sum"
+
+    def pooling_said(self, variable: str) -> str:
+        """The pooling a column of ``variable`` writes out, or empty where none does."""
+        if variable not in self.variables:
+            raise KeyError(
+                f"no variable {variable!r} in the feature spec; it has {', '.join(self.variables)}"
+            )
+        said = (
+            self.column(name).pooling for name in self.sparse if self.variable_of(name) == variable
         )
+        return next((pooling for pooling in said if pooling), "")
 
     def with_stats(self, stats: Mapping[str, tuple[float, float]]) -> FeatureSpec:
         """This spec with ``standardize``'s ``[mean, std]`` of the columns in ``stats``."""

@@ -300,6 +300,35 @@ def test_a_written_sum_that_disagrees_with_the_features_pooling_is_refused(
             assert (tables["genres"].pooling, tables["item_id"].pooling) == ("mean", "sum")
 
 
+def test_a_column_that_writes_sum_is_the_variables_word_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mirror of the test above: a column's ``pooling = "sum"`` is written, not a
+    default. Against ``variables.genres.pooling = "mean"`` it trained as mean, silently, and
+    ``variables.default.pooling = "mean"`` won over it."""
+    write_parquet_table(tmp_path / "t.parquet", user_table(300), 100)
+    monkeypatch.chdir(tmp_path)  # the data's path is the config's, relative
+    for entry, column in (
+        ("genres", 'pooling = "sum"'),
+        ("default", 'pooling = "sum"'),
+        ("genres", ""),
+    ):
+        (tmp_path / "job.toml").write_text(
+            f"{SMALL_JOB}\n[features.columns.genres]\n{column}\n"
+            f'\n[variables.{entry}]\npooling = "mean"\n'
+        )
+        job = load_train_config(tmp_path / "job.toml", {})
+        if (entry, column) == ("genres", 'pooling = "sum"'):
+            with pytest.raises(ValueError, match="says pooling = 'sum': say it in one place"):
+                plan_training(job, load_workload(job.workload))
+            continue
+        tables = plan_training(job, load_workload(job.workload)).tables
+        # the column's sum over the default's mean; a column that says nothing, the variable's
+        expected = "sum" if column else "mean"
+        other = "mean" if entry == "default" else "sum"
+        assert (tables["genres"].pooling, tables["item_id"].pooling) == (expected, other)
+
+
 def test_a_bad_row_in_a_one_process_job_is_told_once(tmp_path: Path) -> None:
     """The hub shares the trainer's process: the trainer's ``sniper: error:`` line says why the
     hub stopped, and the hub's own log of it, which repeated it on the same stderr, is not

@@ -84,13 +84,13 @@ def test_shared_tables_pooling_and_labels() -> None:
         ),
         (
             {"label": "y", "sparse": ["a"], "columns": {"a": {"pooling": "max"}}},
-            "features.columns.a.pooling must be one of 'sum', 'mean', 'sqrtn', 'none'",
+            "features.columns.a.pooling must be one of sum, mean, sqrtn, none, got 'max'",
         ),
         (
             {
                 "label": "y",
                 "sparse": ["a"],
-                "columns": {"b": {"table": "a", "pooling": "mean"}},
+                "columns": {"a": {"pooling": "sum"}, "b": {"table": "a", "pooling": "mean"}},
             },
             "features: the columns of variable 'a' disagree on pooling (mean, sum)",
         ),
