@@ -41,8 +41,8 @@ def probe_data(
     """The shape of ``data`` (a ``data`` config value) and a reader of it (of
     ``num_batches`` batches per epoch for synthetic data; files are read whole, with
     ``nonfinite_dense``), through the feature spec ``features`` for a user's table (read
-    without labels where it has none, with ``optional_labels``: see
-    :func:`~sniper.data.open_reader`)."""
+    without labels where it has none, and its null labels kept as NaN, with
+    ``optional_labels``: see :func:`~sniper.data.open_reader`)."""
     if data == "synthetic":
         generator = SyntheticCtr(
             workload, num_batches=num_batches, scale=scale, seed=seed, batch_size=batch_size

@@ -78,8 +78,9 @@ def score_checkpoint(
     ``config``: the ps settings (its defaults do: the ps only serve lookups here), the batch
     size data is read in, and the model of a checkpoint that does not record its own.
     ``optional_labels``: a user's table without the label columns is scored (its batches then
-    have no labels: ``sniper predict`` of new events); otherwise it is refused naming the
-    column (``sniper eval`` scores against the labels)."""
+    have no labels: ``sniper predict`` of new events), and so is every row of a null label (a
+    NaN label); otherwise the one is refused naming the column, the other by its row or dropped
+    (``skip_null_labels``): ``sniper eval`` scores against the labels."""
     log_to_stderr()
     job = load_job(Path(checkpoint).resolve())
     # The checkpoint's feature spec (with its training statistics), unless the config gives one.

@@ -8,8 +8,9 @@ holds, one row per example in the data's order:
 
 - ``row``: the example's index in the data (int64), to join the scores back to it;
 - each label column the data has (float32; ``label`` for today's readers), so the scores can
-  be evaluated without the data; none where a user's table lacks the label columns (new events
-  whose outcome is not known yet are scored all the same);
+  be evaluated without the data: null for a row whose label is null (such a row is scored,
+  not refused nor dropped, ``skip_null_labels`` or not); none where a user's table lacks the
+  label columns (new events whose outcome is not known yet are scored all the same);
 - ``<label>_score``: the model's probability for each label the model predicts (float32).
 
 It is written to ``<output>.partial`` and renamed when complete: a failed run leaves no file
@@ -30,7 +31,6 @@ from numpy.typing import NDArray
 
 from sniper.cluster._config import TrainConfig
 from sniper.cluster._eval import score_checkpoint
-from sniper.data import TableReader
 from sniper.roles import DataEvaluator, Predictor
 
 __all__ = ["run_predict", "score_columns"]
@@ -48,13 +48,16 @@ def _table(
     truth: NDArray[Any],
     probs: NDArray[Any],
 ) -> pa.Table:
-    """A batch's rows from ``row`` on: the data's label columns ``read`` (``truth``; none for
-    data without labels) and the scores of the model's ``labels`` (``probs``)."""
+    """A batch's rows from ``row`` on: the data's label columns ``read`` (``truth``, NaN where
+    a label is null, written as null; none for data without labels) and the scores of the
+    model's ``labels`` (``probs``)."""
     size = len(truth)
     scores = probs.reshape(size, -1).astype(np.float32, copy=False)
     truths = truth.reshape(size, len(read)).astype(np.float32, copy=False)
     columns: dict[str, Any] = {"row": pa.array(np.arange(row, row + size, dtype=np.int64))}
-    columns |= {name: pa.array(truths[:, i]) for i, name in enumerate(read)}
+    columns |= {
+        name: pa.array(truths[:, i], mask=np.isnan(truths[:, i])) for i, name in enumerate(read)
+    }
     columns |= {name: pa.array(scores[:, i]) for i, name in enumerate(score_columns(labels))}
     return pa.table(columns)
 
@@ -83,18 +86,6 @@ def _check_output(target: Path, data: str) -> None:
         )
 
 
-def _check_nothing_skipped(reader: object) -> None:
-    """The output numbers its rows as the data's: a row a ``skip_null_labels`` spec dropped
-    would shift every later score onto another example, so such data is refused by the row."""
-    skipped = reader.first_skipped if isinstance(reader, TableReader) else None
-    if skipped is not None:
-        raise ValueError(
-            f"{skipped}, which skip_null_labels drops; predict numbers its output's rows as "
-            "the data's, so it scores data whose every label is present: fill or drop those "
-            "rows first"
-        )
-
-
 def run_predict(checkpoint: str, data: str, output: str, config: TrainConfig) -> int:
     """Write the scores of ``data`` by the model of ``checkpoint`` to the Parquet file
     ``output`` (``config``: see :func:`~sniper.cluster._eval.score_checkpoint`); returns 0."""
@@ -111,13 +102,11 @@ def run_predict(checkpoint: str, data: str, output: str, config: TrainConfig) ->
         rows = 0
         try:
             async for batch, probs in evaluator.predictions(predict):
-                _check_nothing_skipped(evaluator.reader)
                 table = _table(rows, read, labels, batch.labels, probs)
                 if writer is None:
                     writer = pq.ParquetWriter(partial, table.schema)
                 writer.write_table(table)
                 rows += batch.batch_size
-            _check_nothing_skipped(evaluator.reader)  # a last chunk whose every label was null
         finally:
             if writer is not None:
                 writer.close()

@@ -30,7 +30,8 @@ class Batch:
     """``float32[batch_size]`` for one label, ``float32[batch_size, labels]`` for several (one
     column per label, in the order the data names them), each 0.0 or 1.0;
     ``float32[batch_size, 0]`` for a table read without its labels (``optional_labels`` of
-    :class:`~sniper.data.TableReader`: ``sniper predict`` of new events)."""
+    :class:`~sniper.data.TableReader`: ``sniper predict`` of new events), and NaN for a null
+    label that such a reader kept."""
     dense: NDArray[np.float32]
     """``float32[batch_size, dense_features]``."""
     sparse: dict[str, Ragged]

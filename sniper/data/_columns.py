@@ -245,8 +245,20 @@ def transformed(
 
 
 def label_values(label: LabelSpec, array: Any, where: Where) -> NDArray[np.float32]:
-    """A label column as 0.0/1.0, or a regression label's finite values (nulls were dropped
-    or refused before)."""
+    """A label column as 0.0/1.0, or a regression label's finite values; NaN where it is null
+    (training and evaluation drop or refuse such rows before: ``sniper predict`` keeps them,
+    writing their truth as null)."""
+    if not array.null_count:
+        return _present_label_values(label, array, where)
+    valid = array.is_valid().to_numpy(zero_copy_only=False)
+    values = np.full(len(array), np.nan, dtype=np.float32)
+    present = Where(where.file, where.rows[valid])
+    values[valid] = _present_label_values(label, array.filter(pa.array(valid)), present)
+    return values
+
+
+def _present_label_values(label: LabelSpec, array: Any, where: Where) -> NDArray[np.float32]:
+    """:func:`label_values` of a column without nulls."""
     rule = label.rule()
     if pa.types.is_dictionary(array.type):
         array = array.dictionary_decode()

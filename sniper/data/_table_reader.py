@@ -129,9 +129,12 @@ class TableReader:
     file, the row where it is a value's fault, and the column.
 
     With ``optional_labels``, a table whose files lack a label column the spec names is read
-    without labels (:attr:`label_names` empty, each batch's ``labels`` with no columns):
-    ``sniper predict`` scores new events whose outcome is not known yet. Without it, a missing
-    label column is an error as any other missing column: training and evaluation need them.
+    without labels (:attr:`label_names` empty, each batch's ``labels`` with no columns), and a
+    row whose label is null is kept, its label NaN (``skip_null_labels`` drops none): ``sniper
+    predict`` scores every event, those whose outcome is not known yet too, and numbers its
+    output's rows as the data's. Without it, a missing label column is an error as any other
+    missing column, and a null label is refused or its row dropped (``skip_null_labels``):
+    training and evaluation need the labels.
     """
 
     def __init__(
@@ -159,7 +162,7 @@ class TableReader:
         self._batch_size = batch_size
         self._max_batches = max_batches
         self._spec = features
-        self._first_skipped: str | None = None
+        self._keep_null_labels = optional_labels
         self._labels: tuple[LabelSpec, ...] = features.labels
         """The labels read: the spec's, or none (``optional_labels`` and data without them)."""
         self._schemas = [self._schema(file) for file in self.files]
@@ -175,13 +178,6 @@ class TableReader:
         self._units = self._parquet_units() if format == "parquet" else []
         if features.needs_stats:
             self._spec = features.with_stats(self._measure(features.needs_stats))
-
-    @property
-    def first_skipped(self) -> str | None:
-        """Where the first row read so far that ``skip_null_labels`` dropped lies (``FILE: row
-        N: label column 'C' is null``); None while none was: a reader that numbers its rows as
-        the data's (``sniper predict``) refuses data that loses rows."""
-        return self._first_skipped
 
     @property
     def features(self) -> FeatureSpec:
@@ -487,7 +483,11 @@ class TableReader:
         return _Rows(labels, dense, sparse, weights_of)
 
     def _drop_null_labels(self, table: Any, where: Where) -> tuple[Any, Where]:
+        """``table`` without its rows of a null label (``skip_null_labels``), or refused at the
+        first; every row kept with ``optional_labels`` (see the class doc)."""
         spec = self._spec
+        if self._keep_null_labels:
+            return table, where
         valid = np.ones(table.num_rows, dtype=bool)
         for label in self.label_names:
             column = table.column(label)
@@ -499,9 +499,7 @@ class TableReader:
         name = next(n for n in self.label_names if not table.column(n)[row].is_valid)
         null = f"{where.file}: row {where.row(row)}: label column {name!r} is null"
         if not spec.skip_null_labels:
-            raise TableError(f"{null} (skip_null_labels = true drops such rows)")
-        if self._first_skipped is None:  # chunks may be read on several threads: any first
-            self._first_skipped = null
+            raise TableError(f"{null} (skip_null_labels = true in [features] drops such rows)")
         return table.filter(pa.array(valid)), Where(where.file, where.rows[valid])
 
     def _measure(self, names: tuple[str, ...]) -> dict[str, tuple[float, float]]:

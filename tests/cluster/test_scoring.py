@@ -83,6 +83,38 @@ def test_predict_scores_data_without_its_labels(job: Path) -> None:
         assert table.select(scores).equals(labeled.select(scores))
 
 
+def test_predict_scores_every_row_of_null_labels_and_eval_refuses_them(job: Path) -> None:
+    """Rows whose labels are null (some of them: outcomes not known yet) are scored as any
+    other, their truth null, the scores those of the same events with their labels; eval,
+    which scores against the labels, refuses the first such row in one line."""
+    new = pq.read_table(job / "new.parquet")
+    holes = {"click": [3, 250, 499], "buy": [250, 400], "stars": [0, 3]}
+    for name, rows in holes.items():
+        mask = np.isin(np.arange(new.num_rows), rows)
+        column = pa.array(new[name].to_numpy(), mask=mask)
+        new = new.set_column(new.schema.get_field_index(name), name, column)
+    write_parquet_table(job / "holes.parquet", new, 200)
+    labeled = _predict(job, "parquet:new.parquet", "whole.parquet")
+    scored = _predict(job, "parquet:holes.parquet", "holes-scores.parquet")
+    assert scored.column_names == labeled.column_names
+    assert scored.column("row").to_pylist() == list(range(500))
+    for name, rows in holes.items():
+        truth = scored.column(name).to_pylist()
+        assert [row for row, value in enumerate(truth) if value is None] == rows
+        whole = labeled.column(name).to_pylist()
+        kept = [value for row, value in enumerate(whole) if row not in rows]
+        assert [value for value in truth if value is not None] == kept
+    scores = [f"{name}_score" for name in LABELS]
+    assert scored.select(scores).equals(labeled.select(scores))
+
+    done = sniper(job, "eval", "--checkpoint", "ck", "--data", "parquet:holes.parquet")
+    assert done.returncode == 2
+    assert done.stderr == (
+        "sniper: error: holes.parquet: row 0: label column 'stars' is null "
+        "(skip_null_labels = true in [features] drops such rows)\n"
+    )
+
+
 def test_eval_refuses_data_without_its_labels_in_one_line(job: Path) -> None:
     done = sniper(job, "eval", "--checkpoint", "ck", "--data", "parquet:unlabeled.parquet")
     assert done.returncode == 2

@@ -159,6 +159,25 @@ def test_inspect_suggests_a_features_table_that_parses(tmp_path: Path) -> None:
     assert pq.read_metadata(tmp_path / "t.parquet").num_rows == 100
 
 
+def test_inspect_suggests_no_other_label_as_a_feature(tmp_path: Path) -> None:
+    """The README's table has a click, a buy and a rating: click is the label, and the other
+    two, which would hand the model its answer as dense or sparse features, are named in one
+    comment as possible labels."""
+    write_parquet_table(tmp_path / "t.parquet", readme_table(100), 50)
+    done = sniper(tmp_path, "data", "inspect", "t.parquet")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    table = tomllib.loads(out[out.index("\n[features]") :])["features"]
+    assert table["label"] == "click"
+    sparse = ["user_id", "item_id", "gender", "genres", "last_item", "tags", "history"]
+    assert table["sparse"] == sparse
+    assert table["dense"] == ["age", "price", "timestamp"]
+    assert (
+        "# named like labels, so not features: rating, buy (a second target: add it to labels; "
+        "a value known before the outcome: to dense)"
+    ) in out.splitlines()
+
+
 TWO_LABELS = """\
 data = "parquet:t.parquet"
 eval_every = 4

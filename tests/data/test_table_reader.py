@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 from pathlib import Path
@@ -157,6 +158,48 @@ def test_shared_tables_weights_multi_labels_and_nulls(tmp_path: Path) -> None:
     assert batch.weights["item"].tolist() == [1.0, 0.5, 2.0, 1.0, 1.0, 3.0]
     with pytest.raises(TableError, match=re.escape(f"{path}: row 2: label column 'click' is null")):
         _all(TableReader([path], FeatureSpec.from_table(table | {"skip_null_labels": False})))
+
+
+def test_optional_labels_keeps_every_row_of_a_null_label_as_nan(tmp_path: Path) -> None:
+    """``optional_labels`` (``sniper predict``) reads a row whose label is null as any other,
+    its label NaN, whether or not the spec's ``skip_null_labels`` would drop it in training;
+    Parquet and CSV alike, for a 0/1, a ``positive`` and a regression label."""
+    columns = {
+        "item": pa.array(["a", "b", "c", "d", "e"]),
+        "click": pa.array([1, None, 0, 1, None], pa.int8()),
+        "rating": pa.array(["like", "meh", None, None, "like"]),
+        "stars": pa.array([4.5, None, 1.0, 2.0, 3.0]),
+    }
+    parquet = _write(tmp_path, "t.parquet", columns)
+    csv = tmp_path / "t.csv"
+    csv.write_text("item,click,rating,stars\na,1,like,4.5\nb,,meh,\nc,0,,1\nd,1,,2\ne,,like,3\n")
+    nan = float("nan")
+    expected = [[1, 1, 4.5], [nan, 0, nan], [0, nan, 1], [1, nan, 2], [nan, 1, 3]]
+    labels = [
+        "click",
+        {"column": "rating", "positive": '== "like"'},
+        {"column": "stars", "regression": True},
+    ]
+    for skip in (False, True):
+        spec = FeatureSpec.from_table(
+            {"labels": labels, "sparse": ["item"], "skip_null_labels": skip}
+        )
+        for reader in (
+            TableReader([parquet], spec, batch_size=2, optional_labels=True),
+            TableReader([csv], spec, format="csv", batch_size=2, optional_labels=True),
+        ):
+            batches = _all(reader)
+            assert [b.batch_size for b in batches] == [2, 2, 1]
+            read = np.concatenate([b.labels for b in batches])
+            np.testing.assert_array_equal(read, np.array(expected, np.float32))
+            assert _rows(batches, "item") == [[feature_sign("item", v)] for v in "abcde"]
+    # Without it, as training and evaluation read: refused at the row, or the rows dropped.
+    spec = FeatureSpec.from_table({"labels": labels, "sparse": ["item"]})
+    with pytest.raises(TableError, match=re.escape(f"{parquet}: row 1: label column 'click' is")):
+        _all(TableReader([parquet], spec))
+    skipping = dataclasses.replace(spec, skip_null_labels=True)
+    (batch,) = _all(TableReader([parquet], skipping, batch_size=2))
+    assert batch.labels.tolist() == [[1, 1, 4.5]]
 
 
 def _spec(**table: Any) -> FeatureSpec:

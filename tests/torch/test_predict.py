@@ -61,20 +61,21 @@ def test_predict_writes_the_scores_sniper_eval_scores(
     assert roc_auc(labels, scores) > 0.6
 
 
-def test_predict_refuses_data_that_would_shift_its_rows_and_an_output_over_its_data(
+def test_predict_scores_every_row_of_null_labels_and_refuses_an_output_over_its_data(
     tmp_path: Path,
 ) -> None:
-    """A spec with ``skip_null_labels`` drops a row whose label is null, which would number
-    every later score as another example's: predict refuses such data by its row. An output
-    that is the data file would replace what it reads. Both end in one line and no file."""
+    """A spec with ``skip_null_labels`` drops a row whose label is null in training; predict
+    scores it all the same, its truth null, so that every score stays on its example's row.
+    An output that is the data file would replace what it reads: one line and no file."""
     rng = np.random.default_rng(0)
     size = 1_200
+    ages = rng.normal(35, 10, size)
 
     def table(click: list[Any]) -> pa.Table:
         return pa.table(
             {
                 "user": pa.array([f"u{i % 97}" for i in range(size)]),
-                "age": pa.array(rng.normal(35, 10, size)),
+                "age": pa.array(ages),
                 "click": pa.array(click, pa.int8()),
             }
         )
@@ -99,12 +100,16 @@ def test_predict_refuses_data_that_would_shift_its_rows_and_an_output_over_its_d
         last: str = done.stderr.strip().splitlines()[-1]
         return last
 
-    assert refused("parquet:holes.parquet", "s.parquet") == (
-        "sniper: error: holes.parquet: row 0: label column 'click' is null, "
-        "which skip_null_labels drops; predict numbers its output's rows as the data's, so it "
-        "scores data whose every label is present: fill or drop those rows first"
-    )
-    assert not list(tmp_path.glob("s.parquet*"))
+    def scored(data: str, output: str) -> pa.Table:
+        """The scores a predict wrote, one row per example of ``data``, in its order."""
+        done = sniper(tmp_path, "predict", "--checkpoint", "ck", "--data", data, "--output", output)
+        assert done.returncode == 0, done.stderr[-3000:]
+        table = pq.read_table(tmp_path / output)
+        assert table.column("row").to_pylist() == list(range(size))
+        return table
+
+    holed = scored("parquet:holes.parquet", "h.parquet")
+    assert holed.column("click").to_pylist() == [None if c is None else float(c) for c in holes]
 
     before = (tmp_path / "train.parquet").read_bytes()
     assert refused("parquet:train.parquet", "train.parquet") == (
@@ -117,11 +122,6 @@ def test_predict_refuses_data_that_would_shift_its_rows_and_an_output_over_its_d
         "write the scores elsewhere"
     )
 
-    whole = sniper(
-        tmp_path, "predict", "--checkpoint", "ck", "--data", "parquet:train.parquet",
-        "--output", "s.parquet",
-    )  # fmt: skip
-    assert whole.returncode == 0, whole.stderr[-3000:]
-    scored = pq.read_table(tmp_path / "s.parquet")
-    assert scored.column("row").to_pylist() == list(range(size))
-    assert scored.column("click").to_pylist() == [float(c) for c in clicks]
+    whole = scored("parquet:train.parquet", "s.parquet")
+    assert whole.column("click").to_pylist() == [float(c) for c in clicks]
+    assert whole.column("click_score").equals(holed.column("click_score"))  # the same rows
