@@ -38,14 +38,22 @@ def describe_cores_busy(report: TrainReport) -> str:
     return f"{report.cores_busy:.2f} of {report.machine_cores or '?'}"
 
 
+def _trained_line(report: TrainReport) -> str:
+    """``trained N batches (E examples) in S s: R examples/s``. A run that resumed (after a
+    restart from a checkpoint too) counts the whole job's batches and examples but times only
+    its own: it says so, rather than a rate its figures do not divide to."""
+    steps = f"{report.steps} steps of {len(report.ranks)} ranks" if report.ranks else None
+    trained = f"\ntrained {steps or f'{report.steps} batches'} ({report.examples:,} examples)"
+    rate = f"{report.seconds:.1f} s: {report.examples_per_second:,.0f} examples/s"
+    if report.resumed_from_step:
+        return f"{trained} in all; from step {report.resumed_from_step} on, {rate}"
+    return f"{trained} in {rate}"
+
+
 def print_report(report: TrainReport, oracle_auc: float | None, eval_data: str = "") -> None:
     """The report as tables on stdout; ``oracle_auc`` (synthetic data) is quoted beside the
     model's, and ``eval_data`` names what the held-out figures scored."""
-    steps = f"{report.steps} steps of {len(report.ranks)} ranks" if report.ranks else None
-    print(
-        f"\ntrained {steps or f'{report.steps} batches'} ({report.examples:,} examples) in "
-        f"{report.seconds:.1f} s: {report.examples_per_second:,.0f} examples/s"
-    )
+    print(_trained_line(report))
     if report.cores_busy is not None:  # near every core: bound by CPU (TrainReport.cores_busy)
         print(f"the trainer's machine's cores busy while it trained: {describe_cores_busy(report)}")
     if report.ranks:
@@ -56,7 +64,7 @@ def print_report(report: TrainReport, oracle_auc: float | None, eval_data: str =
         print(f"preempted: stopped at step {report.steps} (--resume continues the job)")
     if report.restarts:
         print(
-            f"restarted {report.restarts} time(s) after a server died; "
+            f"restarted {report.restarts} time(s) after a process of the job died; "
             f"{report.lost_steps} step(s) were trained again"
         )
     _print_evicted(report)

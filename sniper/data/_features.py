@@ -224,14 +224,16 @@ class FeatureSpec:
                 )
         for variable in self.variables:
             poolings = {
-                said
+                self.column(c).pooling or "sum"
                 for c in self.sparse
-                if self.variable_of(c) == variable and (said := self.column(c).pooling)
+                if self.variable_of(c) == variable
             }
             if len(poolings) > 1:
                 raise ValueError(
                     f"features: the columns of variable {variable!r} disagree on pooling "
-                    f"({', '.join(sorted(poolings))}): a table pools one way"
+                    f"({', '.join(sorted(poolings))}): the columns that share a table (its "
+                    "columns' table key) are one bag, pooled one way; give them one pooling, "
+                    "or each its own variable (a target item and its history: two variables)"
                 )
 
     @classmethod

@@ -33,6 +33,7 @@ import contextlib
 import importlib
 import inspect
 import logging
+import os
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -167,12 +168,22 @@ def _declared(build: Callable[..., Any]) -> set[str]:
     return {name for name, p in parameters.items() if name in SETTINGS and p.kind in kinds}
 
 
+def _importable_from_here() -> None:
+    """Put the current directory on ``sys.path`` where it is not, as ``python -m`` does: the
+    ``sniper`` script has its own directory there instead, and a user's ``mymodels/`` beside
+    the config would be found by ``python -m sniper`` but not by ``sniper``."""
+    here = os.getcwd()
+    if not any(entry in ("", here) for entry in sys.path):
+        sys.path.insert(0, here)
+
+
 def _import_factory(path: str) -> ModelFactory:
     module_name, _, attribute = path.partition(":")
     if not module_name or not attribute:
         raise LookupError(
             f"model factory {path!r} must be module:attribute, say mypkg.models:build"
         )
+    _importable_from_here()
     try:
         with users_code(f"model factory {path!r}: importing {module_name}"):
             module = importlib.import_module(module_name)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import anyio
 
@@ -125,10 +125,13 @@ class HubReader:
         expected = self.expected
         if served is None or expected is None or served.agrees_with(expected):
             return
+        same_shape = replace(served, digest=expected.digest).agrees_with(expected)
+        unseen = "they differ in a key this line does not show; " if same_shape else ""
         raise DataMismatchError(
             f"hub {self.hubs[hub][0]} serves {served.describe()}, but this trainer was "
-            f"configured for {expected.describe()}; give the hubs and the trainer the same "
-            "data keys (data, workload, scale, num_batches, batch_size...)"
+            f"configured for {expected.describe()}; {unseen}give the hubs and the trainer the "
+            "same data keys (data, workload, scale, num_batches, batch_size, seed, and "
+            "[features] with its columns' settings)"
         )
 
     async def _acknowledge(self, hub: int, batch_id: int) -> None:

@@ -115,7 +115,11 @@ def open_optimizer(
             f"search), which a training step does not give; valid names are: {', '.join(usable)}"
         )
     options: dict[str, Any] = {} if lr is None else {"lr": lr}
-    return chosen(parameters, **options, **_one_kernel(chosen))
+    # A model whose every weight is an embedding (matrix factorization: a dot product of two
+    # variables' rows) has no parameter here: the ps trains it all. torch refuses an empty
+    # list, but not a group of none, whose step does nothing.
+    groups: list[Any] = list(parameters) or [{"params": []}]
+    return chosen(groups, **options, **_one_kernel(chosen))
 
 
 def _needs_closure(optimizer: Callable[..., torch.optim.Optimizer]) -> bool:

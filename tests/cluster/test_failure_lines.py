@@ -121,8 +121,9 @@ def test_a_hub_serving_other_data_than_the_trainer_expects_names_both(
         rf"sniper: error: hub {re.escape(hub)} serves data 'synthetic' \(76 variables, 13 dense "
         r"features, batch_size 1024, data keys digest ([0-9a-f]{16})\), but this trainer was "
         r"configured for data 'synthetic' \(76 variables, 13 dense features, batch_size 1024, "
-        r"data keys digest ([0-9a-f]{16})\); give the hubs and the trainer the same data keys "
-        r"\(data, workload, scale, num_batches, batch_size...\)\n",
+        r"data keys digest ([0-9a-f]{16})\); they differ in a key this line does not show; give "
+        r"the hubs and the trainer the same data keys \(data, workload, scale, num_batches, "
+        r"batch_size, seed, and \[features\] with its columns' settings\)\n",
         line,
     )
     assert found is not None and found[1] != found[2], line

@@ -52,3 +52,17 @@ def test_the_printed_report_says_how_busy_the_trainer_s_machine_was_where_it_is_
     line = "the trainer's machine's cores busy while it trained: 1.50 of 48"
     assert (line in lines) == (busy is not None)
     assert not any("cores busy" in text for text in lines if text != line)
+
+
+def test_a_resumed_runs_rate_is_its_own_beside_the_jobs_counts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The counts are the whole job's, the time this run's: printed as one line they read as a
+    rate they do not divide to (36,864 examples in 18.9 s at 1,412 examples/s)."""
+    report = TrainReport(steps=288, examples=36864, seconds=18.9, examples_per_second=1412.0)
+    report.resumed_from_step = 80
+    print_report(report, None)
+    assert (
+        "trained 288 batches (36,864 examples) in all; from step 80 on, 18.9 s: 1,412 examples/s"
+        in capsys.readouterr().out.splitlines()
+    )

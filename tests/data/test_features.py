@@ -90,7 +90,7 @@ def test_shared_tables_pooling_and_labels() -> None:
             {
                 "label": "y",
                 "sparse": ["a"],
-                "columns": {"a": {"pooling": "sum"}, "b": {"table": "a", "pooling": "mean"}},
+                "columns": {"b": {"table": "a", "pooling": "mean"}},
             },
             "features: the columns of variable 'a' disagree on pooling (mean, sum)",
         ),

@@ -119,8 +119,10 @@ async def test_a_trainer_configured_for_other_data_stops_naming_both_sides(
             f"{reader.dense_features} dense features, batch_size 64, data keys digest "
             f"{HUB.data_digest()}), but this trainer was configured for data 'synthetic' "
             f"({len(reader.variables)} variables, {reader.dense_features} dense features, "
-            f"batch_size 64, data keys digest {trainer.data_digest()}); give the hubs and the "
-            "trainer the same data keys (data, workload, scale, num_batches, batch_size...)"
+            f"batch_size 64, data keys digest {trainer.data_digest()}); they differ in a key this "
+            "line does not show; give the hubs and the trainer the same data keys (data, "
+            "workload, scale, num_batches, batch_size, seed, and [features] with its columns' "
+            "settings)"
         )
         with pytest.raises(DataMismatchError, match=f"^{re.escape(message)}$"):
             await mismatched.read(ticket)

@@ -103,6 +103,47 @@ def test_sniper_train_trains_a_torch_model_named_in_the_config(
     assert report["eval_auc"] > 0.5 + MARGIN, report["eval_auc"]
 
 
+FM_ALONE = """\
+import torch
+
+class Interactions(torch.nn.Module):
+    \"\"\"A factorization machine's pairwise term alone: every weight is an embedding.\"\"\"
+
+    def forward(self, embeddings, dense):
+        rows = torch.stack(list(embeddings.values()), dim=1)
+        pairs = rows.sum(dim=1).pow(2) - rows.pow(2).sum(dim=1)
+        return 0.5 * pairs.sum(dim=1, keepdim=True)
+
+def build(inputs):
+    return Interactions()
+"""
+
+
+def test_the_sniper_script_imports_a_model_beside_the_config_that_has_no_dense_weights(
+    tmp_path: Path,
+) -> None:
+    """The ``sniper`` script, unlike ``python -m sniper``, had not the current directory on
+    its path (its message said it imported from there), and a module whose weights are all
+    embeddings (an FM's interactions, matrix factorization) failed with torch's "optimizer
+    got an empty parameter list"."""
+    (tmp_path / "mymodels").mkdir()
+    (tmp_path / "mymodels" / "fm.py").write_text(FM_ALONE)
+    (tmp_path / "job.toml").write_text(job_toml({"factory": "mymodels.fm:build"}, num_batches=30))
+    script = Path(sys.executable).parent / "sniper"
+    done = subprocess.run(
+        [str(script), "train", "--config", "job.toml", "--output", "report.json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=os.environ | {"PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["steps"] == 27 and report["eval_auc"] > 0.55, report["eval_auc"]
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("factory", ["dcn_v2", "deepfm", "wide_deep", "mmoe"])
 async def test_each_zoo_model_trains(factory: str) -> None:
