@@ -7,9 +7,10 @@
 0/1, every value checked), and batches of exactly ``batch_size`` rows are cut from the chunks
 across row-group and file boundaries; a shard's last batch may be shorter.
 
-**Sharding** (several hubs, every row read once per epoch). Parquet is split into units: its
-row groups, in file order, or, when there are fewer row groups than hubs, each row group cut
-into as many row ranges as there are hubs. Hub ``k`` of ``n`` reads units ``k, k + n, ...``.
+**Sharding** (several hubs, every row read once per epoch). Parquet is split by its row
+groups, in file order, each to the hub with the fewest rows so far (round-robin where the
+groups are of one size), or, when there are fewer row groups than hubs, each row group cut
+into as many row ranges as there are hubs.
 CSV cannot be read in part without parsing what comes before: with at least as many files as
 hubs, hub ``k`` reads files ``k, k + n, ...``; with fewer, every hub parses every file and
 converts (hashes) only its blocks ``k, k + n, ...`` of the blocks of all the files in order.
@@ -69,6 +70,12 @@ class _Unit:
     start: int
     stop: int
     first: int = 0
+
+
+def _cut(unit: _Unit, shard: int, num_shards: int) -> _Unit:
+    """Row range ``shard`` of ``unit`` cut into ``num_shards`` ranges as even as can be."""
+    bounds = np.linspace(unit.start, unit.stop, num_shards + 1).astype(int)
+    return _Unit(unit.file, unit.group, int(bounds[shard]), int(bounds[shard + 1]), unit.first)
 
 
 @dataclass(frozen=True)
@@ -340,20 +347,28 @@ class TableReader:
             ]
         return [unit for unit in units if unit.stop > unit.start]
 
-    def _split(self, num_shards: int) -> list[_Unit]:
-        """The units hubs split: row groups, or row ranges of them when there are fewer
-        groups than hubs (each hub then decodes every group, but each row is its hub's)."""
-        if len(self._units) >= num_shards:
-            return self._units
-        split = []
+    def _shard_units(self, shard: int, num_shards: int) -> list[_Unit]:
+        """The units hub ``shard`` of ``num_shards`` reads, in file order.
+
+        With at least as many row groups as hubs, each group goes whole, in order, to the hub
+        with the fewest rows so far (the first of those that tie): row groups of equal sizes
+        go round-robin, and groups of other sizes (a file's short last group, files of other
+        lengths) leave hubs at most one group apart. Dealt round-robin regardless, groups of
+        256, 256, 256 and 32 rows gave one hub 512 rows a file and the other 288, and its
+        trainer rank steps without data. With fewer groups than hubs, each group is cut into
+        as many row ranges as there are hubs (each hub then decodes every group, but each row
+        is its hub's)."""
+        if len(self._units) < num_shards:
+            cuts = (_cut(unit, shard, num_shards) for unit in self._units)
+            return [cut for cut in cuts if cut.stop > cut.start]
+        rows = [0] * num_shards
+        mine: list[_Unit] = []
         for unit in self._units:
-            bounds = np.linspace(unit.start, unit.stop, num_shards + 1).astype(int)
-            split += [
-                _Unit(unit.file, unit.group, int(a), int(b), unit.first)
-                for a, b in itertools.pairwise(bounds)
-                if b > a
-            ]
-        return split
+            least = rows.index(min(rows))
+            rows[least] += unit.stop - unit.start
+            if least == shard:
+                mine.append(unit)
+        return mine
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -368,7 +383,7 @@ class TableReader:
     ) -> Iterator[tuple[Any, Where]]:
         """This shard's record batches, each with the file rows it holds."""
         if self.format == "parquet":
-            for unit in self._split(num_shards)[shard::num_shards]:
+            for unit in self._shard_units(shard, num_shards):
                 yield from self._parquet_unit(unit, columns)
         elif len(self.files) >= num_shards:
             for index in range(shard, len(self.files), num_shards):

@@ -91,6 +91,32 @@ def test_shards_read_every_row_once(tmp_path: Path, num_shards: int, groups: int
     assert all(parts)  # every hub has rows to read
 
 
+def test_hubs_get_as_many_rows_where_row_groups_differ_in_size(tmp_path: Path) -> None:
+    """Groups of 256, 256, 256 and 32 rows in each of four files: dealt round-robin, one of
+    two hubs read 512 rows a file and the other 288 (2,048 against 1,152), and the trainer rank
+    fed by the second stepped without data. Each group now goes to the hub with the fewest rows
+    so far; groups of one size still go round-robin."""
+    files = []
+    for index in range(4):
+        path = tmp_path / f"part-{index}.parquet"
+        writer = pq.ParquetWriter(path, user_table(8).schema)
+        for size in (256, 256, 256, 32):
+            writer.write_table(user_table(size, seed=index * 10 + size), row_group_size=size)
+        writer.close()
+        files.append(path)
+    reader = TableReader(files, FeatureSpec.from_table(FEATURES), batch_size=64)
+    counts = [sum(b.batch_size for b in _all(reader, shard=k, num_shards=2)) for k in range(2)]
+    assert counts == [1600, 1600]
+    even = TableReader(
+        [write_parquet_table(tmp_path / "even.parquet", user_table(1000), 100)],
+        FeatureSpec.from_table(FEATURES),
+        batch_size=100,
+    )
+    firsts = [_rows(_all(even, shard=k, num_shards=3), "user_id")[::100] for k in range(3)]
+    whole = _rows(_all(even), "user_id")[::100]
+    assert firsts == [whole[0::3], whole[1::3], whole[2::3]]
+
+
 def test_csv_and_tsv_give_parquet_signs(tmp_path: Path, parquet: Path) -> None:
     table = pq.read_table(parquet)
     csv = write_csv_table(tmp_path / "events.csv", table)
