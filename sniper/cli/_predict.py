@@ -29,6 +29,13 @@ def add_parser(commands: Commands) -> None:
         help="the Parquet file to write: row, the data's label columns (where it has them), "
         "<label>_score",
     )
+    parser.add_argument(
+        "--keep",
+        default="",
+        metavar="COLUMNS",
+        help="columns of the data to write beside the scores, comma-separated (a table's ids, "
+        "to join the scores on: --keep user_id,item_id)",
+    )
     add_config_argument(parser)
     parser.set_defaults(run=run)
 
@@ -37,4 +44,5 @@ def run(args: argparse.Namespace) -> int:
     """Score ``--data`` with the model of ``--checkpoint`` into ``--output``."""
     from sniper.cluster import run_predict
 
-    return run_predict(args.checkpoint, args.data, args.output, scoring_config(args))
+    keep = tuple(name.strip() for name in args.keep.split(",") if name.strip())
+    return run_predict(args.checkpoint, args.data, args.output, scoring_config(args), keep)

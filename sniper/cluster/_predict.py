@@ -11,6 +11,7 @@ holds, one row per example in the data's order:
   be evaluated without the data: null for a row whose label is null (such a row is scored,
   not refused nor dropped, ``skip_null_labels`` or not); none where a user's table lacks the
   label columns (new events whose outcome is not known yet are scored all the same);
+- the columns ``--keep`` names, as the data has them (ids to join the scores on);
 - ``<label>_score``: the model's probability for each label the model predicts (float32).
 
 It is written to ``<output>.partial`` and renamed when complete: a failed run leaves no file
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import glob
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,7 @@ from numpy.typing import NDArray
 
 from sniper.cluster._config import TrainConfig
 from sniper.cluster._eval import score_checkpoint
+from sniper.data import Reader, TableReader
 from sniper.roles import DataEvaluator, Predictor
 
 __all__ = ["run_predict", "score_columns"]
@@ -41,16 +44,49 @@ def score_columns(labels: tuple[str, ...]) -> list[str]:
     return [f"{label}_score" for label in labels]
 
 
+class _Kept:
+    """The columns ``--keep`` names, handed out as many rows at a time as each batch scored
+    (the reader's chunks and the batches are cut at other rows)."""
+
+    def __init__(self, tables: Iterator[pa.Table]) -> None:
+        self._tables = tables
+        self._pending: list[pa.Table] = []
+        self._rows = 0
+
+    def take(self, size: int) -> pa.Table:
+        """The next ``size`` rows."""
+        while self._rows < size:
+            table = next(self._tables)
+            self._pending.append(table)
+            self._rows += table.num_rows
+        whole = pa.concat_tables(self._pending)
+        rest = whole.slice(size)
+        self._pending, self._rows = [rest], rest.num_rows
+        return whole.slice(0, size)
+
+
+def _kept(reader: Reader, keep: tuple[str, ...], data: str) -> _Kept | None:
+    """The rows of ``keep``'s columns of ``reader`` (None where nothing is kept)."""
+    if not keep:
+        return None
+    if not isinstance(reader, TableReader):
+        raise ValueError(
+            f"--keep names columns of a table of your own (parquet:, csv:, tsv:), not of {data!r}"
+        )
+    return _Kept(reader.rows_of(keep))
+
+
 def _table(
     row: int,
     read: tuple[str, ...],
     labels: tuple[str, ...],
     truth: NDArray[Any],
     probs: NDArray[Any],
+    kept: _Kept | None,
 ) -> pa.Table:
     """A batch's rows from ``row`` on: the data's label columns ``read`` (``truth``, NaN where
-    a label is null, written as null; none for data without labels) and the scores of the
-    model's ``labels`` (``probs``)."""
+    a label is null, written as null; none for data without labels), the columns ``--keep``
+    names (``kept``) and the scores of the model's ``labels`` (``probs``)."""
     size = len(truth)
     scores = probs.reshape(size, -1).astype(np.float32, copy=False)
     truths = truth.reshape(size, len(read)).astype(np.float32, copy=False)
@@ -58,8 +94,22 @@ def _table(
     columns |= {
         name: pa.array(truths[:, i], mask=np.isnan(truths[:, i])) for i, name in enumerate(read)
     }
+    if kept is not None:
+        rows = kept.take(size)
+        columns |= {name: rows.column(name) for name in rows.column_names}
     columns |= {name: pa.array(scores[:, i]) for i, name in enumerate(score_columns(labels))}
     return pa.table(columns)
+
+
+def _check_keep(keep: tuple[str, ...], written: tuple[str, ...]) -> None:
+    """Refuse a column ``--keep`` names twice, or one the output has already."""
+    for name in keep:
+        if name in written:
+            raise ValueError(
+                f"--keep {name}: the output has a column {name!r} already ({', '.join(written)})"
+            )
+    if len(set(keep)) < len(keep):
+        raise ValueError(f"--keep names a column twice: {', '.join(keep)}")
 
 
 def _check_output(target: Path, data: str) -> None:
@@ -86,9 +136,12 @@ def _check_output(target: Path, data: str) -> None:
         )
 
 
-def run_predict(checkpoint: str, data: str, output: str, config: TrainConfig) -> int:
+def run_predict(
+    checkpoint: str, data: str, output: str, config: TrainConfig, keep: tuple[str, ...] = ()
+) -> int:
     """Write the scores of ``data`` by the model of ``checkpoint`` to the Parquet file
-    ``output`` (``config``: see :func:`~sniper.cluster._eval.score_checkpoint`); returns 0."""
+    ``output`` (``config``: see :func:`~sniper.cluster._eval.score_checkpoint`), with the
+    data's columns ``keep`` (a user's table's: ids to join the scores on); returns 0."""
     target = Path(output)
     partial = target.with_name(target.name + ".partial")
 
@@ -98,11 +151,13 @@ def run_predict(checkpoint: str, data: str, output: str, config: TrainConfig) ->
         del step
         labels = tuple(predict.model.inputs.labels)
         read = evaluator.reader.label_names
+        _check_keep(keep, ("row", *read, *score_columns(labels)))
+        kept = _kept(evaluator.reader, keep, data)
         writer: pq.ParquetWriter | None = None
         rows = 0
         try:
             async for batch, probs in evaluator.predictions(predict):
-                table = _table(rows, read, labels, batch.labels, probs)
+                table = _table(rows, read, labels, batch.labels, probs, kept)
                 if writer is None:
                     writer = pq.ParquetWriter(partial, table.schema)
                 writer.write_table(table)

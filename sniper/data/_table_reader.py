@@ -250,6 +250,31 @@ class TableReader:
                 (signs, _), _ = sparse_signs(variable, table.column(name), spec.column(name))
                 yield variable, signs
 
+    def rows_of(self, columns: Sequence[str]) -> Iterator[Any]:
+        """``columns`` of every row, as they are in the files (their types; CSV's inferred),
+        in Arrow tables of a chunk of rows each, in the order :meth:`batches` of one shard
+        reads the rows: ``sniper predict --keep`` writes them beside each row's scores, to
+        join the scores to ids without counting rows. Every file must have them."""
+        for file, schema in zip(self.files, self._schemas, strict=True):
+            missing = [name for name in columns if schema.get_field_index(name) < 0]
+            if missing:
+                shown = ", ".join(schema.names[:12])
+                raise TableError(
+                    f"{file}: no column {missing[0]!r} to keep; the file has "
+                    f"{shown}{' ...' if len(schema.names) > 12 else ''}"
+                )
+        names = list(columns)
+        if self.format == "parquet":
+            chunks = (chunk for chunk, _ in self._tables(0, 1, names))
+        else:
+            chunks = (
+                chunk
+                for file in self.files
+                for chunk, _ in self._csv_blocks(file, names, typed=False)
+            )
+        for chunk in chunks:
+            yield pa.table(chunk)  # record batches too
+
     def __repr__(self) -> str:
         first = str(self.files[0])
         more = f" and {len(self.files) - 1} more" if len(self.files) > 1 else ""
@@ -441,12 +466,14 @@ class TableReader:
                 types[name] = self._types[name]
         return {name: types[name] for name in columns}
 
-    def _csv_blocks(self, file: Path, columns: list[str]) -> Iterator[tuple[Any, Where]]:
+    def _csv_blocks(
+        self, file: Path, columns: list[str], *, typed: bool = True
+    ) -> Iterator[tuple[Any, Where]]:
         """``file``'s blocks in order, parsed, each with its rows (0 is the line after the
-        header)."""
+        header); ``typed``: as the spec reads its columns, otherwise as pyarrow infers them."""
         options = pacsv.ConvertOptions(
             include_columns=columns,
-            column_types=self._csv_types(columns),
+            column_types=self._csv_types(columns) if typed else None,
             strings_can_be_null=True,
         )
         row = 0

@@ -63,8 +63,8 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _predict(root: Path, data: str, output: str) -> pa.Table:
-    done = sniper(root, "predict", "--checkpoint", "ck", "--data", data, "--output", output)
+def _predict(root: Path, data: str, output: str, *more: str) -> pa.Table:
+    done = sniper(root, "predict", "--checkpoint", "ck", "--data", data, "--output", output, *more)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "wrote 500 scores" in done.stdout
     return pq.read_table(root / output)
@@ -81,6 +81,37 @@ def test_predict_scores_data_without_its_labels(job: Path) -> None:
         assert table.column_names == ["row", *scores]
         assert table.column("row").to_pylist() == list(range(500))
         assert table.select(scores).equals(labeled.select(scores))
+
+
+def test_predict_keeps_the_columns_it_is_told_beside_each_rows_scores(job: Path) -> None:
+    """``--keep user_id,item_id``: each row's ids beside its scores, in Parquet (row groups of
+    170 rows, batches of 200: cut at other rows) and CSV (the ids as pyarrow reads them), so
+    the scores join to the ids without counting rows. A column the output has already, or one
+    the data lacks, is refused in one line."""
+    scores = ["click_score", "buy_score", "stars_score"]
+    new = pq.read_table(job / "new.parquet")
+    write_parquet_table(job / "odd.parquet", new.drop_columns(LABELS), 170)
+    plain = _predict(job, "parquet:unlabeled.parquet", "plain.parquet")
+    for data, output in (("parquet:odd.parquet", "k.parquet"), ("csv:unlabeled.csv", "k2.pq")):
+        kept = _predict(job, data, output, "--keep", "user_id,item_id")
+        assert kept.column_names == ["row", "user_id", "item_id", *scores]
+        assert kept.column("user_id").to_pylist() == new.column("user_id").to_pylist()
+        assert kept.column("item_id").to_pylist() == new.column("item_id").to_pylist()
+        assert kept.select(scores).equals(plain.select(scores))
+    for data, keep, said in (
+        ("parquet:new.parquet", "user_id,click", "--keep click: the output has a column "
+         "'click' already (row, click, buy, stars, click_score, buy_score, stars_score)"),
+        ("parquet:unlabeled.parquet", "user_id,age", "unlabeled.parquet: no column 'age' to "
+         "keep; the file has user_id, item_id, gender, genres, price"),
+    ):  # fmt: skip
+        done = sniper(
+            job, "predict", "--checkpoint", "ck", "--data", data, "--output", "bad.parquet",
+            "--keep", keep,
+        )  # fmt: skip
+        assert done.returncode == 2, done.stderr[-3000:]
+        assert done.stderr.startswith("sniper: error: ") and said in done.stderr, done.stderr
+        assert len(done.stderr.splitlines()) == 1
+    assert not (job / "bad.parquet").exists()
 
 
 def test_predict_scores_every_row_of_null_labels_and_eval_refuses_them(job: Path) -> None:
