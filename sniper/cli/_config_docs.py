@@ -14,6 +14,7 @@ import json
 import re
 import sys
 import typing
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
@@ -40,6 +41,7 @@ Generated from the config classes' fields and docstrings by
 def _configs() -> list[tuple[str, type, str]]:
     """(title, class, what it configures) of each config documented, in order."""
     from sniper.cluster import ServeConfig, TableSpec, TrainConfig
+    from sniper.data import ColumnSpec, FeatureSpec, LabelSpec
     from sniper.models import ModelConfig
 
     return [
@@ -47,6 +49,17 @@ def _configs() -> list[tuple[str, type, str]]:
         ("`sniper serve`", ServeConfig, "the top level of a server config"),
         ("`[variables.NAME]`", TableSpec, "one variable's table (`[variables.default]`: all)"),
         ("`[model]`", ModelConfig, "the dense model"),
+        ("`[features]`", FeatureSpec, "how a table of your own maps to labels and features"),
+        (
+            "`[features.columns.NAME]`",
+            ColumnSpec,
+            "one column's settings (a sparse column's, or a dense one's)",
+        ),
+        (
+            "a label written as a table",
+            LabelSpec,
+            '`label = { column = "rating", positive = ">= 4" }`, or one item of `labels`',
+        ),
     ]
 
 
@@ -116,7 +129,7 @@ def _type(annotation: Any) -> str:
         return " or ".join(f"`{json.dumps(p)}`" for p in params)
     if origin is tuple:
         return f"list of {_type(params[0])}"
-    if origin is dict:
+    if origin is dict or origin is Mapping:
         return "table"
     return getattr(annotation, "__name__", str(annotation))
 
@@ -124,6 +137,8 @@ def _type(annotation: Any) -> str:
 def _default(field: dataclasses.Field[Any]) -> str:
     if field.default_factory is not dataclasses.MISSING:
         value = field.default_factory()
+    elif field.default is dataclasses.MISSING:
+        return "required"
     else:
         value = field.default
     if isinstance(value, bool):

@@ -64,7 +64,8 @@ class ColumnSpec:
     """A sparse string column holds a list as delimited text (``"Comedy|Drama"``, with
     ``"|"``): the values between separators are the bag (empty ones dropped)."""
     pooling: str = ""
-    """How the variable's bag is pooled (see :data:`POOLINGS`); empty: as its
+    """How the variable's bag is pooled: ``sum``, ``mean``, ``sqrtn`` or ``none`` (a sequence:
+    each value's row reaches the model, unpooled); empty: as its
     ``[variables]`` entry says (``variables.NAME.pooling``, then ``variables.default.pooling``,
     then sum). Written out, ``sum`` included, it is the variable's, and a ``[variables]`` entry
     of the variable's own name that says otherwise is refused."""
@@ -115,8 +116,12 @@ class LabelSpec:
     """
 
     column: str
+    """The label's column."""
     positive: str = ""
+    """Which values are positive, as a comparison: ``">= 4"``, ``'== "yes"'``; empty: the
+    column holds 0 and 1, or true and false."""
     regression: bool = False
+    """The column's numbers are the target themselves (squared error; the report gives RMSE)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.column, str) or not self.column:
@@ -165,7 +170,8 @@ class FeatureSpec:
     """
 
     labels: tuple[LabelSpec, ...]
-    """The label columns, in the order :attr:`~sniper.data.Batch.labels` lists them."""
+    """The label columns, in the order :attr:`~sniper.data.Batch.labels` lists them: a
+    column's name or a table each (below); ``label = "COLUMN"`` writes one."""
     sparse: tuple[str, ...] = ()
     """The sparse columns: named in ``sparse``, then those only ``[features.columns]`` gives a
     ``table``."""
