@@ -18,6 +18,7 @@ from typing import Any
 
 from sniper.cluster._config import TrainConfig
 from sniper.cluster._data import check_same_schema, probe_data, resolved_features
+from sniper.cluster._inflight import check_capacities
 from sniper.cluster._spec import DataShape, ModelSpec, TableSpec, model_inputs
 from sniper.data import FeatureSpec, Reader, Workload, count_distinct_signs
 from sniper.models import DenseModel, ModelConfig, ModelInputs
@@ -99,6 +100,9 @@ def plan_training(
 ) -> TrainPlan:
     """Read the data's shape and resolve the model spec against it; errors name the key.
 
+    A ``capacity`` written in ``[variables]`` below the rows the job's batches in flight hold
+    is refused (:func:`~sniper.cluster._inflight.check_capacities`).
+
     A table sniper sizes (``capacity = 0``) on data that does not know its variable's
     vocabulary is sized from its distinct signs, counted in one pass over the data
     (:func:`~sniper.data.count_distinct_signs`). ``kept``: the tables a resumed checkpoint
@@ -128,6 +132,7 @@ def plan_training(
     model_config = config.model_config()
     inputs = model_inputs(tables, shape.dense_features, shape.labels, shape.regression)
     model = model_config.open(inputs, seed=config.seed, threads=config.blas_threads)
+    check_capacities(config, model_spec, tables, shape, reader)
     plan = TrainPlan(
         shape,
         tables,

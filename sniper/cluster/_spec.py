@@ -53,7 +53,8 @@ class TableSpec:
 
     dim: int = 16
     capacity: int = 0
-    """Rows the table holds (LRU eviction past it); 0 sizes it from the data."""
+    """Rows the table holds (LRU eviction past it); 0 sizes it from the data. A written one
+    must hold the distinct ids of the batches in flight (``sniper train`` names the least)."""
     shards: int = 0
     """Shards the ps splits the table into; 0: one per 32k signs per batch."""
     optimizer: str = "adagrad"

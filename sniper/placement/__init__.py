@@ -11,7 +11,8 @@ The policy lives here, apart from the roles that carry it out and the wire that 
 - :func:`plan_moves` and :func:`ps_loads`, auto_shard's planner, which the trainer's
   ``sniper.roles.AutoShard`` asks while the job trains;
 - sizing: :func:`auto_shards`, :func:`auto_capacity` and :func:`counted_capacity` for
-  ``shards = 0`` and ``capacity = 0``, and :func:`shards_for` and :func:`capacity_for` for a
+  ``shards = 0`` and ``capacity = 0``, :func:`inflight_capacity`, the least rows the batches
+  in flight pin, and :func:`shards_for` and :func:`capacity_for` for a
   workload's variable on a benchmark's ps.
 """
 
@@ -22,6 +23,7 @@ from sniper.placement._balanced import placement_load as placement_load
 from sniper.placement._hash import hashed_owner as hashed_owner
 from sniper.placement._sizing import COUNT_HEADROOM as COUNT_HEADROOM
 from sniper.placement._sizing import FILE_CAPACITY as FILE_CAPACITY
+from sniper.placement._sizing import INFLIGHT_HEADROOM as INFLIGHT_HEADROOM
 from sniper.placement._sizing import MAX_AUTO_CAPACITY as MAX_AUTO_CAPACITY
 from sniper.placement._sizing import MAX_AUTO_SHARDS as MAX_AUTO_SHARDS
 from sniper.placement._sizing import MIN_AUTO_CAPACITY as MIN_AUTO_CAPACITY
@@ -30,6 +32,7 @@ from sniper.placement._sizing import auto_capacity as auto_capacity
 from sniper.placement._sizing import auto_shards as auto_shards
 from sniper.placement._sizing import capacity_for as capacity_for
 from sniper.placement._sizing import counted_capacity as counted_capacity
+from sniper.placement._sizing import inflight_capacity as inflight_capacity
 from sniper.placement._sizing import shards_for as shards_for
 from sniper.placement._types import Move as Move
 from sniper.placement._types import Placement as Placement
@@ -37,6 +40,7 @@ from sniper.placement._types import Placement as Placement
 __all__ = [
     "COUNT_HEADROOM",
     "FILE_CAPACITY",
+    "INFLIGHT_HEADROOM",
     "MAX_AUTO_CAPACITY",
     "MAX_AUTO_SHARDS",
     "MIN_AUTO_CAPACITY",
@@ -49,6 +53,7 @@ __all__ = [
     "capacity_for",
     "counted_capacity",
     "hashed_owner",
+    "inflight_capacity",
     "placement_load",
     "plan_moves",
     "ps_loads",

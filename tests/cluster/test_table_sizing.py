@@ -1,11 +1,14 @@
 """A ``capacity = 0`` table on a user's table is sized from the ids the data holds (counted in
-one pass before any process starts), a resumed job keeps its checkpoint's sizes, and a table
-that runs out of rows says so at the end of the run."""
+one pass before any process starts), a resumed job keeps its checkpoint's sizes, a table
+that runs out of rows says so at the end of the run, and a written capacity smaller than the
+rows the batches in flight hold is refused before any process starts."""
 
 from __future__ import annotations
 
 import json
 import logging
+import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +19,7 @@ import pytest
 
 from sniper.cluster import TrainConfig, plan_training
 from sniper.data import load_workload
-from sniper.placement import COUNT_HEADROOM, MAX_AUTO_CAPACITY
+from sniper.placement import COUNT_HEADROOM, INFLIGHT_HEADROOM, MAX_AUTO_CAPACITY
 from tests.cluster._sniper import sniper
 
 WORKLOAD = load_workload("seed_ctr")
@@ -78,9 +81,11 @@ def test_a_resumed_job_keeps_its_checkpoints_sizes_or_grows_them_to_its_data(
     # A recorded entry without a capacity is counted, as a variable the checkpoint lacks.
     counted = plan_training(config, WORKLOAD, kept={"user": {"shards": 2}}).tables["user"]
     assert counted.capacity == grown.capacity and counted.shards == 2
-    # A size the config sets is the config's: check_resume refuses it if it shrank.
-    fixed = TrainConfig(data=config.data, features=FEATURES, variables={"user": {"capacity": 700}})
-    assert plan_training(fixed, WORKLOAD, kept=kept).tables["user"].capacity == 700
+    # A size the config sets is the config's: check_resume refuses it if it shrank. (It holds
+    # the 5,000 users of the 5 batches in flight: fewer rows would be refused.)
+    written = {"user": {"capacity": 8_000}}
+    fixed = TrainConfig(data=config.data, features=FEATURES, variables=written)
+    assert plan_training(fixed, WORKLOAD, kept=kept).tables["user"].capacity == 8_000
 
 
 def test_a_variable_of_no_ids_gets_the_least_rows(tmp_path: Path) -> None:
@@ -176,3 +181,87 @@ def test_a_table_that_runs_out_of_rows_says_so_and_a_resume_on_more_ids_grows_it
     shrunk = sniper(tmp_path, "train", "--config", "job.toml", "--resume", "ck0")
     assert shrunk.returncode == 2
     assert "variables.*.capacity 60000 -> 30000 (the checkpoint fixed these" in shrunk.stderr
+
+
+IN_FLIGHT = (
+    "up to 21 batches are fed to the ps and not yet pushed at once (num_hubs 1 x (max_in_flight"
+    " 8 + queue_size 8) + num_trainers 1 x (prefetch 4 + 1)), each keeping its rows until its push"
+)
+"""Why the batches in flight of a job of the default keys hold rows, as a refusal says."""
+
+
+def too_small(capacity: int, why: str, first: str, distinct: int, least: int) -> str:
+    """The refusal of ``variables.user.capacity = capacity``, whole."""
+    fewer = " (or lower queue_size, max_in_flight or prefetch)" if "lookup" not in why else ""
+    return (
+        f"variables.user.capacity = {capacity} is too small for the batches in flight: {why}, "
+        f"and the data's {first} {distinct:,} distinct user ids, so the job would stop part "
+        f"way with RESOURCE_EXHAUSTED; set it to at least {least}{fewer}"
+    )
+
+
+def test_a_capacity_below_the_rows_the_batches_in_flight_hold_is_refused(tmp_path: Path) -> None:
+    # Every example a new user: each batch of 200 holds 200 ids no other batch has, and the
+    # ps keeps them until the batch's push. Such a job once trained until the hub read far
+    # enough ahead, then stopped with RESOURCE_EXHAUSTED ("raise its capacity").
+    path = tmp_path / "t.parquet"
+    write_ids(path, np.arange(6_000))
+
+    def planned(capacity: int, **keys: Any) -> int:
+        config = TrainConfig(
+            data=f"parquet:{path}",
+            features=FEATURES,
+            batch_size=200,
+            num_hubs=1,
+            variables={"user": {"capacity": capacity}},
+            **keys,
+        )
+        return plan_training(config, WORKLOAD).tables["user"].capacity
+
+    least = math.ceil(21 * 200 * INFLIGHT_HEADROOM)
+    assert planned(least) == least
+    refusal = too_small(least - 1, IN_FLIGHT, "first 21 hold", 4_200, least)
+    with pytest.raises(ValueError, match=f"^{re.escape(refusal)}$"):
+        planned(least - 1)
+
+    # Fewer batches in flight hold fewer rows: 2 fed, 2 queued, 1 read ahead, 1 training, and
+    # the batch of eval_data being scored.
+    few = {"max_in_flight": 2, "queue_size": 2, "prefetch": 1, "eval_data": f"parquet:{path}"}
+    least = math.ceil(7 * 200 * INFLIGHT_HEADROOM)
+    assert planned(least, **few) == least
+    why = (
+        "up to 7 batches are fed to the ps and not yet pushed at once (num_hubs 1 x "
+        "(max_in_flight 2 + queue_size 2) + num_trainers 1 x (prefetch 1 + 1) + 1 of "
+        "eval_data), each keeping its rows until its push"
+    )
+    refusal = too_small(least - 1, why, "first 7 hold", 1_400, least)
+    with pytest.raises(ValueError, match=f"^{re.escape(refusal)}$"):
+        planned(least - 1, **few)
+
+    # Mapped at its lookup, a batch holds rows only while it is looked up: one at a time.
+    why = 'a ps maps a batch\'s ids to rows at its lookup (map_rows = "lookup"), one at a time'
+    refusal = too_small(224, why, "first batch holds", 200, 225)
+    with pytest.raises(ValueError, match=f"^{re.escape(refusal)}$"):
+        planned(224, map_rows="lookup")
+    assert planned(225, map_rows="lookup") == 225
+
+
+def test_sniper_train_refuses_a_table_the_batches_in_flight_overfill_and_trains_at_the_least(
+    tmp_path: Path,
+) -> None:
+    write_ids(tmp_path / "a.parquet", np.arange(12_000))  # 60 batches of 200 new users
+
+    (tmp_path / "job.toml").write_text(
+        JOB.format(data="a.parquet", capacity="capacity = 1000", checkpoints="ck")
+    )
+    refused = sniper(tmp_path, "train", "--config", "job.toml", "--num-hubs", "1")
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    refusal = too_small(1000, IN_FLIGHT, "first 21 hold", 4_200, 4_725)
+    assert refused.stderr.splitlines() == [f"sniper: error: {refusal}"]
+    assert not (tmp_path / "ck").exists() and not (tmp_path / "train_report.json").exists()
+
+    # At the least that works the job trains to its end, evicting the users it cannot hold.
+    report, _ = train(tmp_path, "a.parquet", "--num-hubs", "1", capacity="capacity = 4725")
+    assert report["steps"] == 60 - 6  # every 10th batch held out
+    capacity, evictions = report["evicted"]["user"]
+    assert capacity == 4_725 and evictions >= 12_000 - 4_725

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from sniper.data import VariableSpec
+from sniper.hashing import shard_of
 from sniper.placement import (
     COUNT_HEADROOM,
     FILE_CAPACITY,
+    INFLIGHT_HEADROOM,
     MAX_AUTO_CAPACITY,
     MAX_AUTO_SHARDS,
     MIN_AUTO_CAPACITY,
@@ -14,6 +18,7 @@ from sniper.placement import (
     auto_shards,
     capacity_for,
     counted_capacity,
+    inflight_capacity,
     shards_for,
 )
 
@@ -49,3 +54,17 @@ def test_a_workloads_variable_takes_the_train_shard_rule_and_a_bounded_capacity(
     assert capacity_for(small) == 1_000  # never more rows than signs
     middle = VariableSpec("middle", signs_per_batch=10_000, vocabulary=10**7, field=3)
     assert capacity_for(middle) == 160_000  # 16 batches of distinct signs
+
+
+def test_the_batches_in_flight_need_room_for_their_distinct_signs_in_every_shard() -> None:
+    distinct = np.arange(1, 1001, dtype=np.uint64)
+    signs = np.repeat(distinct, 3)  # a sign in several batches pins one row
+    assert inflight_capacity(signs, 1) == 1000 * INFLIGHT_HEADROOM == 1125
+    # A table's rows split evenly between its shards: the fullest shard sets the size.
+    fullest = int(np.bincount(shard_of(distinct, 4)).max())
+    assert fullest > 250
+    assert inflight_capacity(signs, 4) == 4 * int(np.ceil(fullest * INFLIGHT_HEADROOM))
+    # A table of one shard that holds every id of the variable never evicts; split, it may.
+    assert inflight_capacity(signs, 1, vocabulary=1100) == 1100
+    assert inflight_capacity(signs, 4, vocabulary=1100) == inflight_capacity(signs, 4)
+    assert inflight_capacity(np.array([], np.uint64), 2) == 2  # a row a shard at least

@@ -45,12 +45,13 @@ def test_a_file_without_a_recorded_shape_is_sized_from_its_counted_ids(tmp_path:
 
 
 def test_the_spec_overrides_sizes_and_the_workload_sets_the_width(tmp_path: Path) -> None:
+    # 40,000 rows hold the ids of the batches in flight of every variable (at most ~20,500).
     config = TrainConfig(
-        variables={"default": {"capacity": 5000}, "embedding_3": {"dim": 8, "shards": 4}}
+        variables={"default": {"capacity": 40_000}, "embedding_3": {"dim": 8, "shards": 4}}
     )
     tables = sizes(config)
-    assert tables["embedding_3"] == (8, 5000, 4)
-    assert tables["embedding_0"] == (WORKLOAD.embedding_dim, 5000, 1)
+    assert tables["embedding_3"] == (8, 40_000, 4)
+    assert tables["embedding_0"] == (WORKLOAD.embedding_dim, 40_000, 1)
 
 
 def test_trainer_settings_are_checked_with_the_config() -> None:
