@@ -5,7 +5,7 @@ batch, so the same number of steps over the same data), each on its own hub, the
 gradients averaged every step: the same examples, and the held-out AUC within 0.01, for the
 numpy MLP and for a torch model. A ``kill -9`` of rank 1 mid-run is a restart of every process
 from the latest checkpoint, and the job then ends by itself with what the uninterrupted run
-trained.
+trained, and a resume from a later checkpoint trains each example once.
 """
 
 from __future__ import annotations
@@ -107,3 +107,24 @@ def test_kill_9_of_rank_1_restarts_the_ranks(tmp_path: Path) -> None:
     for key in ("steps", "examples", "eval_data_examples"):
         assert report[key] == expected[key], key
     assert abs(report["eval_data_auc"] - expected["eval_data_auc"]) < 0.01
+
+
+def test_a_resume_from_a_later_checkpoint_trains_each_example_once(tmp_path: Path) -> None:
+    """Resumed from its second checkpoint, a job of two ranks trains what is left: the
+    checkpoint holds each hub's position as the rank that reads it had it, not a copy that
+    another rank gathered at the first checkpoint (with which the hub read the batches
+    between the two checkpoints again)."""
+    write_criteo(tmp_path / "day.tsv", 2_000, seed=3)
+    (tmp_path / "job.toml").write_text(
+        f'data = "criteo:{tmp_path / "day.tsv"}"\nbatch_size = 128\nnum_ps = 1\nnum_hubs = 2\n'
+        "prefetch = 1\nprogress = false\nworkers = 1\nhidden = [8]\n"
+        "[variables.default]\ndim = 4\n"
+    )
+    ranks = ("--num-trainers", "2")
+    checkpoints = ("--checkpoint-dir", "ck", "--checkpoint-every", "2", "--max-steps", "4")
+    _, first = _train(tmp_path, "first", *ranks, *checkpoints)
+    assert first["steps"] == 4
+    _, resumed = _train(tmp_path, "resumed", *ranks, "--resume", "ck")
+    assert resumed["resumed_from_step"] == 4
+    assert resumed["steps"] == 8  # 16 batches (15 of 128 and one of 80), two a step
+    assert resumed["examples"] == 2_000  # the checkpoint's and the rest, each once
