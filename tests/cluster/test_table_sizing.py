@@ -1,6 +1,6 @@
 """A ``capacity = 0`` table on a user's table is sized from the ids the data holds (counted in
-one pass before any process starts), a resumed job keeps its checkpoint's sizes, and a table
-that runs out of rows says so at the end of the run."""
+one pass before any process starts), as on Parquet converted from synthetic data, a resumed job
+keeps its checkpoint's sizes, and a table that runs out of rows says so at the end of the run."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from sniper.cluster import TrainConfig, plan_training
-from sniper.data import load_workload
-from sniper.placement import COUNT_HEADROOM, MAX_AUTO_CAPACITY
+from sniper.data import ParquetReader, convert, load_workload
+from sniper.placement import COUNT_HEADROOM, MAX_AUTO_CAPACITY, auto_capacity, counted_capacity
 from tests.cluster._sniper import sniper
 
 WORKLOAD = load_workload("seed_ctr")
@@ -176,3 +176,26 @@ def test_a_table_that_runs_out_of_rows_says_so_and_a_resume_on_more_ids_grows_it
     shrunk = sniper(tmp_path, "train", "--config", "job.toml", "--resume", "ck0")
     assert shrunk.returncode == 2
     assert "variables.*.capacity 60000 -> 30000 (the checkpoint fixed these" in shrunk.stderr
+
+
+def test_parquet_converted_from_synthetic_data_is_counted_as_any_file(tmp_path: Path) -> None:
+    """A file ``sniper data convert synthetic`` wrote holds the ids its generator drew, fewer
+    than the vocabulary it records (every id the generator could draw): its tables are sized
+    from the ids counted in it, as a user's file's are. The generator's own data, whose source
+    it is, keeps its vocabulary."""
+    path = tmp_path / "converted.parquet"
+    convert("synthetic", "seed_ctr", path, num_batches=10, batch_size=1_000, scale=0.02)
+    tables = plan_training(TrainConfig(data=f"parquet:{path}"), WORKLOAD).tables
+    table = pq.read_table(path)
+    distinct = {
+        name: len(np.unique(table[name].combine_chunks().values.to_numpy())) for name in tables
+    }
+    for name, spec in tables.items():
+        wanted = counted_capacity(distinct[name])
+        assert abs(spec.capacity - wanted) <= 0.03 * wanted, (name, distinct[name])
+    recorded = ParquetReader(path).shape
+    assert recorded is not None
+    most = max(distinct, key=distinct.__getitem__)  # 10,874 ids of a vocabulary of 100,000
+    assert tables[most].capacity < recorded[1][most] / 5
+    generated = plan_training(TrainConfig(), WORKLOAD).tables  # seed_ctr at scale 0.02
+    assert generated[most].capacity == auto_capacity(recorded[1][most])
