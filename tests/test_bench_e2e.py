@@ -18,8 +18,9 @@ from sniper._bench._report import PeerMissing
 from sniper._bench._torch_peer import INSTALL_HINT
 from sniper.cli import main
 from sniper.cli._bench import WIRE_DTYPES
-from sniper.cluster import load_train_config
+from sniper.cluster import load_train_config, plan_training
 from sniper.data import SyntheticCtr, load_workload
+from sniper.placement import auto_capacity
 from sniper.roles import TrainReport
 from sniper.rpc._tensor import FLOAT_DTYPES
 
@@ -72,6 +73,12 @@ def test_sniper_train_reads_the_job_the_bench_writes(tmp_path: Path) -> None:
     config, _ = write_job(tmp_path, workload, data, 0, "local", job_settings("local", "float16"))
     loaded = load_train_config(config, {})
     assert loaded.wire_dtype == "float16" and loaded.launcher == "local"
+    # Its tables are sized from the generator's vocabulary, as the peer's rows are, not from
+    # the ids counted in the file, as a user's file would be.
+    tables = plan_training(loaded, workload).tables
+    assert {name: t.capacity for name, t in tables.items()} == {
+        name: auto_capacity(rows) for name, rows in data.vocabulary.items()
+    }
 
 
 def test_an_unknown_wire_dtype_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -66,6 +66,7 @@ from sniper._bench._torchrec_peer import MAX_ROWS, run_torchrec, table_rows, tor
 from sniper._table import print_table
 from sniper.cluster import describe_cores_busy, read_report
 from sniper.data import SyntheticCtr, Workload, write_parquet
+from sniper.placement import auto_capacity
 from sniper.roles import TrainerConfig, TrainReport
 
 LAUNCHERS = {"local": "2 ps processes on loopback gRPC", "inprocess": "1 ps in one process"}
@@ -84,7 +85,11 @@ def write_job(
 ) -> tuple[Path, Path]:
     """Write ``data`` as Parquet under ``directory`` and the ``sniper train`` config that trains
     on it (with ``settings``, more of its keys): the config's path and where the run's JSON
-    report will be. ``sniper bench profile`` runs the same job."""
+    report will be. ``sniper bench profile`` runs the same job.
+
+    Its tables are sized from the generator's vocabulary, as ``data = "synthetic"`` sizes
+    them, and the peer's rows are (:func:`~sniper._bench._torchrec_peer.peer_rows`): ``sniper
+    train`` would size a file's from the ids counted in it, fewer rows than the peer's."""
     path = directory / "data.parquet"
     write_parquet(data, path)
     config = directory / "e2e.toml"
@@ -96,6 +101,9 @@ def write_job(
         "seed": seed,
         "output": str(output),
         "launcher": launcher,
+        "variables": {
+            name: {"capacity": auto_capacity(rows)} for name, rows in data.vocabulary.items()
+        },
     }
     config.write_text(tomli_w.dumps(keys | dict(settings)))
     return config, output

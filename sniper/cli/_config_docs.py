@@ -66,18 +66,24 @@ def _configs() -> list[tuple[str, type, str]]:
 def render() -> str:
     """The reference as Markdown."""
     parts = [_HEADER]
-    shown: set[type] = set()  # a group of keys shared by two configs is shown once
+    # A group of keys shared by two configs is shown once. A key that one config declares
+    # again (TrainConfig's num_hubs, of another default) is shown there, and its group's own
+    # with the config that keeps it.
+    shown: dict[type, set[str]] = {}
     for title, config_class, what in _configs():
         parts.append(f"\n## {title}: {what}\n\n`{_path(config_class)}`.\n")
-        groups = _groups(config_class)
+        groups = [
+            (owner, [f for f in fields if f.name not in shown.get(owner, set())])
+            for owner, fields in _groups(config_class)
+        ]
         shared = [owner for owner, _ in groups if owner in shown]
         if shared:
             names = ", ".join(f"`{_path(owner)}`" for owner in shared)
             parts.append(f"\nIt takes the keys of {names} too (above).\n")
         for owner, fields in groups:
-            if owner in shown:
+            if not fields:
                 continue
-            shown.add(owner)
+            shown.setdefault(owner, set()).update(f.name for f in fields)
             group = (
                 "its own keys" if owner is config_class else f"{_path(owner)}: {_summary(owner)}"
             )

@@ -80,6 +80,12 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
     process the ps share one event loop and one scheduler, so a second ps adds a call to each
     fan-out and no parallelism (criteo ran 8-15% faster on one; docs/benchmarks.md); set
     ``num_ps = 2`` to split the variables there as they would be across machines."""
+    num_hubs: int = 0
+    """Hubs that split the data between them. 0 (the default): one per trainer rank
+    (``num_trainers``), since each rank reads hubs of its own (hub ``h`` is rank
+    ``h % num_trainers``'s); a number given must be at least ``num_trainers``. More hubs
+    read more of the data at once: a user's table read through ``[features]`` wants two
+    (docs/benchmarks.md)."""
     variables: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     """The model spec: ``[variables.default]`` and ``[variables.NAME]`` tables of
     :class:`~sniper.cluster.TableSpec` keys (dim, capacity, shards, optimizer, params,
@@ -124,7 +130,7 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
     auto_shard may move them). auto_shard moves variables from either start."""
     num_trainers: int = 1
     """Trainer processes (ranks) that train the job's one dense model: each reads its own
-    hubs (hub ``h`` is rank ``h % num_trainers``'s, so ``num_hubs`` must be at least this)
+    hubs (hub ``h`` is rank ``h % num_trainers``'s; ``num_hubs`` is one per rank unless given)
     and looks up and pushes its own batches on the shared ps, and every step the ranks
     average the model's gradients with an all-reduce (``torch.distributed``: gloo on the
     CPU, NCCL for a model on GPUs; needs ``sniper[torch]``). Rank 0 is this process: it
@@ -186,6 +192,11 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
         return dataclasses.replace(self, num_ps=1 if self.launcher == "inprocess" else 2)
 
     def __post_init__(self) -> None:
+        # Before HubSettings checks the number. Resolved here, once, rather than where the
+        # hubs start: every launcher, rank and checkpoint then reads one number, and a resume
+        # that leaves it out too gets what the checkpointed run did (num_trainers is fixed).
+        if not self.num_hubs:
+            object.__setattr__(self, "num_hubs", max(self.num_trainers, 1))
         super().__post_init__()
         check_at_least(self, 1, "keep_checkpoints")
         check_at_least(self, 0, "num_ps", "max_restarts", "preempt_grace")
@@ -243,8 +254,9 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
             return
         if self.num_hubs < ranks:
             raise ValueError(
-                f"num_trainers = {ranks} needs num_hubs >= {ranks}: each rank reads hubs of "
-                f"its own (hub h is rank h % {ranks}'s); got num_hubs = {self.num_hubs}"
+                f"num_hubs = {self.num_hubs} is fewer than num_trainers = {ranks}: each rank "
+                f"reads hubs of its own (hub h is rank h % {ranks}'s); give at least {ranks} "
+                "hubs, or leave num_hubs out for one per rank"
             )
         if self.launcher not in ("auto", "local", "ray"):
             raise ValueError(

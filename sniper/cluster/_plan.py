@@ -104,8 +104,9 @@ def plan_training(
     is refused (:func:`~sniper.cluster._inflight.check_capacities`).
 
     A table sniper sizes (``capacity = 0``) on data that does not know its variable's
-    vocabulary is sized from its distinct signs, counted in one pass over the data
-    (:func:`~sniper.data.count_distinct_signs`). ``kept``: the tables a resumed checkpoint
+    vocabulary (any file: only the synthetic generator knows it) is sized from its distinct
+    signs, counted in one pass over the data (:func:`~sniper.data.count_distinct_signs`).
+    ``kept``: the tables a resumed checkpoint
     recorded (its ``variables``), whose sizes a table sniper sizes keeps, growing its rows
     where the data's ids need more (the checkpoint's rows go into it by sign). ``size_tables
     = False`` leaves the count to :meth:`TrainPlan.counted`: a resume counts once its

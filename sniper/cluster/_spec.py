@@ -116,7 +116,8 @@ class DataShape:
     signs_per_batch: dict[str, int]
     """Signs of each variable in one batch (measured on the first batch for files)."""
     vocabulary: dict[str, int] | None = None
-    """Distinct signs of each variable, when the data knows it."""
+    """Distinct signs of each variable, when the data knows it: the synthetic generator's
+    (a file's are counted, :attr:`counted`)."""
     labels: tuple[str, ...] = ("label",)
     """The data's label names: the model is built to predict each."""
     regression: tuple[str, ...] = ()

@@ -235,10 +235,9 @@ class ParquetReader:
 
     @property
     def shape(self) -> tuple[dict[str, int], dict[str, int]] | None:
-        """(signs per batch, vocabulary) of each variable, when the writer recorded them.
-
-        ``sniper train`` sizes tables from them, so a converted synthetic dataset gets the same
-        tables as the generator it came from.
+        """(signs per batch, vocabulary) of each variable, when the writer recorded them: the
+        synthetic generator's figures, what it could draw, not what the file holds (``sniper
+        train`` sizes a file's tables from the distinct ids counted in it, as any file's).
         """
         value = (self._file.schema_arrow.metadata or {}).get(_KEY_SHAPE)
         if value is None:

@@ -3,14 +3,14 @@
 The one policy for tables ``sniper train`` creates (``shards = 0``, ``capacity = 0`` in
 ``[variables]``): one shard per :data:`SHARD_SIGNS` signs per batch, at most
 :data:`MAX_AUTO_SHARDS` (:func:`auto_shards`); rows from the data's vocabulary when the data
-knows it (synthetic data, and Parquet converted from it), clamped to
+knows it (the synthetic generator's, which is their source), clamped to
 [:data:`MIN_AUTO_CAPACITY`, :data:`MAX_AUTO_CAPACITY`] (:func:`auto_capacity`), or from the
 distinct signs counted in the data with :data:`COUNT_HEADROOM` when it does not
-(:func:`counted_capacity`: a user's table), else :data:`FILE_CAPACITY` rows. LRU eviction
-takes rows back past any of them, but never a row of a batch fed and not yet pushed, so a
-written capacity below :func:`inflight_capacity` is refused. The benchmarks that run a whole
-workload's ps on one machine size its tables from the workload's shape with the same shard
-rule (:func:`shards_for`) and a tighter bound on rows (:func:`capacity_for`).
+(:func:`counted_capacity`: a file, whoever wrote it), else :data:`FILE_CAPACITY` rows. LRU
+eviction takes rows back past any of them, but never a row of a batch fed and not yet pushed,
+so a written capacity below :func:`inflight_capacity` is refused. The benchmarks that run a
+whole workload's ps on one machine size its tables from the workload's shape with the same
+shard rule (:func:`shards_for`) and a tighter bound on rows (:func:`capacity_for`).
 """
 
 from __future__ import annotations

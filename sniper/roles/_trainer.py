@@ -167,7 +167,10 @@ class Trainer:
         save = None if checkpointer is None and ranks is None else self._save
         self.pauses = Pauses(self.pipeline, cluster, save, config.checkpoint_every, balancer)
         self.positions: dict[int, BatchId] = {}
-        """The last batch trained or scored of each hub (by hub number)."""
+        """The last batch trained or scored of each hub (by hub number): this rank's hubs',
+        and with several ranks the others' as gathered at the latest checkpoint."""
+        self._hubs_read: set[int] = set()
+        """The hubs this rank took a batch of: the positions only it knows."""
         self.data_ended = False
         """Every hub signalled the end of its data (not ``max_steps``): nothing is left."""
         # Its live AUC is read by live() from any thread.
@@ -184,7 +187,10 @@ class Trainer:
                 "tickets": self.pipeline.next_ticket,
                 "examples": report.examples,
                 "eval_batches": report.eval_batches,
-                "positions": dict(self.positions),
+                # Its own hubs' alone: a copy of another rank's, gathered at an earlier
+                # checkpoint, would overwrite that rank's newer one (its hub then read again,
+                # on resume, the batches trained between the two checkpoints).
+                "positions": {hub: self.positions[hub] for hub in self._hubs_read},
             }
             self._rank_states = await anyio.to_thread.run_sync(self.ranks.gather, mine)
             for state in self._rank_states:
@@ -319,6 +325,7 @@ class Trainer:
                 continue
             place = BatchId.unpack(item.batch_id)
             self.positions[place.hub] = place
+            self._hubs_read.add(place.hub)
             if item.held_out:
                 # It pushes nothing, so later lookups need not wait for its scoring (a forward
                 # pass on a thread): every tenth batch, that wait stood on the critical path.

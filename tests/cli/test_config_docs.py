@@ -21,3 +21,14 @@ def test_every_key_of_every_config_is_in_the_reference() -> None:
             assert f"| `{field.name}` |" in text, (config_class.__name__, field.name)
     assert '| `nonfinite_dense` | `"error"` or `"fill"` | `"error"` | What a NaN' in text
     assert "| `max_inflight_mb` | float | `1024.0` | Request bytes" in text
+
+
+def test_a_key_a_config_declares_again_is_shown_with_each_default() -> None:
+    # sniper train's num_hubs (0: one per trainer rank) is its own; sniper serve's hub keeps
+    # HubSettings' (1), shown under serve (the train section shows HubSettings without it).
+    text = CONFIG_DOCS.read_text()
+    train, serve = text.split("## `sniper serve`")
+    assert (
+        "| `num_hubs` | int | `0` | Hubs that split the data between them. 0 (the default)" in train
+    )
+    assert "| `num_hubs` | int | `1` | Hubs that split the data between them. |" in serve

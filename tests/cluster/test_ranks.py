@@ -5,7 +5,8 @@ batch, so the same number of steps over the same data), each on its own hub, the
 gradients averaged every step: the same examples, and the held-out AUC within 0.01, for the
 numpy MLP and for a torch model. A ``kill -9`` of rank 1 mid-run is a restart of every process
 from the latest checkpoint, and the job then ends by itself with what the uninterrupted run
-trained.
+trained, and a resume from a later checkpoint trains each example once. A job that leaves
+``num_hubs`` out gets one hub per rank, and resumes so.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 
 from sniper._bench._chaos import RunningJob
+from tests.cluster._sniper import sniper
 from tests.data._helpers import write_criteo
 
 MODELS = {
@@ -107,3 +109,30 @@ def test_kill_9_of_rank_1_restarts_the_ranks(tmp_path: Path) -> None:
     for key in ("steps", "examples", "eval_data_examples"):
         assert report[key] == expected[key], key
     assert abs(report["eval_data_auc"] - expected["eval_data_auc"]) < 0.01
+
+
+def test_hubs_one_per_rank_and_a_resume_from_a_later_checkpoint(tmp_path: Path) -> None:
+    """A job of two ranks that leaves ``num_hubs`` out gets a hub per rank, which its
+    checkpoints record and its resume, leaving it out again, keeps. Resumed from its second
+    checkpoint, it trains what is left: the checkpoint holds each hub's position as the rank
+    that reads it had it, not a copy that another rank gathered at the first checkpoint (with
+    which the hub read the batches between the two checkpoints again)."""
+    write_criteo(tmp_path / "day.tsv", 2_000, seed=3)
+    (tmp_path / "job.toml").write_text(
+        f'data = "criteo:{tmp_path / "day.tsv"}"\nbatch_size = 128\nnum_ps = 1\nprefetch = 1\n'
+        "progress = false\nworkers = 1\nhidden = [8]\n[variables.default]\ndim = 4\n"
+    )
+    ranks = ("--num-trainers", "2")
+    checkpoints = ("--checkpoint-dir", "ck", "--checkpoint-every", "2", "--max-steps", "4")
+    job, first = _train(tmp_path, "first", *ranks, *checkpoints)
+    assert "started 2 hub(s)" in "".join(job.lines)
+    assert first["config"]["num_hubs"] == 2
+    assert first["steps"] == 4
+    more = ("--num-hubs", "3", "--resume", "ck")
+    refused = sniper(tmp_path, "train", "--config", "job.toml", *ranks, *more)
+    assert refused.returncode == 2
+    assert "num_hubs 2 -> 3 (the checkpoint fixed these" in refused.stderr
+    _, resumed = _train(tmp_path, "resumed", *ranks, "--resume", "ck")
+    assert resumed["resumed_from_step"] == 4
+    assert resumed["steps"] == 8  # 16 batches (15 of 128 and one of 80), two a step
+    assert resumed["examples"] == 2_000  # the checkpoint's and the rest, each once

@@ -11,9 +11,17 @@ from sniper.cluster import TrainConfig
 from tests.cluster._sniper import sniper
 
 
-def test_each_rank_needs_a_hub_of_its_own() -> None:
-    with pytest.raises(ValueError, match=r"num_trainers = 2 needs num_hubs >= 2"):
-        TrainConfig(num_trainers=2)
+def test_each_rank_gets_a_hub_of_its_own_unless_the_config_says() -> None:
+    assert TrainConfig(num_trainers=2).num_hubs == 2
+    assert TrainConfig(num_trainers=3, num_hubs=6).num_hubs == 6
+    assert TrainConfig().num_hubs == 1
+    with pytest.raises(
+        ValueError,
+        match=r"^num_hubs = 1 is fewer than num_trainers = 2: each rank reads hubs of its "
+        r"own \(hub h is rank h % 2's\); give at least 2 hubs, or leave num_hubs out for one "
+        r"per rank$",
+    ):
+        TrainConfig(num_trainers=2, num_hubs=1)
 
 
 def test_the_in_process_launcher_is_one_rank() -> None:
@@ -52,6 +60,13 @@ def test_the_command_refuses_in_one_line(tmp_path: Path) -> None:
     done = sniper(tmp_path, "train", "--num-trainers", "2", "--launcher", "inprocess")
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1].startswith("sniper: error: num_trainers = 2")
+    done = sniper(tmp_path, "train", "--num-trainers", "3", "--num-hubs", "2")
+    assert done.returncode == 2
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .startswith("sniper: error: num_hubs = 2 is fewer than num_trainers = 3")
+    )
     done = sniper(tmp_path, "train", "--rank", "1")
     assert done.returncode == 2
     assert "give --rank and --master together" in done.stderr
@@ -63,10 +78,13 @@ def test_a_resume_keeps_the_number_of_ranks(tmp_path: Path) -> None:
     from sniper.cluster._resume import check_resume, job_config
     from sniper.data import load_workload
 
-    two = TrainConfig(num_trainers=2, num_hubs=2, num_batches=4)
+    two = TrainConfig(num_trainers=2, num_batches=4)
     plan = plan_training(two, load_workload(two.workload))
     checkpoint = JobCheckpoint(tmp_path, 4, 2, 2, {}, {}, [], job_config(two, plan))
-    check_resume(checkpoint, two, plan)
+    check_resume(checkpoint, two, plan)  # num_hubs left out both times: one per rank
+    check_resume(checkpoint, dataclasses.replace(two, num_hubs=2), plan)
+    with pytest.raises(ValueError, match=r"num_hubs 2 -> 4 \(the checkpoint fixed these"):
+        check_resume(checkpoint, dataclasses.replace(two, num_hubs=4), plan)
     one = TrainConfig(num_hubs=2, num_batches=4)
     with pytest.raises(ValueError, match=r"num_trainers 2 -> 1 \(the checkpoint fixed these"):
         check_resume(checkpoint, one, plan)

@@ -1,7 +1,8 @@
 """A ``capacity = 0`` table on a user's table is sized from the ids the data holds (counted in
-one pass before any process starts), a resumed job keeps its checkpoint's sizes, a table
-that runs out of rows says so at the end of the run, and a written capacity smaller than the
-rows the batches in flight hold is refused before any process starts."""
+one pass before any process starts), as on Parquet converted from synthetic data, a resumed job
+keeps its checkpoint's sizes, a table that runs out of rows says so at the end of the run, and
+a written capacity smaller than the rows the batches in flight hold is refused before any
+process starts."""
 
 from __future__ import annotations
 
@@ -18,8 +19,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from sniper.cluster import TrainConfig, plan_training
-from sniper.data import load_workload
-from sniper.placement import COUNT_HEADROOM, INFLIGHT_HEADROOM, MAX_AUTO_CAPACITY
+from sniper.data import ParquetReader, convert, load_workload
+from sniper.placement import (
+    COUNT_HEADROOM,
+    INFLIGHT_HEADROOM,
+    MAX_AUTO_CAPACITY,
+    auto_capacity,
+    counted_capacity,
+)
 from tests.cluster._sniper import sniper
 
 WORKLOAD = load_workload("seed_ctr")
@@ -265,3 +272,26 @@ def test_sniper_train_refuses_a_table_the_batches_in_flight_overfill_and_trains_
     assert report["steps"] == 60 - 6  # every 10th batch held out
     capacity, evictions = report["evicted"]["user"]
     assert capacity == 4_725 and evictions >= 12_000 - 4_725
+
+
+def test_parquet_converted_from_synthetic_data_is_counted_as_any_file(tmp_path: Path) -> None:
+    """A file ``sniper data convert synthetic`` wrote holds the ids its generator drew, fewer
+    than the vocabulary it records (every id the generator could draw): its tables are sized
+    from the ids counted in it, as a user's file's are. The generator's own data, whose source
+    it is, keeps its vocabulary."""
+    path = tmp_path / "converted.parquet"
+    convert("synthetic", "seed_ctr", path, num_batches=10, batch_size=1_000, scale=0.02)
+    tables = plan_training(TrainConfig(data=f"parquet:{path}"), WORKLOAD).tables
+    table = pq.read_table(path)
+    distinct = {
+        name: len(np.unique(table[name].combine_chunks().values.to_numpy())) for name in tables
+    }
+    for name, spec in tables.items():
+        wanted = counted_capacity(distinct[name])
+        assert abs(spec.capacity - wanted) <= 0.03 * wanted, (name, distinct[name])
+    recorded = ParquetReader(path).shape
+    assert recorded is not None
+    most = max(distinct, key=distinct.__getitem__)  # 10,874 ids of a vocabulary of 100,000
+    assert tables[most].capacity < recorded[1][most] / 5
+    generated = plan_training(TrainConfig(), WORKLOAD).tables  # seed_ctr at scale 0.02
+    assert generated[most].capacity == auto_capacity(recorded[1][most])

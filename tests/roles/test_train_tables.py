@@ -1,4 +1,4 @@
-"""sniper train sizes tables from its data: the generator, or the shape a Parquet file records."""
+"""sniper train sizes tables from its data: the generator's vocabulary, or a file's ids, counted."""
 
 from __future__ import annotations
 
@@ -20,14 +20,23 @@ def sizes(config: TrainConfig) -> dict[str, tuple[int, int, int]]:
     return {name: (t.dim, t.capacity, t.shards) for name, t in plan.tables.items()}
 
 
-def test_parquet_from_synthetic_gets_the_generators_tables(tmp_path: Path) -> None:
+def test_parquet_from_synthetic_gets_the_generators_shards_and_rows_for_its_ids(
+    tmp_path: Path,
+) -> None:
+    """A converted file's tables are the generator's in width and shards (its first batch has
+    the generator's signs), and hold the ids the file holds, counted, fewer than the
+    generator's vocabulary that sizes the generator's (tests/cluster/test_table_sizing.py)."""
     path = tmp_path / "synthetic.parquet"
     write_parquet(SyntheticCtr(WORKLOAD, num_batches=2, scale=0.3, seed=3), path)
     from_file = sizes(TrainConfig(data=f"parquet:{path}", scale=1.0))
     from_generator = sizes(TrainConfig(scale=0.3, seed=3))
-    assert from_file == from_generator
     assert len(from_file) == 76
+    assert {name: (dim, shards) for name, (dim, _, shards) in from_file.items()} == {
+        name: (dim, shards) for name, (dim, _, shards) in from_generator.items()
+    }
     assert from_file["embedding_11"][2] > 1  # the huge variable is sharded
+    assert all(from_file[name][1] <= from_generator[name][1] for name in from_file)
+    assert from_file["embedding_11"][1] < from_generator["embedding_11"][1] / 10
 
 
 def test_a_file_without_a_recorded_shape_is_sized_from_its_counted_ids(tmp_path: Path) -> None:
