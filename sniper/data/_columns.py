@@ -27,6 +27,8 @@ __all__ = [
     "check_label_type",
     "check_sparse_type",
     "dense_values",
+    "first_unparsed",
+    "float64",
     "label_values",
     "sparse_signs",
 ]
@@ -177,7 +179,7 @@ def bag_weights(
             f"{where.file}: row {where.row(row)}: weights column {weights_name!r} has "
             f"{int(mine[row])} values where column {name!r} has {int(counts[row])}"
         )
-    flat = pc.fill_null(pc.cast(values, pa.float64()), np.nan).to_numpy(zero_copy_only=False)
+    flat = pc.fill_null(float64(values), np.nan).to_numpy(zero_copy_only=False)
     bad = np.flatnonzero(~np.isfinite(flat))
     if bad.size:
         row = int(np.repeat(np.arange(len(counts)), counts)[bad[0]])
@@ -188,11 +190,35 @@ def bag_weights(
     return np.asarray(flat[keep], dtype=np.float32)
 
 
+def float64(array: Any) -> Any:
+    """``array`` (numbers, booleans or text) as float64. An integer beyond ``2**53`` becomes
+    the nearest float, where Arrow's safe cast refuses it naming no file, row or column: a
+    dense value is a number for the model, which takes float32 anyway, and a label or weight
+    that large is refused by its own check. Text that is no number raises ``ArrowInvalid``."""
+    return pc.cast(array, pa.float64(), safe=False)
+
+
+def first_unparsed(text: Any) -> int:
+    """The index of the first value of ``text`` (strings, some of which Arrow cannot parse
+    as float64) that it cannot parse: halves ``text`` while the first half fails, then the
+    second, so finding it costs as much as two casts of ``text``, not a cast per value."""
+    start, stop = 0, len(text)
+    while stop - start > 1:
+        middle = (start + stop) // 2
+        try:
+            pc.cast(text.slice(start, middle - start), pa.float64())
+        except pa.ArrowInvalid:
+            stop = middle
+        else:
+            start = middle
+    return start
+
+
 def dense_values(name: str, array: Any, column: ColumnSpec, where: Where) -> NDArray[np.float64]:
     """A dense column as float64: nulls take ``fill``; NaN or Inf in the file is refused
     naming the row; then the transform (``stats`` must be resolved for ``standardize``)."""
     valid = array.is_valid().to_numpy(zero_copy_only=False) if array.null_count else None
-    values = pc.fill_null(pc.cast(array, pa.float64()), 0.0).to_numpy(zero_copy_only=False)
+    values = pc.fill_null(float64(array), 0.0).to_numpy(zero_copy_only=False)
     values = np.array(values, dtype=np.float64)
     bad = ~np.isfinite(values)
     if bad.any():
@@ -265,7 +291,7 @@ def _present_label_values(label: LabelSpec, array: Any, where: Where) -> NDArray
     if label.regression:
         return _regression_values(label, array, where)
     if rule is None:
-        values = pc.cast(array, pa.float64()).to_numpy(zero_copy_only=False)
+        values = float64(array).to_numpy(zero_copy_only=False)
         bad = np.flatnonzero((values != 0) & (values != 1))
         if bad.size:
             row = int(bad[0])
@@ -311,26 +337,13 @@ def _label_as_numbers(label: LabelSpec, array: Any, where: Where, why: str) -> A
     """A label column cast to float64 as Arrow parses numbers; a value it cannot parse is
     refused, naming its file, row and column and ``why`` it had to be a number."""
     try:
-        return pc.cast(array, pa.float64())
-    except pa.ArrowInvalid as exc:
-        values = array.to_pylist()
-        row = next((i for i, v in enumerate(values) if not _arrow_number(v)), None)
-        if row is None:  # not found value by value: Arrow's own words say which
-            raise TableError(f"{where.file}: label column {label.column!r}: {exc}") from None
-        raise TableError(
-            f"{where.file}: row {where.row(row)}: label column {label.column!r} is "
-            f"{values[row]!r}, {why}"
-        ) from None
-
-
-def _arrow_number(value: Any) -> bool:
-    """Whether Arrow's cast parses ``value`` as a float64 (it is stricter than ``float()``:
-    no spaces, no underscores)."""
-    try:
-        pc.cast(pa.array([value]), pa.float64())
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        return False
-    return True
+        return float64(array)
+    except pa.ArrowInvalid:
+        row = first_unparsed(array)
+    raise TableError(
+        f"{where.file}: row {where.row(row)}: label column {label.column!r} is "
+        f"{array[row].as_py()!r}, {why}"
+    )
 
 
 def _regression_values(label: LabelSpec, array: Any, where: Where) -> NDArray[np.float32]:

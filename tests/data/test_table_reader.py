@@ -10,10 +10,12 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
 from sniper.data import Batch, FeatureSpec, Reader, TableError, TableReader, open_reader
+from sniper.data._table_reader import TableFormat
 from sniper.hashing import feature_sign
 from tests.data._tables import (
     FEATURES,
@@ -144,6 +146,44 @@ def test_csv_shards_split_blocks_or_files(tmp_path: Path, parquet: Path) -> None
         whole = _rows(_all(reader), "item_id")
         parts = [_rows(_all(reader, shard=k, num_shards=2), "item_id") for k in range(2)]
         assert sorted(parts[0] + parts[1]) == sorted(whole)
+
+
+FORMATS: tuple[TableFormat, TableFormat] = ("parquet", "csv")
+"""The formats of :func:`_both_formats`' files, in its order."""
+
+
+def _both_formats(tmp_path: Path, columns: dict[str, Any]) -> tuple[Path, Path]:
+    """``columns`` as Parquet and as the CSV pyarrow writes (a string quoted, a null empty)."""
+    parquet = _write(tmp_path, "t.parquet", columns)
+    csv = tmp_path / "t.csv"
+    pacsv.write_csv(pa.table(columns), csv)
+    return parquet, csv
+
+
+def test_a_dense_integer_beyond_2_53_is_its_nearest_float(tmp_path: Path) -> None:
+    """A dense column of int64 or uint64 values beyond ``2**53`` failed with pyarrow's words
+    alone (``Integer value ... not in range``), naming no file, row or column; it is a number
+    for the model, which takes float32: each value becomes the nearest float, in Parquet and
+    CSV alike, and in ``standardize``'s pass over the data."""
+    unsigned = [2**64 - 5, 2**63 + 95, 2**53 + 1, 7]
+    signed = [1, 2**62 + 1, -(2**60) - 1, 2**53 + 1]
+    parquet, csv = _both_formats(
+        tmp_path,
+        {
+            "y": pa.array([0, 1, 0, 1]),
+            "u": pa.array(unsigned, pa.uint64()),
+            "i": pa.array(signed, pa.int64()),
+        },
+    )
+    want = np.array([unsigned, signed], np.float32).T
+    for path, kind in zip((parquet, csv), FORMATS, strict=True):
+        for transform in ("none", "standardize"):
+            columns = {"i": {"transform": transform}}
+            reader = TableReader([path], _spec(dense=["u", "i"], columns=columns), format=kind)
+            (batch,) = _all(reader)
+            if transform == "none":
+                np.testing.assert_array_equal(batch.dense, want)
+            assert np.isfinite(batch.dense).all()
 
 
 def _write(tmp_path: Path, name: str, columns: dict[str, Any]) -> Path:
