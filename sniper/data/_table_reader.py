@@ -2,10 +2,12 @@
 
 **Streaming.** Parquet is read a row group at a time, in chunks of :data:`READ_ROWS` rows
 (``ParquetFile.iter_batches``), CSV and TSV with pyarrow's streaming CSV reader in blocks of
-:data:`CSV_BLOCK_BYTES`: a file is never in memory whole. Each chunk becomes numpy arrays
-(:mod:`sniper.data._columns`: signs hashed, dense values filled and transformed, labels made
-0/1, every value checked), and batches of exactly ``batch_size`` rows are cut from the chunks
-across row-group and file boundaries; a shard's last batch may be shorter.
+:data:`CSV_BLOCK_BYTES`, as text made the values Parquet holds (:mod:`sniper.data._csv`: the
+same rows give the same signs and numbers in either format): a file is never in memory whole.
+Each chunk becomes numpy arrays (:mod:`sniper.data._columns`: signs hashed, dense values
+filled and transformed, labels made 0/1, every value checked), and batches of exactly
+``batch_size`` rows are cut from the chunks across row-group and file boundaries; a shard's
+last batch may be shorter.
 
 **Sharding** (several hubs, every row read once per epoch). Parquet is split by its row
 groups, in file order, each to the hub with the fewest rows so far (round-robin where the
@@ -48,6 +50,7 @@ from sniper.data._columns import (
     model_input,
     sparse_signs,
 )
+from sniper.data._csv import as_numbers, as_text, convert_options
 from sniper.data._features import ColumnSpec, FeatureSpec, LabelSpec
 from sniper.data._reader import check_stream
 
@@ -343,6 +346,8 @@ class TableReader:
                         f"{shown}{' ...' if len(schema.names) > 12 else ''}"
                     )
                 types[name] = schema.field(name).type
+                if self.format != "parquet" and name in spec.sparse:
+                    types[name] = pa.string()  # text, whatever the guess (ids > 2**63: double)
             if index == 0:
                 for label in self._labels:
                     check_label_type(str(file), label, types[label.column])
@@ -410,14 +415,23 @@ class TableReader:
         if self.format == "parquet":
             for unit in self._shard_units(shard, num_shards):
                 yield from self._parquet_unit(unit, columns)
-        elif len(self.files) >= num_shards:
+        else:
+            for block, where in self._csv_shard(shard, num_shards, columns):
+                yield self._typed(block, where), where
+
+    def _csv_shard(
+        self, shard: int, num_shards: int, columns: list[str]
+    ) -> Iterator[tuple[Any, Where]]:
+        """This shard's CSV blocks, as parsed text: its files, or its blocks of every file
+        (the others' parsed, not converted)."""
+        if len(self.files) >= num_shards:
             for index in range(shard, len(self.files), num_shards):
                 yield from self._csv_blocks(self.files[index], columns)
-        else:
-            blocks = (item for file in self.files for item in self._csv_blocks(file, columns))
-            for number, item in enumerate(blocks):
-                if number % num_shards == shard:
-                    yield item
+            return
+        blocks = (item for file in self.files for item in self._csv_blocks(file, columns))
+        for number, item in enumerate(blocks):
+            if number % num_shards == shard:
+                yield item
 
     def _parquet_unit(self, unit: _Unit, columns: list[str]) -> Iterator[tuple[Any, Where]]:
         file = self.files[unit.file]
@@ -452,30 +466,16 @@ class TableReader:
     def _parse_options(self) -> Any:
         return pacsv.ParseOptions(delimiter="\t" if self.format == "tsv" else ",")
 
-    def _csv_types(self, columns: list[str]) -> dict[str, Any]:
-        """Sparse columns read as text (an integer's sign is its text's, so CSV and Parquet
-        agree), dense ones as float64, labels as the first block showed them."""
-        spec = self._spec
-        types: dict[str, Any] = {name: pa.string() for name in spec.sparse}
-        types |= {name: pa.float64() for name in spec.dense}
-        for label in self.label_names:
-            kind = self._types[label]
-            types[label] = pa.string() if pa.types.is_string(kind) else pa.float64()
-        for name in columns:
-            if name not in types:  # a weights column: a list in CSV is not a type
-                types[name] = self._types[name]
-        return {name: types[name] for name in columns}
-
     def _csv_blocks(
         self, file: Path, columns: list[str], *, typed: bool = True
     ) -> Iterator[tuple[Any, Where]]:
         """``file``'s blocks in order, parsed, each with its rows (0 is the line after the
-        header); ``typed``: as the spec reads its columns, otherwise as pyarrow infers them."""
-        options = pacsv.ConvertOptions(
-            include_columns=columns,
-            column_types=self._csv_types(columns) if typed else None,
-            strings_can_be_null=True,
-        )
+        header); ``typed``: as the spec reads its columns (as text, :func:`convert_options`,
+        which :meth:`_typed` makes Parquet's values), otherwise as pyarrow infers them."""
+        if typed:
+            options = convert_options(columns)
+        else:
+            options = pacsv.ConvertOptions(include_columns=columns, strings_can_be_null=True)
         row = 0
         try:
             with pacsv.open_csv(
@@ -490,6 +490,22 @@ class TableReader:
                     yield block, Where(str(file), rows)
         except pa.ArrowInvalid as exc:
             raise TableError(f"{file}: after row {row}: {exc}") from None
+
+    def _typed(self, block: Any, where: Where) -> Any:
+        """A CSV block's text as the values Parquet would hold (:mod:`sniper.data._csv`):
+        sparse columns stay text; dense and label columns become numbers, or a label of
+        strings (as the first file's first block showed it) text with its null words null."""
+        spec = self._spec
+        text_labels = {n for n in self.label_names if pa.types.is_string(self._types[n])}
+        arrays = []
+        for name in block.schema.names:
+            array = block.column(name)
+            if name in text_labels:
+                array = as_text(array)
+            elif name in spec.dense or name in self.label_names:
+                array = as_numbers(name, array, where)
+            arrays.append(array)
+        return pa.RecordBatch.from_arrays(arrays, names=block.schema.names)
 
     def _convert(self, table: Any, where: Where) -> _Rows:
         """One record batch as checked arrays (nulls, NaN, transforms: see the module doc)."""
@@ -626,9 +642,10 @@ def _offsets(lengths: NDArray[np.int64]) -> NDArray[np.int64]:
 
 
 def _same_type(kind: Any, first: Any, format: str) -> bool:
-    """Whether two files' types of a column agree (CSV's inferred integer and float widths
-    may differ by block: numbers agree with numbers there)."""
+    """Whether two files' types of a column agree (CSV's guesses from a file's first block
+    may differ by file, an integer's width, a float or a boolean: all are read as numbers,
+    and agree there)."""
     if kind == first:
         return True
-    numeric = (pa.types.is_integer, pa.types.is_floating)
+    numeric = (pa.types.is_integer, pa.types.is_floating, pa.types.is_boolean)
     return format != "parquet" and any(t(kind) for t in numeric) and any(t(first) for t in numeric)

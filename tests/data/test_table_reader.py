@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import re
 from pathlib import Path
@@ -15,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from sniper.data import Batch, FeatureSpec, Reader, TableError, TableReader, open_reader
-from sniper.data._table_reader import TableFormat
+from sniper.data._table_reader import CSV_BLOCK_BYTES, TableFormat
 from sniper.hashing import feature_sign
 from tests.data._tables import (
     FEATURES,
@@ -148,6 +149,10 @@ def test_csv_shards_split_blocks_or_files(tmp_path: Path, parquet: Path) -> None
         assert sorted(parts[0] + parts[1]) == sorted(whole)
 
 
+HASHED = [2**64 - 5, 2**63 + 95, 2**53 + 1, 7, None]
+"""Hashed 64-bit ids: beyond ``2**63`` (CSV's guess of their type is a double) and ``2**53``."""
+
+
 FORMATS: tuple[TableFormat, TableFormat] = ("parquet", "csv")
 """The formats of :func:`_both_formats`' files, in its order."""
 
@@ -158,6 +163,45 @@ def _both_formats(tmp_path: Path, columns: dict[str, Any]) -> tuple[Path, Path]:
     csv = tmp_path / "t.csv"
     pacsv.write_csv(pa.table(columns), csv)
     return parquet, csv
+
+
+def test_csv_gives_parquet_signs_for_empty_strings_na_and_hashed_ids(tmp_path: Path) -> None:
+    """The same rows as Parquet and CSV give the same signs in every sparse column. A quoted
+    ``""`` was null in CSV (an empty bag) where Parquet's ``""`` has a sign, and so were
+    ``NA`` and ``null``, quoted or not; a column of ids beyond ``2**63`` was refused as a
+    double. Only an unquoted empty field (a null) is an empty bag."""
+    parquet, csv = _both_formats(
+        tmp_path,
+        {
+            "y": pa.array([0, 1, 0, 1, 0]),
+            "s": pa.array(["", "NA", None, "null", "a"]),
+            "n": pa.array([3, None, -1, 0, 12], pa.int64()),
+            "h": pa.array(HASHED, pa.uint64()),
+            "tags": pa.array(['""', "NA|", "|x", None, "a|b"]),
+        },
+    )
+    assert csv.read_text().splitlines()[1:3] == [
+        '0,"",3,18446744073709551611,""""""',
+        '1,"NA",,9223372036854775903,"NA|"',
+    ]
+    table = {
+        "label": "y",
+        "sparse": ["s", "n", "h", "tags"],
+        "columns": {"tags": {"separator": "|"}},
+    }
+    spec = FeatureSpec.from_table(table)
+    want = _all(TableReader([parquet], spec))
+    got = _all(TableReader([csv], spec, format="csv"))
+    for variable in spec.variables:
+        assert _rows(got, variable) == _rows(want, variable), variable
+    sign = functools.partial(feature_sign, "s")
+    assert _rows(got, "s") == [[sign("")], [sign("NA")], [], [sign("null")], [sign("a")]]
+    # A sparse column is text whatever CSV guesses of a file: ints in one, words in another.
+    words = tmp_path / "words.csv"
+    words.write_text('y,s,n,h,tags\n1,b,x7,8,""\n')
+    (*_, last) = _all(TableReader([csv, words], spec, format="csv"))
+    assert _rows([last], "n")[-1] == [feature_sign("n", "x7")]
+    assert _rows(got, "h")[:2] == [[feature_sign("h", 2**64 - 5)], [feature_sign("h", 2**63 + 95)]]
 
 
 def test_a_dense_integer_beyond_2_53_is_its_nearest_float(tmp_path: Path) -> None:
@@ -184,6 +228,54 @@ def test_a_dense_integer_beyond_2_53_is_its_nearest_float(tmp_path: Path) -> Non
             if transform == "none":
                 np.testing.assert_array_equal(batch.dense, want)
             assert np.isfinite(batch.dense).all()
+
+
+def test_a_csv_column_of_true_and_false_reads_as_parquet_booleans(tmp_path: Path) -> None:
+    """A dense or label column of ``true``/``false``, which ``sniper data inspect`` calls bool,
+    is 1 and 0 from CSV as from Parquet: CSV failed (``CSV conversion error to double:
+    invalid value 'true'``)."""
+    parquet, csv = _both_formats(
+        tmp_path,
+        {
+            "click": pa.array([True, False, True]),
+            "mobile": pa.array([False, None, True]),
+            "x": pa.array([1.5, None, 2.0]),
+        },
+    )
+    assert csv.read_text().splitlines()[1:] == ["true,false,1.5", "false,,", "true,true,2"]
+    spec = FeatureSpec.from_table({"label": "click", "dense": ["mobile", "x"]})
+    for path, kind in zip((parquet, csv), FORMATS, strict=True):
+        (batch,) = _all(TableReader([path], spec, format=kind))
+        assert batch.labels.tolist() == [1.0, 0.0, 1.0], kind
+        assert batch.dense.tolist() == [[0.0, 1.5], [0.0, 0.0], [1.0, 2.0]], kind
+    # Another file's guess of a column, 0/1 where the first has true/false, agrees.
+    ints = tmp_path / "ints.csv"
+    ints.write_text("click,mobile,x\n0,1,3\n")
+    (batch,) = _all(TableReader([csv, ints], spec, format="csv"))
+    assert batch.labels.tolist() == [1.0, 0.0, 1.0, 0.0]
+    assert batch.dense.tolist() == [[0.0, 1.5], [0.0, 0.0], [1.0, 2.0], [1.0, 3.0]]
+
+
+def test_csv_dense_text_nulls_spaces_and_a_word_named_by_its_row(tmp_path: Path) -> None:
+    """A dense or label value of CSV is null when empty (quoted or not) or a word for null
+    (``NA``, ``NaN``...), a number with spaces around it is the number, and a word that is
+    no number is refused naming the file, row and column, past the first block too (whose
+    types the reader checks as it opens)."""
+    csv = tmp_path / "t.csv"
+    good = 'y,f\n"1","2.5"\n0,""\n1,NA\n0," 4 "\n1,NaN\n"0","null"\n'
+    csv.write_text(good)
+    spec = _spec(dense=["f"], columns={"f": {"fill": -1.0}})
+    (batch,) = _all(TableReader([csv], spec, format="csv"))
+    assert batch.dense[:, 0].tolist() == [2.5, -1.0, -1.0, 4.0, -1.0, -1.0]
+    assert batch.labels.tolist() == [1.0, 0.0, 1.0, 0.0, 1.0, 0.0]
+    lines = CSV_BLOCK_BYTES // len("0,1.5\n") + 10
+    with csv.open("w") as out:
+        out.write("y,f\n" + "0,1.5\n" * lines + "1,abc\n")
+    with pytest.raises(
+        TableError,
+        match=re.escape(f"{csv}: row {lines}: column 'f' is 'abc': a number was expected"),
+    ):
+        _all(TableReader([csv], spec, format="csv"))
 
 
 def _write(tmp_path: Path, name: str, columns: dict[str, Any]) -> Path:
