@@ -1,5 +1,5 @@
 """``sniper data``: prepare training data (``convert``: Criteo TSV or synthetic to Parquet;
-``inspect``: a user's file's columns and a ``[features]`` table for it)."""
+``inspect``: a user's table's columns and a ``[features]`` table for it)."""
 
 from __future__ import annotations
 
@@ -53,9 +53,12 @@ def add_parser(commands: Commands) -> None:
     convert.add_argument("--seed", type=int, default=0, help="synthetic only")
     convert.set_defaults(run=run_convert)
     inspect = actions.add_parser(
-        "inspect", help="a Parquet, CSV or TSV file's columns, rows and a [features] table"
+        "inspect", help="a Parquet, CSV or TSV table's columns, rows and a [features] table"
     )
-    inspect.add_argument("path", help="the file")
+    inspect.add_argument(
+        "path",
+        help="a file, a directory or a glob, or parquet:PATH, csv:PATH, tsv:PATH as in --data",
+    )
     inspect.set_defaults(run=run_inspect)
 
 
@@ -77,7 +80,7 @@ def run_convert(args: argparse.Namespace) -> int:
 
 
 def run_inspect(args: argparse.Namespace) -> int:
-    """Print the file's columns, rows and row groups, and a suggested ``[features]`` table."""
+    """Print the table's columns, rows and row groups, and a suggested ``[features]`` table."""
     from sniper.data import inspect_table
 
     print(inspect_table(args.path))

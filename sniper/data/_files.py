@@ -23,7 +23,10 @@ from pathlib import Path
 from sniper.data._batch import Batch
 from sniper.data._reader import Reader, check_stream
 
-__all__ = ["FileSet", "expand_paths"]
+__all__ = ["TABLE_KINDS", "FileSet", "expand_paths", "table_files"]
+
+TABLE_KINDS = ("parquet", "csv", "tsv")
+"""The formats of a user's table, the ``KIND`` of its ``KIND:PATH``."""
 
 
 def expand_paths(pattern: str | Path, kind: str, suffix: str = "") -> list[Path]:
@@ -49,6 +52,17 @@ def expand_paths(pattern: str | Path, kind: str, suffix: str = "") -> list[Path]
             raise FileNotFoundError(f"{kind} pattern {text!r} matches no file")
         return files
     raise FileNotFoundError(f"{kind} file {text!r} does not exist")
+
+
+def table_files(kind: str, path: str) -> list[Path]:
+    """The files of a user's table ``kind:path`` (``kind`` of :data:`TABLE_KINDS`), as
+    :func:`expand_paths` finds them: in a directory, a Parquet table's ``*.parquet`` files,
+    a CSV or TSV table's every file. What training reads, and ``sniper data inspect``."""
+    if not path:
+        raise ValueError(f"{kind} data needs a file: {kind}:PATH")
+    if kind == "parquet":
+        return expand_paths(path, "Parquet", ".parquet")
+    return expand_paths(path, kind.upper())
 
 
 def _is_data_file(path: Path, suffix: str) -> bool:

@@ -8,7 +8,7 @@ from typing import Any
 
 from sniper.data._criteo import CriteoTsv
 from sniper.data._features import FeatureSpec
-from sniper.data._files import FileSet, expand_paths
+from sniper.data._files import TABLE_KINDS, FileSet, expand_paths, table_files
 from sniper.data._parquet import NonfiniteDense, ParquetReader
 from sniper.data._reader import Reader
 from sniper.data._synthetic import SyntheticCtr
@@ -61,7 +61,7 @@ def open_reader(
     can name any kind of data. An unknown kind raises ``LookupError`` listing the valid ones.
     """
     kind, colon, path = data.partition(":")
-    if features and kind in ("parquet", "csv", "tsv") and colon:
+    if features and kind in TABLE_KINDS and colon:
         return _open_table(kind, path, features, batch_size, num_batches, optional_labels)
     if kind in ("csv", "tsv") and colon:
         raise ValueError(
@@ -113,13 +113,9 @@ def _open_table(
     num_batches: int | None,
     optional_labels: bool,
 ) -> TableReader:
-    if not path:
-        raise ValueError(f"{kind} data needs a file: {kind}:PATH")
     spec = features if isinstance(features, FeatureSpec) else FeatureSpec.from_table(features)
-    suffix = ".parquet" if kind == "parquet" else ""
-    files = expand_paths(path, kind.upper() if kind != "parquet" else "Parquet", suffix)
     return TableReader(
-        files,
+        table_files(kind, path),
         spec,
         format="parquet" if kind == "parquet" else "csv" if kind == "csv" else "tsv",
         batch_size=batch_size or DEFAULT_BATCH_SIZE,

@@ -3,11 +3,13 @@ column named like a label is suggested as a feature."""
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
@@ -56,3 +58,85 @@ def test_a_second_target_is_named_as_a_label_not_suggested_as_a_feature(
         f"{OTHERS}{', '.join(others)} (a second target: add it to labels; a value known "
         "before the outcome: to dense)"
     ]
+
+
+def _features(out: str) -> dict[str, Any]:
+    """The ``[features]`` table of ``inspect_table``'s report ``out``."""
+    features: dict[str, Any] = tomllib.loads(out[out.index("\n[features]") :])["features"]
+    return features
+
+
+def test_hashed_ids_beyond_2_53_are_suggested_sparse(tmp_path: Path) -> None:
+    """An integer column with values beyond ``2**53`` holds ids (64-bit hashes), not numbers
+    a model should take as floats: it was suggested dense. So is it in CSV, where pyarrow
+    guesses a column of integers beyond ``2**63`` a double. A time in nanoseconds, as large,
+    and small integers stay dense."""
+    columns = {
+        "click": pa.array([0, 1, 0]),
+        "h": pa.array([2**64 - 5, 3, 2**63 + 95], pa.uint64()),
+        "s": pa.array([-(2**62), 5, 2**53 + 1], pa.int64()),
+        "event_time": pa.array([1_700_000_000_000_000_000 + i for i in range(3)], pa.int64()),
+        "n": pa.array([2**53, -(2**53), 0], pa.int64()),
+        "x": pa.array([1.5, 2.0, 3e20]),
+    }
+    parquet, csv = tmp_path / "t.parquet", tmp_path / "t.csv"
+    pq.write_table(pa.table(columns), parquet)
+    pacsv.write_csv(pa.table(columns), csv)
+    for path in (parquet, csv):
+        features = _features(inspect_table(path))
+        assert features["sparse"] == ["h", "s"], path
+        assert features["dense"] == ["event_time", "n", "x"], path
+
+
+def _parts(directory: Path, frames: list[dict[str, Any]], suffix: str) -> list[Path]:
+    """``frames`` as ``part-i`` files of ``directory``, beside a ``_SUCCESS`` marker."""
+    directory.mkdir()
+    (directory / "_SUCCESS").write_text("")
+    paths = []
+    for index, columns in enumerate(frames):
+        path = directory / f"part-{index}{suffix}"
+        if suffix == ".parquet":
+            pq.write_table(pa.table(columns), path, row_group_size=40)
+        else:
+            pacsv.write_csv(pa.table(columns), path)
+        paths.append(path)
+    return paths
+
+
+def test_a_directory_a_glob_or_training_data_form_is_inspected(tmp_path: Path) -> None:
+    """``inspect_table`` takes what training reads, not a file alone (``'train' is not a
+    file``): a directory (its ``*.parquet``, else ``*.csv`` files: not Spark's ``_SUCCESS``),
+    a glob, or ``parquet:``/``csv:PATH``. The columns are the first file's; Parquet's rows
+    and row groups count every file; a file of other columns is named."""
+    frame = {"click": pa.array([0, 1] * 50), "user_id": pa.array(range(100))}
+    first, second = _parts(tmp_path / "train", [frame, frame], ".parquet")
+    for data in (tmp_path / "train", f"{tmp_path}/train/*.parquet", f"parquet:{tmp_path}/train"):
+        out = inspect_table(data)
+        assert out.splitlines()[:2] == [
+            f"files: 2, first {first}",
+            "format: parquet, 200 rows in 6 row groups",
+        ], data
+        assert _features(out) == {"label": "click", "sparse": ["user_id"], "dense": []}
+    _parts(tmp_path / "csv", [frame, frame | {"price": pa.array([1.5] * 100)}], ".csv")
+    for data in (tmp_path / "csv", f"csv:{tmp_path}/csv/part-*"):
+        out = inspect_table(data)
+        assert out.splitlines()[:3] == [
+            f"files: 2, first {tmp_path}/csv/part-0.csv",
+            "format: csv, 100 rows in the first file",
+            f"differs: {tmp_path}/csv/part-1.csv has other columns or types than "
+            f"{tmp_path}/csv/part-0.csv (training reads files of one schema; inspect it alone "
+            "to see its own)",
+        ], data
+    pq.write_table(pa.table(frame | {"click": pa.array([0.0, 1.0] * 50)}), second)
+    assert inspect_table(first.parent).splitlines()[2] == (
+        f"differs: {second} has other columns or types than {first} (training reads files of "
+        "one schema; inspect it alone to see its own)"
+    )
+    _parts(tmp_path / "empty", [frame], ".csv")
+    (tmp_path / "empty" / "part-1.csv").write_text("")
+    empty = f"{tmp_path}/empty/part-1.csv: not CSV with a header row: Empty CSV file"
+    with pytest.raises(ValueError, match=re.escape(empty)):
+        inspect_table(tmp_path / "empty")
+    missing = f"table pattern '{tmp_path}/nope/*' matches no file"
+    with pytest.raises(FileNotFoundError, match=re.escape(missing)):
+        inspect_table(f"{tmp_path}/nope/*")
