@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 
@@ -22,6 +26,44 @@ def test_hash_prints_the_wrapped_hash_and_ps() -> None:
     done = sniper("hash", "embedding_11", "--num-ps", "4")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "embedding_11\t2658275717906911240\tps 0\n"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("hash", "embedding_11", "--num-ps", "4"), ("data", "inspect", "DIR"), ("--help",)],
+    ids=["hash", "inspect", "help"],
+)
+def test_a_closed_stdout_ends_a_command_quietly(tmp_path: Path, args: tuple[str, ...]) -> None:
+    """``sniper data inspect X | head``: once the reader of standard output is gone, a command
+    ends with no word on stderr and the status a unix tool that SIGPIPE ends leaves (141), as
+    ``seq 100000 | head`` leaves ``seq``; it printed ``sniper: error: [Errno 32] Broken
+    pipe``. A pipe whose reader is closed before the command starts makes it certain."""
+    pq.write_table(pa.table({"click": [0, 1], "user_id": [1, 2]}), tmp_path / "part-0.parquet")
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "sniper", *(str(tmp_path) if a == "DIR" else a for a in args)],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (0 if args == ("--help",) else 141, "")
+
+
+def test_inspect_reads_a_directory_as_train_does(tmp_path: Path) -> None:
+    pq.write_table(pa.table({"click": [0, 1], "user_id": [1, 2]}), tmp_path / "part-0.parquet")
+    pq.write_table(pa.table({"click": [1], "user_id": [3]}), tmp_path / "part-1.parquet")
+    for data in (str(tmp_path), f"parquet:{tmp_path}/*.parquet"):
+        done = sniper("data", "inspect", data)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith(
+            f"files: 2, first {tmp_path}/part-0.parquet\nformat: parquet, 3 rows in 2 row groups\n"
+        )
 
 
 def test_placement_reports_every_ps() -> None:

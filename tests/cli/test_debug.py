@@ -45,3 +45,17 @@ def test_an_unexpected_error_is_one_line_naming_it_and_asking_for_debug(
     err = capsys.readouterr().err
     assert err.startswith("Traceback (most recent call last):\n")
     assert err.endswith("sniper: error: RuntimeError: boom (a bug in sniper)\n")
+
+
+def test_a_broken_pipe_not_of_stdout_is_an_error(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A closed standard output ends a command quietly (tests/cli/test_commands.py); a broken
+    pipe elsewhere (a child's input) while standard output is open is still an error."""
+
+    def child_gone(args: argparse.Namespace) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(_hash, "run", child_gone)
+    assert main(["hash", "name", "x"]) == 2
+    assert capsys.readouterr().err == "sniper: error: [Errno 32] Broken pipe\n"
