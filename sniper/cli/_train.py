@@ -60,9 +60,14 @@ def add_parser(commands: Commands) -> None:
     parser.add_argument("--output", default=None, help="JSON report path")
     parser.add_argument("--num-ps", type=positive_int, default=None)
     parser.add_argument("--num-hubs", type=positive_int, default=None)
-    parser.add_argument("--checkpoint-dir", default=None, help="checkpoint the job here")
     parser.add_argument(
-        "--checkpoint-every", type=int, default=None, help="steps between checkpoints"
+        "--checkpoint-dir", default=None, help="checkpoint the job here (its end at least)"
+    )
+    parser.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=None,
+        help="steps between checkpoints (0: only at the end)",
     )
     parser.add_argument(
         "--resume", default=None, help="continue from a --checkpoint-dir (or its step-N)"

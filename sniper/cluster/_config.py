@@ -92,7 +92,8 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
     initializer, init, min_count, eviction). The variables themselves come from the data."""
     output: str = "train_report.json"
     checkpoint_dir: str = ""
-    """Checkpoint the job here every ``checkpoint_every`` steps ("": no checkpoints)."""
+    """Checkpoint the job here at the end of training, and every ``checkpoint_every`` steps
+    before it ("": no checkpoints)."""
     keep_checkpoints: int = 3
     """Complete checkpoints kept; older ones are removed."""
     rpc_timeout: float = 30.0

@@ -170,13 +170,13 @@ async def train(
     """Train on ``hubs``' batches until their data ends (or ``max_steps``); the report.
     ``expected_data``: the data the job is configured for, which each hub must say it serves.
 
-    With ``checkpointer``, the job is checkpointed every ``config.checkpoint_every`` steps;
-    with ``resume``, the trainer continues from that checkpoint's model and counters (the ps
-    and hubs must have been restored and positioned from it). ``model`` (built by
-    ``model_config``) is the dense model to train, for the data's ``labels``; None: the numpy
-    MLP of ``config``. With ``ranks``, this is rank 0 of several: it trains on its own hubs of
-    ``hubs`` (hub ``h`` is rank ``h % size``'s), and checkpoints, scores and reports for them
-    all.
+    With ``checkpointer``, the job is checkpointed at its end and every
+    ``config.checkpoint_every`` steps (0: only at its end); with ``resume``, the trainer
+    continues from that checkpoint's model and counters (the ps and hubs must have been
+    restored and positioned from it). ``model`` (built by ``model_config``) is the dense model
+    to train, for the data's ``labels``; None: the numpy MLP of ``config``. With ``ranks``,
+    this is rank 0 of several: it trains on its own hubs of ``hubs`` (hub ``h`` is rank
+    ``h % size``'s), and checkpoints, scores and reports for them all.
     """
     regression = model.inputs.regression if model is not None else ()
     evaluator = (

@@ -54,6 +54,10 @@ class TrainPlan:
         default=None, repr=False, compare=False
     )
     """The model spec and the data's reader, for :meth:`counted`."""
+    model_lr: float = 0.0
+    """The dense optimizer's learning rate as the model trains with it: the model's own
+    default where ``[model]`` gives none (:meth:`~sniper.models.DenseModel.learning_rate`),
+    else the config's. What a checkpoint records as ``lr``."""
 
     def counted(self, kept: Mapping[str, Mapping[str, Any]] | None = None) -> TrainPlan:
         """This plan with the tables sniper sizes (``capacity = 0``) sized from the distinct
@@ -145,9 +149,17 @@ def plan_training(
         config.blas_threads,
         features,
         _sizing=(model_spec, reader),
+        model_lr=_learning_rate(model, model_config, config),
     )
     # Last: a config that does not fit fails before the pass over the data.
     return plan.counted(kept) if size_tables else plan
+
+
+def _learning_rate(model: DenseModel, model_config: ModelConfig, config: TrainConfig) -> float:
+    """The learning rate ``model`` trains with: its own word, else the one the config gave
+    it, else the top-level ``lr`` (a model that says nothing of its default)."""
+    lr = model.learning_rate()
+    return lr if lr is not None else model_config.lr or config.lr
 
 
 def _tables(

@@ -69,6 +69,7 @@ def job_config(config: TrainConfig, plan: TrainPlan) -> dict[str, Any]:
         "features": plan.features,
     }
     recorded |= {key: getattr(config, key) for key in RESUME_CHANGEABLE}
+    recorded["lr"] = plan.model_lr  # the model's, whichever key (or default) set it
     loaded: dict[str, Any] = json.loads(json.dumps(recorded))  # as job.json will hold it
     return loaded
 
@@ -95,7 +96,7 @@ def _without_stats(table: Mapping[str, Any]) -> dict[str, Any]:
 def check_resume(resume: JobCheckpoint, config: TrainConfig, plan: TrainPlan) -> None:
     """Refuse, in one line, a resume whose config changes what ``resume`` fixed (see the
     module doc); log each change ``allow_change`` lets through."""
-    changes = _changes(resume.config, job_config(config, plan))
+    changes = _changes(_recorded(resume, plan), job_config(config, plan))
     fixed = [text for key, text in changes if key not in RESUME_CHANGEABLE]
     refused = [(k, text) for k, text in changes if k in RESUME_CHANGEABLE]
     allowed = [text for key, text in refused if key in config.allow_change]
@@ -115,6 +116,22 @@ def check_resume(resume: JobCheckpoint, config: TrainConfig, plan: TrainPlan) ->
         f"resume: this config changes what the checkpoint {resume.directory} was trained "
         f"with: {'; '.join(reasons)}"
     )
+
+
+def _recorded(resume: JobCheckpoint, plan: TrainPlan) -> dict[str, Any]:
+    """The config ``resume`` recorded, its ``lr`` the one its model trained with. A checkpoint
+    of an older sniper recorded the top-level ``lr`` (the numpy MLP's) whatever the model: the
+    ``[model] lr`` recorded with the model (``model_spec``) is the one it trained with where
+    one was given, and where neither run gave one both train at the same model's default."""
+    recorded = dict(resume.config)
+    spec = resume.trainer.get("model_spec")
+    if "lr" not in recorded or not isinstance(spec, Mapping):
+        return recorded
+    if spec.get("lr"):
+        recorded["lr"] = spec["lr"]
+    elif not plan.model_config.lr:
+        recorded["lr"] = plan.model_lr
+    return recorded
 
 
 def on_other_data(resume: JobCheckpoint, config: TrainConfig) -> JobCheckpoint:

@@ -166,6 +166,12 @@ class DenseModel(ABC):
         """Take the arrays of :meth:`state` as this model's; a mismatch (another config's
         checkpoint) raises ``ValueError`` naming the array."""
 
+    def learning_rate(self) -> float | None:
+        """The dense optimizer's learning rate as this model trains with it (its default,
+        where the config gave none): what a job checkpoint records and a resume compares
+        (``lr``). None: the model does not say, and the config's ``lr`` is recorded."""
+        return None
+
     def warm_up(self) -> None:  # noqa: B027 (optional, with nothing to do by default)
         """Compile or load whatever the first step would otherwise pay for inside training
         (the trainer calls this before its clock starts)."""

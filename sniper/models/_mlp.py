@@ -85,6 +85,11 @@ class Mlp:
         ]
         self._adam = _Adam(lr)
 
+    @property
+    def lr(self) -> float:
+        """Adam's learning rate."""
+        return self._adam.lr
+
     def state(self) -> dict[str, NDArray[np.generic]]:
         """Every array of the model and its optimizer, by name: what a checkpoint stores."""
         arrays: dict[str, NDArray[np.generic]] = {"adam_t": np.array(self._adam.t)}
@@ -273,6 +278,9 @@ class MlpModel(DenseModel):
 
     def load_state(self, arrays: Mapping[str, NDArray[np.generic]]) -> None:
         self.network.load_state(arrays)
+
+    def learning_rate(self) -> float:
+        return self.network.lr
 
     def warm_up(self) -> None:
         start_dense_kernels()

@@ -37,8 +37,9 @@ Save = Callable[[TrainReport], Awaitable[None]]
 
 
 class Pauses:
-    """Checkpoints every ``checkpoint_every`` steps with ``save`` (0 or None: never) and makes
-    ``balancer``'s moves (None: none), pausing ``pipeline`` for each."""
+    """Checkpoints every ``checkpoint_every`` steps with ``save`` (0 or None: never; the end
+    is :meth:`finish`'s to say) and makes ``balancer``'s moves (None: none), pausing
+    ``pipeline`` for each."""
 
     def __init__(
         self,
@@ -120,13 +121,14 @@ class Pauses:
             return
         self.pipeline.open()
 
-    async def finish(self, report: TrainReport, again: bool = False) -> None:
-        """The end of training is a clean cut too: checkpoint it if checkpointing (or asked to
+    async def finish(self, report: TrainReport, again: bool = False, end: bool = False) -> None:
+        """The end of training is a clean cut too: checkpoint it if checkpointing (``end``:
+        the job has a checkpoint directory, whatever ``checkpoint_every`` says; or asked to
         :meth:`stop`) and not checkpointed already at this step, or ``again``: the end changed
         what a checkpoint holds (the data ended, or the evaluation data was scored). A run that
         trained nothing saves nothing: a resume of an older step whose data held no batch saved
         that step again, and the save removed the newer steps of the run it came from."""
-        checkpointing = self.checkpoint_every or self._stopping
+        checkpointing = self.save is not None and (end or self.checkpoint_every or self._stopping)
         trained = report.steps > report.resumed_from_step
         if checkpointing and (report.steps > self.checkpointed_step or (again and trained)):
             await self.checkpoint(report, 0.0)

@@ -86,7 +86,8 @@ log = logging.getLogger("sniper.trainer")
 OPS = ("ReadSample", "EmbeddingLookup", "PushGrad", "Dense")
 Checkpointer = Callable[["Trainer", TrainReport], Awaitable[None]]
 """Saves the job when the pipeline is drained: every ps, the trainer's :meth:`Trainer.state`
-and each hub's position (:attr:`Trainer.positions`)."""
+and each hub's position (:attr:`Trainer.positions`). A trainer given one saves the end of
+training, and every ``checkpoint_every`` steps before it."""
 
 
 class Trainer:
@@ -283,9 +284,14 @@ class Trainer:
         # resume of a finished run answers with it). Every rank saves, or none: they agree
         # (rank 0 alone scores, so a failed scoring still takes part in every collective).
         again = (scored and failed is None) or self.data_ended
+        # A job with a checkpoint directory saves its end, checkpoint_every or not: the
+        # model trained is what its directory was named for. Rank 0 alone holds the
+        # checkpointer, so the ranks learn it from it.
+        end = self.checkpointer is not None
         if self.ranks is not None:
-            again = await anyio.to_thread.run_sync(self.ranks.any, again)
-        await self.pauses.finish(report, again=again)
+            flags = await anyio.to_thread.run_sync(self.ranks.gather, (again, end))
+            again, end = any(f[0] for f in flags), any(f[1] for f in flags)
+        await self.pauses.finish(report, again=again, end=end)
         if failed is not None:
             kept = (
                 "its checkpoint keeps it: sniper eval scores that once the data is fixed"

@@ -36,7 +36,9 @@ class TrainerConfig(RunSettings):
     eval_every_steps: int = 0
     """Score the evaluation data every this many training steps (0: only at the end)."""
     checkpoint_every: int = 0
-    """Checkpoint the job every this many training steps, and at the end (0: never)."""
+    """Checkpoint the job every this many training steps, and at the end (0: only at the
+    end). Needs ``checkpoint_dir`` (or ``resume``), and a job with one always checkpoints the
+    end of its training."""
     progress: bool = True
     """Show progress on standard error: a bar on a terminal, else a line every
     ``stats_interval`` seconds (``sniper train --quiet``: none). The trainer itself draws

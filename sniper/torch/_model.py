@@ -420,6 +420,13 @@ class TorchModel(DenseModel):
         load_module(self.module, arrays)
         load_optimizer(self.optimizer, arrays)
 
+    def learning_rate(self) -> float | None:
+        """The first parameter group's (the only one of an optimizer sniper builds); None
+        for an optimizer without one."""
+        groups = self.optimizer.param_groups
+        lr = groups[0].get("lr") if groups else None
+        return None if lr is None else float(lr)
+
 
 def _writable(array: NDArray[Any]) -> NDArray[Any]:
     """``array``, or a contiguous copy of it where torch cannot view it (a read-only view of

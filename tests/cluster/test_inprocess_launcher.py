@@ -16,7 +16,7 @@ from sniper.cluster import (
     load_train_config,
     plan_training,
 )
-from sniper.cluster._checkpoint import JobCheckpoint, load_job
+from sniper.cluster._checkpoint import JobCheckpoint, load_job, step_name
 from sniper.cluster._inprocess import _hub_config
 from sniper.cluster._placement import workload_placement
 from sniper.cluster._process import serve_config_command
@@ -87,9 +87,12 @@ def test_the_number_of_ps_follows_the_launcher_unless_set_and_a_resumed_job_keep
     resumed = _train(tmp_path, "resumed.json", "--launcher", "local", "--resume", "ck")
     assert "started 1 ps on 127.0.0.1" in str(resumed["stdout"])
     assert resumed["resumed_from_step"] == 10
-    # Set, it wins over the checkpoint's: the variables are regrouped for it.
+    # Set, it wins over the checkpoint's: the variables are regrouped for it (the step of 10
+    # again: the resumed run saved its end).
     regrouped = _train(
-        tmp_path, "regrouped.json", "--launcher", "inprocess", "--resume", "ck", "--num-ps", "2"
+        tmp_path,
+        "regrouped.json",
+        *("--launcher", "inprocess", "--resume", f"ck/{step_name(10)}", "--num-ps", "2"),
     )
     assert "started 2 ps and 1 hub(s) in this process" in str(regrouped["stdout"])
     assert regrouped["steps"] == resumed["steps"]
