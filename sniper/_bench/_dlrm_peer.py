@@ -179,6 +179,9 @@ def print_auc_comparison(reports: Mapping[str, TrainReport], peer: DlrmPeerRun) 
     and whether it is within :data:`AUC_TOLERANCE` (issue 40)."""
     rows = []
     for label, report in reports.items():
+        if report.eval_auc is None:  # nothing held out: nothing to compare
+            rows.append([label, str(report.steps), "-", "-", "-"])
+            continue
         difference = report.eval_auc - peer.eval_auc
         within = verdict(AUC_TOLERANCE - abs(difference), 0.0)
         rows.append(

@@ -63,6 +63,7 @@ from sniper._bench._limit import KernelLimit, measure_limit
 from sniper._bench._report import PeerMissing, verdict
 from sniper._bench._torch_peer import import_torch
 from sniper._bench._torchrec_peer import MAX_ROWS, run_torchrec, table_rows, torchrec_python
+from sniper._figures import shown as figure
 from sniper._table import print_table
 from sniper.cluster import describe_cores_busy, read_report
 from sniper.data import SyntheticCtr, Workload, write_parquet
@@ -633,4 +634,5 @@ def _print_latency_and_auc(measured: _Round, shown: str, data: SyntheticCtr, bat
         ],
     )
     oracle = data.oracle_auc(min(batches, 100))
-    print(f"\nsniper held-out AUC {report.eval_auc:.4f}, {LAUNCHERS[shown]} (oracle {oracle:.4f})")
+    auc = figure(report.eval_auc)
+    print(f"\nsniper held-out AUC {auc}, {LAUNCHERS[shown]} (oracle {oracle:.4f})")

@@ -22,6 +22,7 @@ from typing import TypeVar
 
 import anyio
 
+from sniper._figures import shown
 from sniper._table import print_table
 from sniper.cluster._checkpoint import JobCheckpoint, load_job
 from sniper.cluster._config import TrainConfig
@@ -152,8 +153,8 @@ def run_eval(checkpoint: str, data: str, config: TrainConfig) -> int:
         [
             [
                 f"{result.examples:,}",
-                f"{result.auc:.4f}",
-                f"{result.logloss:.4f}",
+                shown(result.auc),
+                shown(result.logloss),
                 f"{result.examples / result.seconds:,.0f}",
             ]
         ],

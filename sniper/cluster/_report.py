@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sniper._figures import json_ready, shown
 from sniper._metrics import LatencySummary
 from sniper._table import print_table
 from sniper.cluster._config import TrainConfig
@@ -74,31 +75,9 @@ def print_report(report: TrainReport, oracle_auc: float | None, eval_data: str =
             f"{report.checkpoints} checkpoint(s); training paused {sum(pauses):.2f} s in all "
             f"(longest {max(pauses):.2f} s)"
         )
-    lines = [
-        ["train", f"{report.train_auc:.4f}", f"{report.train_logloss:.4f}"],
-        [
-            "held-out, second half of the run",
-            f"{report.eval_auc:.4f}",
-            f"{report.eval_logloss:.4f}",
-        ],
-        ["held-out, whole run", f"{report.eval_auc_whole_run:.4f}", "-"],
-    ]
-    if report.eval_batches == 0:
-        lines = lines[:1]  # nothing was held out (eval_every = 0)
-    if report.eval_data_auc is not None and report.eval_data_logloss is not None:
-        lines.append(
-            [
-                f"eval data, {report.eval_data_examples:,} examples ({eval_data})",
-                f"{report.eval_data_auc:.4f}",
-                f"{report.eval_data_logloss:.4f}",
-            ]
-        )
-    if oracle_auc is not None:
-        lines.append(["planted model (oracle)", f"{oracle_auc:.4f}", "-"])
-    if any("train_auc" in figures for figures in report.per_label.values()) or not report.per_label:
-        print_table(["", "AUC", "logloss"], lines)
+    _print_headline(report, oracle_auc, eval_data)
     _print_labels(report)
-    if oracle_auc is not None and oracle_auc > 0.5 and report.eval_batches:
+    if oracle_auc is not None and oracle_auc > 0.5 and report.eval_auc is not None:
         lift = (report.eval_auc - 0.5) / (oracle_auc - 0.5)
         print(f"held-out AUC (second half) reaches {lift:.0%} of the oracle's lift over 0.5")
     if not report.ops:
@@ -115,6 +94,32 @@ def print_report(report: TrainReport, oracle_auc: float | None, eval_data: str =
     if report.ps_ops:
         print("\nwhere the ps calls' time goes (each ps's own timings of the same calls)")
         print_table(["op", "layer", "count", "p50 ms", "p99 ms"], path_rows(report))
+
+
+def _print_headline(report: TrainReport, oracle_auc: float | None, eval_data: str) -> None:
+    """The first binary label's AUC and logloss, a figure that does not exist as ``-``; no
+    table for a job without a binary label (its labels' table says its RMSEs)."""
+    headline = (report.train_auc, report.train_logloss, report.eval_auc, report.eval_data_auc)
+    if all(figure is None for figure in headline) and report.per_label:
+        return
+    lines = [
+        ["train", shown(report.train_auc), shown(report.train_logloss)],
+        ["held-out, second half of the run", shown(report.eval_auc), shown(report.eval_logloss)],
+        ["held-out, whole run", shown(report.eval_auc_whole_run), "-"],
+    ]
+    if report.eval_batches == 0:
+        lines = lines[:1]  # nothing was held out (eval_every = 0)
+    if report.eval_data_examples:
+        lines.append(
+            [
+                f"eval data, {report.eval_data_examples:,} examples ({eval_data})",
+                shown(report.eval_data_auc),
+                shown(report.eval_data_logloss),
+            ]
+        )
+    if oracle_auc is not None:
+        lines.append(["planted model (oracle)", f"{oracle_auc:.4f}", "-"])
+    print_table(["", "AUC", "logloss"], lines)
 
 
 def _print_evicted(report: TrainReport) -> None:
@@ -163,7 +168,9 @@ def _print_labels(report: TrainReport) -> None:
     )
 
 
-def print_labels(per_label: Mapping[str, Mapping[str, float]], columns: Mapping[str, str]) -> None:
+def print_labels(
+    per_label: Mapping[str, Mapping[str, float | None]], columns: Mapping[str, str]
+) -> None:
     """Each label's figures, when there are several or one is a regression target: the table
     above them holds the first binary label's alone (``sniper train``'s and ``sniper eval``'s
     alike). ``columns``: each column's heading and the key of its figure, where ``{metric}``
@@ -178,8 +185,7 @@ def print_labels(per_label: Mapping[str, Mapping[str, float]], columns: Mapping[
     for name, figures in per_label.items():
         metric = "rmse" if name in regression else "auc"
         keys = [key.format(metric=metric) for key in columns.values()]
-        shown = [f"{figures[key]:.4f}" if key in figures else "-" for key in keys]
-        rows.append([name, metric.upper(), *shown])
+        rows.append([name, metric.upper(), *(shown(figures.get(key)) for key in keys)])
     binary = [name for name in per_label if name not in regression]
     said = f" (the figures above are {binary[0]}'s)" if binary else ""
     print(f"\neach label{said}")
@@ -232,7 +238,8 @@ class ReportFile:
 def write_report(report: TrainReport, oracle_auc: float | None, config: TrainConfig) -> None:
     """Write the report, the oracle's AUC and the job's config as JSON to ``config.output``."""
     result = report.to_dict() | {"oracle_auc": oracle_auc, "config": dataclasses.asdict(config)}
-    Path(config.output).write_text(json.dumps(result, indent=1, default=str))
+    text = json.dumps(json_ready(result), indent=1, default=str, allow_nan=False)
+    Path(config.output).write_text(text)
     print(f"\nreport written to {config.output}")
 
 

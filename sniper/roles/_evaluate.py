@@ -14,7 +14,6 @@ fresh row (subject to the variable's admission), as it would at serving time.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ import anyio.to_thread
 import numpy as np
 from numpy.typing import NDArray
 
+from sniper._figures import existing_figures
 from sniper.data import Batch, Reader, StreamingAuc, log_loss
 from sniper.roles._batch_id import EVAL_HUB, BatchId
 from sniper.roles._cluster import PsCluster
@@ -42,9 +42,10 @@ class EvalResult:
 
     step: int
     """Training steps done when it was scored."""
-    auc: float
-    """The first binary label's (the only one of a single-label job; NaN without one)."""
-    logloss: float
+    auc: float | None
+    """The first binary label's (the only one of a single-label job); None without one, or
+    where the data holds one class of it only (no AUC exists)."""
+    logloss: float | None
     examples: int
     seconds: float
     per_label: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -103,11 +104,12 @@ class DataEvaluator:
             raise ValueError(f"the evaluation data {self.reader!r} holds no examples")
         figures = {n: {"auc": aucs[n].value(), "logloss": losses[n] / examples} for n in aucs}
         figures |= {name: {"rmse": errors[name].rmse()} for name in errors}
-        first = figures[next(iter(aucs))] if aucs else {"auc": math.nan, "logloss": math.nan}
+        figures = {name: existing_figures(values) for name, values in figures.items()}
+        first = figures[next(iter(aucs))] if aucs else {}
         return EvalResult(
             step=step,
-            auc=first["auc"],
-            logloss=first["logloss"],
+            auc=first.get("auc"),
+            logloss=first.get("logloss"),
             examples=examples,
             seconds=time.perf_counter() - start,
             per_label={name: figures[name] for name in names},

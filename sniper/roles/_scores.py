@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from sniper._figures import existing_figures
 from sniper.data import StreamingAuc, log_loss
 from sniper.roles._held_out import HeldOutScores
 
@@ -111,13 +112,13 @@ class _Binary:
             )
 
     def figures(self, trained: bool) -> dict[str, float]:
-        figures = {"train_auc": self.train.value() if trained else 0.0}
+        figures = {"train_auc": self.train.value() if trained else math.nan}
         if self.logloss is not None and self.logloss[1]:
             figures["train_logloss"] = self.logloss[0] / self.logloss[1]
         if self.held_out.batches:
             figures["eval_auc"], figures["eval_logloss"] = self.held_out.late()
             figures["eval_auc_whole_run"] = self.held_out.whole.value()
-        return figures
+        return existing_figures(figures)
 
     def state(self) -> tuple[Arrays, Arrays]:
         train: Arrays = dict(self.train.state())
@@ -150,11 +151,11 @@ class _Regression:
         self.train.add(labels, predictions)
 
     def figures(self, trained: bool) -> dict[str, float]:
-        figures = {"train_rmse": self.train.rmse() if trained else 0.0}
+        figures = {"train_rmse": self.train.rmse() if trained else math.nan}
         if self.held_out.batches:
             figures["eval_rmse"] = self.held_out.rmse(self.held_out.batches // 2)
             figures["eval_rmse_whole_run"] = self.held_out.rmse()
-        return figures
+        return existing_figures(figures)
 
     def state(self) -> tuple[Arrays, Arrays]:
         return self.train.state(), self.held_out.state()
@@ -229,11 +230,12 @@ class Scores:
         return scores
 
     def figures(self, trained: bool) -> dict[str, dict[str, float]]:
-        """Each label's report figures: a binary label's ``train_auc`` (0.0 before any step,
-        as the report's is: ``trained``) and, beside other labels, ``train_logloss``; once a
-        held-out batch was scored ``eval_auc``, ``eval_logloss`` (the second half of the run)
-        and ``eval_auc_whole_run``; a regression label's ``train_rmse``, ``eval_rmse`` and
-        ``eval_rmse_whole_run``."""
+        """Each label's report figures: a binary label's ``train_auc`` (once a step was
+        ``trained``) and, beside other labels, ``train_logloss``; once a held-out batch was
+        scored ``eval_auc``, ``eval_logloss`` (the second half of the run) and
+        ``eval_auc_whole_run``; a regression label's ``train_rmse``, ``eval_rmse`` and
+        ``eval_rmse_whole_run``. A figure that does not exist (an AUC of one class) is left
+        out."""
         return {
             name: label.figures(trained)
             for name, label in zip(self.names, self._labels, strict=True)

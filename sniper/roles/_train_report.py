@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from sniper._figures import json_ready
 from sniper._metrics import LatencySummary
 from sniper.roles._evaluate import EvalResult
 
@@ -23,18 +24,24 @@ class TrainReport:
     examples: int = 0
     seconds: float = 0.0
     examples_per_second: float = 0.0
-    train_auc: float = 0.0
-    train_logloss: float = 0.0
+    train_auc: float | None = None
+    """The training AUC of the first binary label. None where it does not exist: the job has
+    no binary label (its figures are the :attr:`per_label` RMSEs), no step was trained, or
+    the batches trained held one class only. Every figure below is None where it does not
+    exist, never 0.0 or NaN (the JSON's ``null``, ``-`` in print)."""
+    train_logloss: float | None = None
     """The training logloss of the first binary label. With one label it is the model's own
     loss, the mean of its steps' batch means; beside other labels, that label's mean over
     every example (a checkpoint from before it was kept counts from the resume on)."""
-    eval_auc: float = 0.0
-    """Held-out AUC over the second half of the run: the model as training ends."""
-    eval_logloss: float = 0.0
-    eval_auc_whole_run: float = 0.0
+    eval_auc: float | None = None
+    """Held-out AUC over the second half of the run: the model as training ends. None
+    without held-out batches (``eval_every = 0``, or too few batches)."""
+    eval_logloss: float | None = None
+    eval_auc_whole_run: float | None = None
     """Held-out AUC over every held-out batch, early untrained ones included."""
     eval_data_auc: float | None = None
-    """AUC on the evaluation data (``eval_data``) at the end of training; None without it."""
+    """AUC on the evaluation data (``eval_data``) at the end of training; None without it
+    (or without a binary label)."""
     eval_data_logloss: float | None = None
     eval_data_examples: int = 0
     per_label: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -42,8 +49,8 @@ class TrainReport:
     beside other labels), and once scored
     ``eval_auc``, ``eval_logloss``, ``eval_auc_whole_run``, ``eval_data_auc`` and
     ``eval_data_logloss``; a regression label's: ``train_rmse``, ``eval_rmse``,
-    ``eval_rmse_whole_run`` and ``eval_data_rmse``. The figures above are the first binary
-    label's (a multi-task job's are all here)."""
+    ``eval_rmse_whole_run`` and ``eval_data_rmse``. A figure that does not exist is left
+    out. The figures above are the first binary label's (a multi-task job's are all here)."""
     eval_data_history: list[EvalResult] = field(default_factory=list)
     """Every scoring of the evaluation data, in order (every ``eval_every_steps`` steps)."""
     checkpoints: int = 0
@@ -108,8 +115,10 @@ class TrainReport:
     too few rows for its data (``capacity``)."""
 
     def to_dict(self) -> dict[str, Any]:
-        """The report as JSON-ready values: what ``sniper train`` writes."""
-        return asdict(self)
+        """The report as JSON-ready values: what ``sniper train`` writes (a figure that does
+        not exist, NaN included, as None: strict JSON's ``null``)."""
+        ready: dict[str, Any] = json_ready(asdict(self))
+        return ready
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TrainReport:

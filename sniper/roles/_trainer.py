@@ -55,6 +55,7 @@ import numpy as np
 from numpy.typing import NDArray
 from threadpoolctl import threadpool_limits
 
+from sniper._figures import existing, shown
 from sniper._metrics import Histogram, LatencySummary
 from sniper.data import CriteoFormatError, ParquetFormatError, TableError
 from sniper.models import DenseModel, ModelConfig, ModelInputs
@@ -177,6 +178,8 @@ class Trainer:
         # Its live AUC is read by live() from any thread.
         self._scores = Scores(model.inputs.labels, model.inputs.regression)
         self._report = TrainReport()
+        self._loss_total = 0.0
+        """The model's step losses summed (the report's ``train_logloss`` is their mean)."""
         self._live_lock = threading.Lock()
         self._started: float | None = None
         self._resumed_examples = 0
@@ -382,7 +385,7 @@ class Trainer:
         self.pipeline.inputs.give(ready.inputs)
         report.steps += 1
         report.examples += len(ready.labels)
-        report.train_logloss += loss
+        self._loss_total += loss
         window.append(loss)
         if len(window) == 10:
             report.losses.append(float(np.mean(window)))
@@ -403,7 +406,7 @@ class Trainer:
         if report.losses:
             loss = report.losses[-1]
         else:
-            loss = report.train_logloss / report.steps if report.steps else 0.0
+            loss = self._loss_total / report.steps if report.steps else 0.0
         with self._live_lock:
             auc = self._scores.live_auc()
         return LiveProgress(
@@ -429,10 +432,10 @@ class Trainer:
         report.eval_data_history.append(result)
         _take_eval_data(report, result)
         log.info(
-            "eval data at step %d: AUC %.4f  logloss %.4f  (%d examples, %.1f s)",
+            "eval data at step %d: AUC %s  logloss %s  (%d examples, %.1f s)",
             result.step,
-            result.auc,
-            result.logloss,
+            shown(result.auc),
+            shown(result.logloss),
             result.examples,
             result.seconds,
         )
@@ -447,7 +450,7 @@ class Trainer:
             "steps": report.steps,
             "examples": report.examples,
             "eval_batches": report.eval_batches,
-            "train_logloss": report.train_logloss,
+            "train_logloss": self._loss_total,
             "losses": list(report.losses),
             "eval_data_history": [dataclasses.asdict(r) for r in report.eval_data_history],
             "tickets": self.pipeline.next_ticket,
@@ -467,7 +470,9 @@ class Trainer:
         """Continue from :meth:`state`: the model, the report's counters and its streaming
         figures, so that the report covers the whole job (call before :meth:`run`)."""
         self.model.load_state(state["model"])
-        self._scores = _restore(self._report, state, self._scores.names, self._scores.regression)
+        self._scores, self._loss_total = _restore(
+            self._report, state, self._scores.names, self._scores.regression
+        )
         self.data_ended = bool(state["data_ended"])
         self.pauses.checkpointed_step = self._report.steps
         tickets = int(state["tickets"])
@@ -486,7 +491,7 @@ class Trainer:
     def _finish(self, report: TrainReport, seconds: float, examples: int) -> None:
         report.seconds = seconds
         report.examples_per_second = examples / seconds if seconds else 0.0
-        _score(report, self._scores)
+        _score(report, self._scores, self._loss_total)
         report.ops = self.op_statistics()
 
     def op_statistics(self) -> dict[str, LatencySummary]:
@@ -516,7 +521,7 @@ def checkpoint_report(
     then: of a finished run's last checkpoint, that run's report (no timings). ``labels``:
     the job's label names."""
     report = TrainReport()
-    _score(report, _restore(report, state, labels, regression))
+    _score(report, *_restore(report, state, labels, regression))
     return report
 
 
@@ -529,18 +534,19 @@ def _layout(
 
 def _restore(
     report: TrainReport, state: dict[str, Any], labels: Sequence[str], regression: Sequence[str]
-) -> Scores:
-    """Put :meth:`Trainer.state`'s counters in ``report``; its training and held-out AUCs."""
+) -> tuple[Scores, float]:
+    """Put :meth:`Trainer.state`'s counters in ``report``; its training and held-out AUCs,
+    and the model's step losses summed."""
     report.steps = int(state["steps"])
     report.examples = int(state["examples"])
     report.eval_batches = int(state["eval_batches"])
-    report.train_logloss = float(state["train_logloss"])
     report.losses = [float(x) for x in state["losses"]]
     report.resumed_from_step = report.steps
     report.eval_data_history = [EvalResult(**r) for r in state["eval_data_history"]]
     if report.eval_data_history:
         _take_eval_data(report, report.eval_data_history[-1])
-    return Scores.from_state(labels, state["metrics"], regression)
+    scores = Scores.from_state(labels, state["metrics"], regression)
+    return scores, float(state["train_logloss"])
 
 
 def _cores_busy(
@@ -561,17 +567,18 @@ def _cores_busy(
 
 def _take_eval_data(report: TrainReport, result: EvalResult) -> None:
     """The evaluation data's latest scoring as the report's figures (each label's too)."""
-    report.eval_data_auc, report.eval_data_logloss = result.auc, result.logloss
+    report.eval_data_auc = existing(result.auc)
+    report.eval_data_logloss = existing(result.logloss)
     report.eval_data_examples = result.examples
     for name, figures in result.per_label.items():
         label = report.per_label.setdefault(name, {})
         label |= {f"eval_data_{key}": value for key, value in figures.items()}
 
 
-def _score(report: TrainReport, scores: Scores) -> None:
-    """The report's AUCs and mean loglosses, from the streams' figures: each label's, and the
-    first binary label's as the headline figures (left at 0 without one)."""
-    report.train_logloss /= max(1, report.steps)
+def _score(report: TrainReport, scores: Scores, loss_total: float) -> None:
+    """The report's AUCs and mean loglosses, from the streams' figures and the model's step
+    losses summed: each label's, and the first binary label's as the headline figures (None
+    without one: a regression job's figures are its labels' RMSEs)."""
     figures = scores.figures(trained=bool(report.steps))
     for name, label in figures.items():
         report.per_label.setdefault(name, {}).update(label)
@@ -579,9 +586,9 @@ def _score(report: TrainReport, scores: Scores) -> None:
     if not binary:
         return
     first = figures[binary[0]]
-    report.train_auc = first["train_auc"]
-    if "train_logloss" in first:  # beside other labels: the step's loss is all labels' mean
-        report.train_logloss = first["train_logloss"]
-    if "eval_auc" in first:
-        report.eval_auc, report.eval_logloss = first["eval_auc"], first["eval_logloss"]
-        report.eval_auc_whole_run = first["eval_auc_whole_run"]
+    report.train_auc = first.get("train_auc")
+    # Beside other labels the step's loss is every label's mean: the label's own is kept.
+    own = loss_total / report.steps if report.steps and len(scores.names) == 1 else None
+    report.train_logloss = first.get("train_logloss", own)
+    report.eval_auc, report.eval_logloss = first.get("eval_auc"), first.get("eval_logloss")
+    report.eval_auc_whole_run = first.get("eval_auc_whole_run")

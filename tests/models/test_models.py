@@ -127,6 +127,7 @@ async def test_the_trainer_trains_a_model_written_against_the_interface() -> Non
             group.cancel_scope.cancel()
     assert report.steps == model.updates == 24 and report.eval_batches == 6
     assert np.any(model.weights != 0)
+    assert report.train_logloss is not None and report.eval_auc_whole_run is not None
     assert report.train_logloss > 0 and 0 < report.eval_auc_whole_run < 1
 
 

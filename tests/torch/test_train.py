@@ -149,7 +149,7 @@ def test_the_sniper_script_imports_a_model_beside_the_config_that_has_no_dense_w
 async def test_each_zoo_model_trains(factory: str) -> None:
     report, _ = await train_here({"factory": factory, "optimizer": "adam", "lr": 0.003})
     assert report.steps == 63
-    assert report.eval_auc > 0.5 + MARGIN, report.eval_auc
+    assert report.eval_auc is not None and report.eval_auc > 0.5 + MARGIN, report.eval_auc
 
 
 @pytest.mark.anyio
@@ -158,9 +158,13 @@ async def test_the_torch_mlp_reaches_the_numpy_mlps_auc() -> None:
     about 1e-5 here; float rounding may differ elsewhere)."""
     numpy_report, _ = await train_here({"factory": "mlp", "params": {"hidden": [32]}})
     torch_report, _ = await train_here({"factory": "torch_mlp", "params": {"hidden": [32]}})
-    assert numpy_report.eval_auc > 0.5 + MARGIN
-    assert abs(torch_report.eval_auc - numpy_report.eval_auc) < 0.005
-    assert abs(torch_report.train_logloss - numpy_report.train_logloss) < 0.005
+    numpy_auc, torch_auc = numpy_report.eval_auc, torch_report.eval_auc
+    numpy_loss, torch_loss = numpy_report.train_logloss, torch_report.train_logloss
+    assert numpy_auc is not None and torch_auc is not None
+    assert numpy_loss is not None and torch_loss is not None
+    assert numpy_auc > 0.5 + MARGIN
+    assert abs(torch_auc - numpy_auc) < 0.005
+    assert abs(torch_loss - numpy_loss) < 0.005
 
 
 def test_sniper_eval_rebuilds_a_torch_model_from_its_checkpoint_alone(tmp_path: Path) -> None:
