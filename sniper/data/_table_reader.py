@@ -75,6 +75,11 @@ class _Unit:
     first: int = 0
 
 
+def _shown(schema: Any) -> str:
+    """A file's first twelve column names, for an error that names one it lacks."""
+    return ", ".join(schema.names[:12]) + (" ..." if len(schema.names) > 12 else "")
+
+
 def _cut(unit: _Unit, shard: int, num_shards: int) -> _Unit:
     """Row range ``shard`` of ``unit`` cut into ``num_shards`` ranges as even as can be."""
     bounds = np.linspace(unit.start, unit.stop, num_shards + 1).astype(int)
@@ -261,10 +266,8 @@ class TableReader:
         for file, schema in zip(self.files, self._schemas, strict=True):
             missing = [name for name in columns if schema.get_field_index(name) < 0]
             if missing:
-                shown = ", ".join(schema.names[:12])
                 raise TableError(
-                    f"{file}: no column {missing[0]!r} to keep; the file has "
-                    f"{shown}{' ...' if len(schema.names) > 12 else ''}"
+                    f"{file}: no column {missing[0]!r} to keep; the file has {_shown(schema)}"
                 )
         names = list(columns)
         if self.format == "parquet":
@@ -340,10 +343,9 @@ class TableReader:
             types = {}
             for name in self._columns():
                 if schema.get_field_index(name) < 0:
-                    shown = ", ".join(schema.names[:12])
                     raise TableError(
                         f"{file}: no column {name!r}, which [features] names; the file has "
-                        f"{shown}{' ...' if len(schema.names) > 12 else ''}"
+                        f"{_shown(schema)}"
                     )
                 types[name] = schema.field(name).type
                 if self.format != "parquet" and name in spec.sparse:
