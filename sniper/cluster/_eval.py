@@ -31,7 +31,7 @@ from sniper.cluster._process import serve_config_command, server_process
 from sniper.cluster._report import print_labels
 from sniper.cluster._servers import server_config as _server_config
 from sniper.cluster._spec import model_inputs
-from sniper.data import FeatureSpec, Reader, load_workload
+from sniper.data import FeatureSpec, Reader, check_data_value, load_workload
 from sniper.models import ModelConfig
 from sniper.roles import MANIFEST, DataEvaluator, EvalResult, Predictor, PsCluster
 from sniper.rpc import PsClient, Security, VariableConfig
@@ -82,6 +82,9 @@ def score_checkpoint(
     have no labels: ``sniper predict`` of new events), and so is every row of a null label (a
     NaN label); otherwise the one is refused naming the column, the other by its row or dropped
     (``skip_null_labels``): ``sniper eval`` scores against the labels."""
+    # Synthetic data is the training's own stream (the held-out batches score it as it
+    # trains); at the defaults' scale its ids would not fit a checkpoint's tables.
+    check_data_value("--data", data, synthetic=False)
     log_to_stderr()
     job = load_job(Path(checkpoint).resolve())
     # The checkpoint's feature spec (with its training statistics), unless the config gives one.

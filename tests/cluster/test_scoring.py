@@ -189,3 +189,16 @@ def test_predict_refuses_an_output_it_cannot_write_in_one_line(job: Path) -> Non
         assert done.returncode == 2
         assert done.stderr == f"sniper: error: {said}\n"
     assert not (job / "missing").exists() and not list((job / "scores").iterdir())
+
+
+def test_eval_and_predict_refuse_synthetic_data_in_one_line(job: Path) -> None:
+    """Scoring reads a file: ``synthetic`` is refused before the checkpoint is read (this
+    one does not exist), as ``eval_data`` refuses it."""
+    said = (
+        "sniper: error: --data must be criteo:PATH, parquet:PATH, csv:PATH or tsv:PATH, "
+        "got 'synthetic'\n"
+    )
+    for command in ("eval", "predict"):
+        more = ("--output", "s.parquet") if command == "predict" else ()
+        done = sniper(job, command, "--checkpoint", "nock", "--data", "synthetic", *more)
+        assert (done.returncode, done.stderr) == (2, said)
