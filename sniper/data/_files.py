@@ -33,8 +33,10 @@ def expand_paths(pattern: str | Path, kind: str, suffix: str = "") -> list[Path]
     """The files ``pattern`` names, sorted: itself, a directory's files, or a glob's matches.
 
     In a directory, only files whose names end with ``suffix`` count (``.parquet``), and never
-    hidden ones (``.x``) nor ``*.partial`` files that a writer has not finished. An empty list
-    is an error: ``FileNotFoundError`` naming ``kind`` and the pattern.
+    hidden ones (``.x``), markers (``_SUCCESS``, ``_metadata``: Spark and Hadoop write them
+    beside their part files, and pyarrow's datasets skip them too) nor ``*.partial`` files that
+    a writer has not finished. An empty list is an error: ``FileNotFoundError`` naming
+    ``kind`` and the pattern.
     """
     text = str(pattern)
     path = Path(text)
@@ -69,7 +71,7 @@ def _is_data_file(path: Path, suffix: str) -> bool:
     name = path.name
     return (
         path.is_file()
-        and not name.startswith(".")
+        and not name.startswith((".", "_"))
         and not name.endswith(".partial")
         and name.endswith(suffix)
     )

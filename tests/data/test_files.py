@@ -107,6 +107,15 @@ def test_expand_paths_errors_name_the_input(tmp_path: Path) -> None:
             expand_paths(pattern, "criteo", suffix)
 
 
+def test_a_directorys_markers_are_not_data(tmp_path: Path) -> None:
+    """Spark writes ``_SUCCESS`` (empty) and ``_committed_*`` beside its part files: a CSV
+    directory, which takes every file whatever its suffix, reads the part files alone."""
+    (tmp_path / "part-00000.csv").write_text("a,label\n1,0\n")
+    (tmp_path / "_SUCCESS").write_text("")
+    (tmp_path / "_committed_123").write_text('{"added": []}')
+    assert expand_paths(tmp_path, "CSV") == [tmp_path / "part-00000.csv"]
+
+
 def test_files_that_disagree_are_named(tmp_path: Path) -> None:
     tsv = numbered_criteo(tmp_path / "a.tsv", 0, 4)
     convert("criteo", tsv, tmp_path / "a.parquet", batch_size=2)
