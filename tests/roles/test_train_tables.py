@@ -43,9 +43,9 @@ def test_a_file_without_a_recorded_shape_is_sized_from_its_counted_ids(tmp_path:
     tsv = tmp_path / "day.tsv"
     tsv.write_text("".join("1" + "\t1" * 13 + f"\t{row:x}" * 26 + "\n" for row in range(3000)))
     path = tmp_path / "day.parquet"
-    write_parquet(CriteoTsv(tsv, batch_size=1), path)
+    write_parquet(CriteoTsv(tsv, batch_size=100), path)
     for data in (f"parquet:{path}", f"criteo:{tsv}"):
-        tables = sizes(TrainConfig(data=data, batch_size=1))
+        tables = sizes(TrainConfig(data=data, batch_size=100))
         assert list(tables) == [f"C{j}" for j in range(1, 27)]
         # 3,000 ids a variable, with the headroom an estimate gets.
         assert {dim for dim, _, _ in tables.values()} == {16}
