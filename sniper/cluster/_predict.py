@@ -123,7 +123,7 @@ def _check_output(target: Path, data: str) -> None:
         )
     if target.is_dir():
         raise ValueError(f"--output {target} is a directory: name the Parquet file to write")
-    kind, colon, path = data.partition(":")
+    _, colon, path = data.partition(":")
     if not colon:
         return
     # A glob's files are those of its directory: an output there is read as data next time.
