@@ -181,7 +181,9 @@ def test_a_killed_rank_actor_restarts_the_ranks(namespace: str, tmp_path: Path) 
     result = run_in(namespace, tmp_path, "RankActor")
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["restarts"] == 1, result["err"]
-    assert "trainer 1 died" in str(result["err"]), result["err"]
+    # The restart's own line: the stderr kept is its last 3,000 characters, which a slow run's
+    # later log lines can push that line out of.
+    assert "trainer 1 died" in str(result["restarted"]), result["err"]
     assert report["steps"] == 36  # each hub's 40 batches less 4 held out, a step of both ranks
     assert report["examples"] == 72 * report["config"]["batch_size"]  # every batch, once
     assert [r["rank"] for r in report["ranks"]] == [0, 1]
