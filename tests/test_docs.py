@@ -75,7 +75,7 @@ REWRITES = {
 
 SKIPS = {
     "sniper experiment run experiments/dispatch.toml": (
-        "the full size takes minutes; the --out line runs the same file with --quick"
+        "the full size takes minutes; tests/experiment/test_run.py runs every file with --quick"
     ),
     "sniper experiment run experiments/dispatch.toml --quick": (
         "tests/experiment/test_run.py runs every file with --quick and --out"
