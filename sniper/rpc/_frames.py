@@ -1,0 +1,156 @@
+"""HTTP/2 DATA frames with fewer copies of their bytes: h2's connection and frame buffer, leaner.
+
+A seed_ctr batch moves 5 MB of pooled embeddings and 5 MB of gradients between the trainer and
+its ps, in DATA frames of up to 512 KiB (:mod:`sniper.rpc._http2`). h2 copies every byte of a
+frame several times on its way, each copy a pass over megabytes that the four processes of a
+job on two cores pay for in CPU (``perf`` over the 0.02 processes job: ``memmove`` was a tenth
+of its busy CPU; a client reading 5 MB answers spent most of its ``memmove`` in h2):
+
+- **Sending**, h2 joins a frame's padding, data and padding (one copy), prepends its header
+  (two), appends the frame to its outbound buffer (three) and hands that buffer out as new
+  ``bytes`` (four); asyncio then copies what the socket did not take (``data[n:]``, five)
+  before buffering it. :class:`LeanConnection` appends a DATA frame's header and data to the
+  outbound buffer directly and hands the buffer out as a view: one copy, and asyncio's slice
+  of a view copies nothing.
+- **Receiving**, h2 slices the frame's body out of its buffer (one copy), then copies that
+  into the frame (two), and logs every frame with ``repr(frame)``, built eagerly, whose
+  DATA branch serializes the whole body again (three) to hex-encode its first 11 bytes.
+  :class:`LeanFrameBuffer` parses a whole DATA frame's body from a view of the buffer (one
+  copy), and :func:`data_body_repr` gives the same repr from the body's first bytes. Most
+  reads end inside a 512 KiB frame; h2 built the frame's object from its header on each of
+  them before finding the body incomplete, where the lean buffer reads three bytes.
+
+Everything else, and every check h2 makes, is h2's: the lean paths take only DATA frames on a
+stream other than 0, with no header block open, and leave the rest (headers, settings, a
+frame h2 must refuse) to h2's own code. Both classes are h2's with methods replaced;
+:func:`lean` gives an ``H2Connection`` that grpclib made their behaviour.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import hyperframe.frame
+from h2.connection import H2Connection
+from h2.frame_buffer import FrameBuffer
+from hyperframe.exceptions import HyperframeError
+from hyperframe.frame import DataFrame, Frame
+
+__all__ = ["LeanConnection", "LeanFrameBuffer", "data_body_repr", "lean"]
+
+_HEADER = struct.Struct(">HBBBL")
+"""A frame's 9-byte header: its length as 16 + 8 bits, type, flags, stream id (hyperframe's)."""
+_DATA = DataFrame.type
+_HEADER_BYTES = 9
+_REPR_BYTES = 11
+"""hyperframe's repr hex-encodes a body's first 11 bytes (22 hex digits, cut to 20 + "...")."""
+
+
+def _flag_byte(frame: Frame) -> int:
+    byte = 0
+    for flag, bit in frame.defined_flags:
+        if flag in frame.flags:
+            byte |= bit
+    return byte
+
+
+def _append_data_frame(out: bytearray, frame: DataFrame) -> None:
+    """Append ``frame`` as its wire bytes to ``out``: its data copied once, into ``out``."""
+    padding = frame.serialize_padding_data()
+    body_len = len(padding) + len(frame.data) + frame.pad_length
+    frame.body_len = body_len
+    out += _HEADER.pack(
+        (body_len >> 8) & 0xFFFF, body_len & 0xFF, _DATA, _flag_byte(frame), frame.stream_id
+    )
+    out += padding
+    out += frame.data
+    if frame.pad_length:
+        out += bytes(frame.pad_length)
+
+
+class LeanConnection(H2Connection):
+    """h2's ``H2Connection``, writing DATA frames into its outbound buffer in one copy and
+    handing that buffer out without another."""
+
+    def _prepare_for_sending(self, frames: list[Frame]) -> None:
+        out = self._data_to_send
+        for frame in frames:
+            if type(frame) is DataFrame:
+                _append_data_frame(out, frame)
+            else:
+                out += frame.serialize()
+            if frame.body_len > self.max_outbound_frame_size:
+                raise AssertionError(
+                    f"frame of {frame.body_len} bytes over the peer's maximum of "
+                    f"{self.max_outbound_frame_size}"
+                )
+
+    def data_to_send(self, amount: int | None = None) -> Any:
+        """What h2's gives, as a ``memoryview`` of a buffer no one writes to again (where all
+        of it is asked for): a socket's ``send`` and asyncio's slices take it as it is."""
+        if amount is not None:
+            return super().data_to_send(amount)
+        data = self._data_to_send
+        self._data_to_send = bytearray()
+        return memoryview(data)
+
+
+class LeanFrameBuffer(FrameBuffer):
+    """h2's ``FrameBuffer``, parsing a whole DATA frame's body in one copy instead of two."""
+
+    def __next__(self) -> Frame:
+        data = self._data
+        if len(data) < _HEADER_BYTES or data[3] != _DATA or self._headers_buffer:
+            return super().__next__()
+        high, low, _, flags, stream_id = _HEADER.unpack_from(data)
+        length = (high << 8) + low
+        stream_id &= 0x7FFFFFFF
+        if not stream_id:
+            return super().__next__()  # h2 refuses it
+        self._validate_frame_length(length)  # before the body arrives: it would be refused
+        if len(data) < _HEADER_BYTES + length:
+            # Most reads end inside a large frame: h2 would build the frame's object from its
+            # header each time before finding its body incomplete.
+            raise StopIteration
+        frame = self._data_frame(length, flags, stream_id)
+        return frame if frame is not None else super().__next__()
+
+    def _data_frame(self, length: int, flags: int, stream_id: int) -> DataFrame | None:
+        """The whole DATA frame at the buffer's start, taken out of it; None where h2's own
+        ``__next__`` must parse it, to refuse it as h2 does."""
+        data = self._data
+        frame = DataFrame(stream_id)
+        frame.parse_flags(flags)
+        with memoryview(data) as view, view[_HEADER_BYTES : _HEADER_BYTES + length] as body:
+            try:
+                frame.parse_body(body)
+            except HyperframeError:
+                return None  # h2's own path raises the error it names
+        del data[: _HEADER_BYTES + length]
+        return frame
+
+
+def data_body_repr(frame: DataFrame) -> str:
+    """hyperframe's repr of a DATA frame's body, from its first bytes: hyperframe's own
+    serializes the whole body (a copy of up to a frame's 512 KiB) to show 11 bytes of it."""
+    head = frame.serialize_padding_data() + bytes(memoryview(frame.data)[:_REPR_BYTES])
+    head += bytes(max(0, min(frame.pad_length, _REPR_BYTES - len(head))))
+    return hyperframe.frame._raw_data_repr(head)
+
+
+def lean(connection: H2Connection) -> H2Connection:
+    """``connection`` (made by grpclib, not yet used) with :class:`LeanConnection`'s and
+    :class:`LeanFrameBuffer`'s behaviour. Both add methods only, no state, so the objects
+    grpclib made are kept and their classes changed. Each is changed only where h2 keeps
+    its bytes as the lean class reads them (a ``bytearray``, as h2 4.2 and later do); an h2
+    that keeps them otherwise stays as it is."""
+    if type(connection) is H2Connection and isinstance(connection._data_to_send, bytearray):
+        connection.__class__ = LeanConnection
+    buffer = connection.incoming_buffer
+    if type(buffer) is FrameBuffer and isinstance(getattr(buffer, "_data", None), bytearray):
+        buffer.__class__ = LeanFrameBuffer
+    return connection
+
+
+DataFrame._body_repr = data_body_repr  # type: ignore[method-assign,assignment]
