@@ -67,12 +67,16 @@ from sniper.rpc._variable import VariableConfig as VariableConfig
 from sniper.rpc._variable import config_from_message as config_from_message
 from sniper.rpc._variable import config_to_message as config_to_message
 from sniper.rpc._wire import EncodedLookupResponse as EncodedLookupResponse
+from sniper.rpc._wire import EncodedSample as EncodedSample
 from sniper.rpc._wire import FeedSampleView as FeedSampleView
+from sniper.rpc._wire import LookupRequestView as LookupRequestView
 from sniper.rpc._wire import PushGradView as PushGradView
+from sniper.rpc._wire import SampleView as SampleView
 from sniper.rpc._wire import VariableGradientView as VariableGradientView
 from sniper.rpc._wire import VariableSignsView as VariableSignsView
 from sniper.rpc._wire import decode_gradient as decode_gradient
 from sniper.rpc._wire import lookup_response as lookup_response
+from sniper.rpc._wire import read_sample_wire as read_sample_wire
 
 __all__ = [
     "RPC_DIR",
@@ -80,6 +84,7 @@ __all__ = [
     "Checkpointed",
     "DataServed",
     "EncodedLookupResponse",
+    "EncodedSample",
     "FeedSampleView",
     "HealthBase",
     "HealthCheckRequest",
@@ -88,6 +93,7 @@ __all__ = [
     "HubApi",
     "HubClient",
     "LatencySummary",
+    "LookupRequestView",
     "LookupTarget",
     "MovedVariable",
     "PeerError",
@@ -99,6 +105,7 @@ __all__ = [
     "PsStats",
     "PushGradView",
     "Sample",
+    "SampleView",
     "Security",
     "Server",
     "Signs",
@@ -125,6 +132,7 @@ __all__ = [
     "moved_to_message",
     "placement_from_message",
     "placement_to_message",
+    "read_sample_wire",
     "served_from_message",
     "served_to_message",
     "stats_from_message",

@@ -279,7 +279,7 @@ class HubClient:
         response = await call_peer(self.peer, lambda: self.stub.read_sample(request), tls=self._tls)
         if response.end_of_data:
             return None
-        served = response.served if describe and response.is_set("served") else None
+        served = response.served if describe else None  # None or a default when unsent
         return Sample(
             response.batch_id,
             decode(response.labels, "labels", "float32", (1, 2)),

@@ -17,7 +17,7 @@ from grpclib.const import Status
 from grpclib.encoding.proto import ProtoCodec
 from grpclib.exceptions import GRPCError
 
-from sniper.rpc._wire import DECODERS, ENCODERS, Encoded
+from sniper.rpc._wire import DECODERS, ENCODERS, Encoded, Prepared
 
 __all__ = ["SniperCodec"]
 
@@ -31,7 +31,7 @@ class SniperCodec(ProtoCodec):
         self.max_message_bytes = max_message_bytes
 
     def encode(self, message: Any, message_type: Any) -> bytes:
-        if isinstance(message, Encoded):
+        if isinstance(message, Encoded | Prepared):
             return message.wire
         fast = ENCODERS.get(message_type)
         if fast is not None and isinstance(message, message_type):

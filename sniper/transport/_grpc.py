@@ -33,6 +33,7 @@ from sniper.rpc import (
     FeedSampleView,
     HubApi,
     HubClient,
+    LookupRequestView,
     PsApi,
     PsClient,
     PushGradView,
@@ -50,6 +51,7 @@ from sniper.rpc import (
     moved_from_message,
     moved_to_message,
     placement_from_message,
+    read_sample_wire,
     served_to_message,
     stats_to_message,
     tensor_present,
@@ -198,7 +200,9 @@ class PsService(PsBase):
         return FeedSampleResponse()
 
     @_rpc("EmbeddingLookup")
-    async def embedding_lookup(self, request: EmbeddingLookupRequest) -> EmbeddingLookupResponse:
+    async def embedding_lookup(
+        self, request: EmbeddingLookupRequest | LookupRequestView
+    ) -> EmbeddingLookupResponse:
         check_wire_dtype(request.pooled_dtype, "pooled_dtype", empty_ok=True)
         dtype = request.pooled_dtype or "float32"
         answer = self.role.lookup_bytes(
@@ -298,12 +302,8 @@ class HubService(HubBase):
         sample = await self.role.read_sample(describe=request.describe)
         if sample is None:
             return ReadSampleResponse(end_of_data=True)
-        response = ReadSampleResponse(
-            batch_id=sample.batch_id, labels=encode(sample.labels), dense=encode(sample.dense)
-        )
-        if sample.served is not None:
-            response.served = served_to_message(sample.served)
-        return response
+        served = None if sample.served is None else served_to_message(sample.served)
+        return read_sample_wire(sample.batch_id, sample.labels, sample.dense, served)
 
     @_rpc("AckSample")
     async def ack_sample(self, request: AckSampleRequest) -> AckSampleResponse:

@@ -10,13 +10,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sniper.rpc._codec import SniperCodec
 from sniper.rpc._generated.sniper.v1 import (
+    DataServed,
+    EmbeddingLookupRequest,
     EmbeddingLookupResponse,
     FeedSampleRequest,
     PooledEmbedding,
     PullRequest,
     PushGradRequest,
     PushRequest,
+    ReadSampleResponse,
     Tensor,
     VariableGradient,
     VariableSigns,
@@ -31,6 +35,7 @@ from sniper.rpc._wire import (
     decode_lookup_answer,
     feed_sample_wire,
     push_grad_wire,
+    read_sample_wire,
 )
 
 names = st.text(max_size=12)
@@ -41,7 +46,41 @@ tensors = st.builds(
     data=st.binary(max_size=64),
 )
 u64 = st.integers(0, 2**64 - 1)
+
+
+def _sample(served: DataServed | None, **fields: Any) -> ReadSampleResponse:
+    message = ReadSampleResponse(**fields)
+    if served is not None:
+        message.served = served
+    return message
+
+
 messages = st.one_of(
+    st.builds(
+        _sample,
+        served=st.one_of(
+            st.none(),
+            st.builds(
+                DataServed,
+                data=names,
+                variables=st.lists(names, max_size=3),
+                dense_features=st.integers(0, 2**32 - 1),
+                batch_size=st.integers(0, 2**32 - 1),
+                digest=names,
+            ),
+        ),
+        batch_id=u64,
+        labels=st.one_of(st.none(), tensors),
+        dense=st.one_of(st.none(), tensors),
+        end_of_data=st.booleans(),
+    ),
+    st.builds(
+        EmbeddingLookupRequest,
+        batch_id=u64,
+        names=st.lists(names, max_size=4),
+        release=st.booleans(),
+        pooled_dtype=st.sampled_from(["", "float32", "bfloat16", "float16", "é"]),
+    ),
     st.builds(
         FeedSampleRequest,
         batch_id=u64,
@@ -101,7 +140,7 @@ def test_fast_encoding_is_what_betterproto_writes(message: object) -> None:
 @given(messages)
 def test_fast_decoding_reads_what_betterproto_writes(message: object) -> None:
     decoded = DECODERS[type(message)](normalized(message))
-    if hasattr(decoded, "to_message"):  # FeedSample and PushGrad decode to plain views
+    if hasattr(decoded, "to_message"):  # requests decode to plain views
         decoded = decoded.to_message()
     assert normalized(decoded) == normalized(message)
 
@@ -148,10 +187,26 @@ def test_prepared_lookup_response_equals_the_betterproto_encoding() -> None:
         ],
         reads_grad_transposed=True,  # a ps of this version says it reads grad_transposed
     )
-    assert ENCODERS[EmbeddingLookupResponse](prepared) == bytes(reference)
+    assert SniperCodec(2**20).encode(prepared, EmbeddingLookupResponse) == bytes(reference)
     assert decode_lookup_answer(bytes(reference)).reads_grad_transposed
     reference.reads_grad_transposed = False  # what a ps from before the field answers
     assert not decode_lookup_answer(bytes(reference)).reads_grad_transposed
+
+
+@pytest.mark.parametrize("describe", [False, True])
+def test_a_prepared_sample_equals_the_betterproto_encoding(describe: bool) -> None:
+    labels = np.array([1.0, 0.0, 1.0], dtype=np.float32)
+    dense = np.arange(6, dtype=np.float32).reshape(3, 2)[:, ::-1]  # not contiguous: copied
+    served = DataServed(data="parquet:x", variables=["a", "b"], dense_features=2, digest="d")
+    prepared = read_sample_wire(7, labels, dense, served if describe else None)
+    reference = ReadSampleResponse(batch_id=7, labels=encode(labels), dense=encode(dense))
+    if describe:
+        reference.served = served
+    wire = SniperCodec(2**20).encode(prepared, ReadSampleResponse)
+    assert wire == bytes(reference)
+    view = DECODERS[ReadSampleResponse](wire)
+    np.testing.assert_array_equal(decode(view.dense, "dense", "float32", 2), dense)
+    assert view.served == (served if describe else None)
 
 
 def test_a_tensor_sent_in_two_pieces_is_merged_as_protobuf_does() -> None:
