@@ -43,7 +43,7 @@ def probe_data(
     """The shape of ``data`` (a ``data`` config value) and a reader of it (of
     ``num_batches`` batches per epoch for synthetic data; files are read whole, with
     ``nonfinite_dense``), through the feature spec ``features`` for a user's table (read
-    without labels where it has none, and its null labels kept as NaN, with
+    with the labels it has, or none, and its null labels kept as NaN, with
     ``optional_labels``: see :func:`~sniper.data.open_reader`)."""
     if data == "synthetic":
         generator = SyntheticCtr(

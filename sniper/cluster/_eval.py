@@ -30,7 +30,7 @@ from sniper.cluster._data import probe_data
 from sniper.cluster._process import serve_config_command, server_process
 from sniper.cluster._report import print_labels
 from sniper.cluster._servers import server_config as _server_config
-from sniper.cluster._spec import model_inputs
+from sniper.cluster._spec import DataShape, model_inputs
 from sniper.data import FeatureSpec, Reader, check_data_value, load_workload
 from sniper.models import ModelConfig
 from sniper.roles import MANIFEST, DataEvaluator, EvalResult, Predictor, PsCluster
@@ -44,6 +44,18 @@ log = logging.getLogger("sniper.eval")
 T = TypeVar("T")
 Consume = Callable[[DataEvaluator, Predictor, int], Awaitable[T]]
 """What is done with the scoring: ``(evaluator, predict, the checkpoint's step)``."""
+
+
+def _labels_agree(
+    shape: DataShape, labels: tuple[str, ...], regression: tuple[str, ...], *, some: bool
+) -> bool:
+    """Whether the labels data is read with are the model's: all of them, or (``some``: data
+    read with the labels it has) some of them, each a regression target where the model's
+    is."""
+    if not some:
+        return (shape.labels, shape.regression) == (labels, regression)
+    read = set(shape.labels)
+    return read <= set(labels) and set(shape.regression) == read & set(regression)
 
 
 def _variables(job: JobCheckpoint) -> dict[str, VariableConfig]:
@@ -107,8 +119,9 @@ def score_checkpoint(
         )
     labels = tuple(job.config.get("labels", ["label"]))
     regression = tuple(job.config.get("regression", []))
-    # Data read without labels (optional_labels) is scored for every label the model predicts.
-    if shape.labels and (shape.labels, shape.regression) != (labels, regression):
+    # Data read with some of its labels or none (optional_labels) is scored for every label
+    # the model predicts.
+    if shape.labels and not _labels_agree(shape, labels, regression, some=optional_labels):
         raise ValueError(
             f"data {data!r} has labels {', '.join(shape.labels)} (regression: "
             f"{', '.join(shape.regression) or 'none'}); the checkpoint's model predicts "

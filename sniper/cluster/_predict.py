@@ -9,8 +9,9 @@ holds, one row per example in the data's order:
 - ``row``: the example's index in the data (int64), to join the scores back to it;
 - each label column the data has (float32; ``label`` for today's readers), so the scores can
   be evaluated without the data: null for a row whose label is null (such a row is scored,
-  not refused nor dropped, ``skip_null_labels`` or not); none where a user's table lacks the
-  label columns (new events whose outcome is not known yet are scored all the same);
+  not refused nor dropped, ``skip_null_labels`` or not); those a user's table has where it
+  lacks some or all of them (new events whose outcome is not known yet are scored all the
+  same);
 - the columns ``--keep`` names, as the data has them (ids to join the scores on);
 - ``<label>_score``: the model's probability for each label the model predicts (float32).
 

@@ -47,8 +47,9 @@ def open_reader(
       is a user's table of any schema, and ``csv:PATH`` or ``tsv:PATH`` (a header row, then
       one example a line) are read too, as one :class:`TableReader` of all the files;
       ``batch_size`` defaults to 1024. CSV and TSV need ``features``. With
-      ``optional_labels``, such a table that lacks its label columns is read without labels,
-      and a null label is read as NaN (see :class:`TableReader`), rather than refused.
+      ``optional_labels``, such a table that lacks label columns is read with those it has
+      (or none), and a null label is read as NaN (see :class:`TableReader`), rather than
+      refused.
       ``nonfinite_dense`` says what a NaN or Inf dense feature of sniper's own Parquet gets
       (Criteo's dense features are parsed from integers, and synthetic ones generated: both
       always finite).

@@ -143,13 +143,14 @@ class TableReader:
     over those columns; :attr:`features` is the spec with them filled in. Every error names the
     file, the row where it is a value's fault, and the column.
 
-    With ``optional_labels``, a table whose files lack a label column the spec names is read
-    without labels (:attr:`label_names` empty, each batch's ``labels`` with no columns), and a
-    row whose label is null is kept, its label NaN (``skip_null_labels`` drops none): ``sniper
-    predict`` scores every event, those whose outcome is not known yet too, and numbers its
-    output's rows as the data's. Without it, a missing label column is an error as any other
-    missing column, and a null label is refused or its row dropped (``skip_null_labels``):
-    training and evaluation need the labels.
+    With ``optional_labels``, a table whose files lack label columns the spec names is read
+    with the labels it has (:attr:`label_names` those, each batch's ``labels`` their columns;
+    none: no columns), and a row whose label is null is kept, its label NaN
+    (``skip_null_labels`` drops none): ``sniper predict`` scores every event, those whose
+    outcome is not known yet too, and numbers its output's rows as the data's. Without it, a
+    missing label column is an error as any other missing column, and a null label is
+    refused or its row dropped (``skip_null_labels``): training and evaluation need the
+    labels.
     """
 
     def __init__(
@@ -179,11 +180,11 @@ class TableReader:
         self._spec = features
         self._keep_null_labels = optional_labels
         self._labels: tuple[LabelSpec, ...] = features.labels
-        """The labels read: the spec's, or none (``optional_labels`` and data without them)."""
+        """The labels read: the spec's, or those the data has (``optional_labels``)."""
         self._schemas = [self._schema(file) for file in self.files]
         """Each file's schema, read once: the labels' check and the columns' both read it."""
-        if optional_labels and not self._all_labelled():
-            self._labels = ()
+        if optional_labels:
+            self._labels = self._labels_present()
         self._types = self._check_schemas()
         self._footer = threading.local()
         """Each reading thread's last Parquet footer, ``(file index, metadata)``: a row group
@@ -313,27 +314,27 @@ class TableReader:
                 f"{file}: not {self.format.upper()} with a header row: {exc}"
             ) from None
 
-    def _all_labelled(self) -> bool:
-        """Whether every file has every label column the spec names (False: none has them
-        all). Files of both kinds are refused, naming one of each: reading the labels of some
-        would leave the others' rows without truth, and reading none would drop theirs."""
-        labelled = {
-            file: self._has_labels(schema)
-            for file, schema in zip(self.files, self._schemas, strict=True)
-        }
-        if len(set(labelled.values())) < 2:
-            return all(labelled.values())
-        lacking = next(file for file, has in labelled.items() if not has)
-        having = next(file for file, has in labelled.items() if has)
-        raise TableError(
-            f"{lacking}: lacks a label column ({', '.join(self._spec.label_names)}) that "
-            f"{having} has: a table is read with the labels of every file or of none; read "
-            "them apart"
-        )
-
-    def _has_labels(self, schema: Any) -> bool:
-        """Whether a file of ``schema`` has every label column the spec names."""
-        return all(schema.get_field_index(name) >= 0 for name in self._spec.label_names)
+    def _labels_present(self) -> tuple[LabelSpec, ...]:
+        """The spec's labels whose column every file has (``optional_labels``). A label column
+        some files have and others lack is refused, naming one of each: reading it from some
+        would leave the others' rows without truth, and reading it from none would drop
+        theirs."""
+        present = []
+        for label in self._labels:
+            has = {
+                file: schema.get_field_index(label.column) >= 0
+                for file, schema in zip(self.files, self._schemas, strict=True)
+            }
+            if all(has.values()):
+                present.append(label)
+            elif any(has.values()):
+                lacking = next(file for file, there in has.items() if not there)
+                having = next(file for file, there in has.items() if there)
+                raise TableError(
+                    f"{lacking}: lacks a label column ({label.column}) that {having} has: a "
+                    "table is read with each label of every file or of none; read them apart"
+                )
+        return tuple(present)
 
     def _check_schemas(self) -> dict[str, Any]:
         """Each used column's type, the same in every file; every error names the file."""

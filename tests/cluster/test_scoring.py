@@ -83,6 +83,33 @@ def test_predict_scores_data_without_its_labels(job: Path) -> None:
         assert table.select(scores).equals(labeled.select(scores))
 
 
+def test_predict_keeps_the_truth_of_the_labels_the_data_has(job: Path) -> None:
+    """Data that records some outcomes and not others (its clicks and ratings, no purchases
+    yet): the truth columns it has beside every label's scores, the same scores as with all
+    of them. A label column that some files have and others lack is refused in one line."""
+    scores = ["click_score", "buy_score", "stars_score"]
+    new = pq.read_table(job / "new.parquet")
+    write_parquet_table(job / "some.parquet", new.drop_columns(["buy"]), 200)
+    labeled = _predict(job, "parquet:new.parquet", "all.parquet")
+    some = _predict(job, "parquet:some.parquet", "some_out.parquet")
+    assert some.column_names == ["row", "click", "stars", *scores]
+    assert some.select(["click", "stars", *scores]).equals(
+        labeled.select(["click", "stars", *scores])
+    )
+    mixed = job / "mixed"
+    mixed.mkdir()
+    write_parquet_table(mixed / "a.parquet", new, 200)
+    write_parquet_table(mixed / "b.parquet", new.drop_columns(["buy"]), 200)
+    done = sniper(
+        job, "predict", "--checkpoint", "ck", "--data", "parquet:mixed", "--output", "m.parquet"
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    said = "mixed/b.parquet: lacks a label column (buy) that mixed/a.parquet has"
+    assert done.stderr.startswith("sniper: error: ") and said in done.stderr, done.stderr
+    assert len(done.stderr.splitlines()) == 1
+    assert not (job / "m.parquet").exists()
+
+
 def test_predict_keeps_the_columns_it_is_told_beside_each_rows_scores(job: Path) -> None:
     """``--keep user_id,item_id``: each row's ids beside its scores, in Parquet (row groups of
     170 rows, batches of 200: cut at other rows) and CSV (the ids as pyarrow reads them), so
