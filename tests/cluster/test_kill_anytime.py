@@ -115,7 +115,11 @@ def test_ps_killed_mid_step_then_during_the_restore_then_right_after_the_restart
     job.wait_for(STARTED_HUB, count=2)
     job.kill("ps 1")  # right after the second restart, as training resumes
     err = finished_like(job, reference, restarts=3)
-    assert "ps 0 died (restoring the ps failed: UNAVAILABLE: ps 127.0.0.1:" in err
+    # The kill is aimed at the Restore and lands there when this runs alone (loaded or not),
+    # but the launcher's line that the ps started can be read after a small job's Restore has
+    # answered (once under the full suite, a worker per core): the kill then lands in a later
+    # phase, and the job must come through all the same.
+    assert re.search(r"ps 0 died \(.*UNAVAILABLE: ps 127\.0\.0\.1:\d+", err), err[-3000:]
     assert err.count("from the checkpoint of step") == 3
     assert RESTART.format(n=3) in err
 
