@@ -11,12 +11,12 @@ ReadSampleResponse's labels and dense features (57 KB) took it 0.5 ms to write a
 parse, on the trainer's event loop.
 
 The bytes on the wire are standard protobuf that any client reads. What the decoders return:
-an EmbeddingLookupResponse is the generated betterproto class; the three requests and a
-ReadSampleResponse are plain views with the same attribute names (``FeedSampleView``,
-``PushGradView``, ``LookupRequestView``, ``SampleView``: ``.to_message()`` gives the
-betterproto message), because building
-and reading betterproto objects cost more CPU in a training run than the kernels. A handler
-mounted behind ``SniperCodec`` that calls ``bytes(request)`` must convert first.
+an EmbeddingLookupResponse is the generated betterproto class; the FeedSample, PushGrad and
+EmbeddingLookup requests and a ReadSampleResponse are plain views with the same attribute
+names (``FeedSampleView``, ``PushGradView``, ``LookupRequestView``, ``SampleView``:
+``.to_message()`` gives the betterproto message), because building and reading betterproto
+objects cost more CPU in a training run than the kernels. A handler mounted behind
+``SniperCodec`` that calls ``bytes(request)`` must convert first.
 
 Malformed input raises :class:`WireError` (mapped to INVALID_ARGUMENT by the codec):
 truncation, a wrong wire type for a known field, or a varint longer than 10 bytes. Unknown
@@ -611,7 +611,7 @@ def encode_read_sample(message: ReadSampleResponse) -> bytes:
 def read_sample_wire(
     batch_id: int, labels: NDArray[Any], dense: NDArray[Any], served: DataServed | None
 ) -> EncodedSample:
-    """A hub's ReadSampleResponse of a batch, written from its arrays without a copy of them
+    """A hub's ReadSampleResponse of a batch, its arrays copied once, into the message
     (``served``: with a ReadSample that asks for it)."""
     return EncodedSample(
         _sample_bytes(
