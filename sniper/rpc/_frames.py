@@ -16,9 +16,13 @@ of its busy CPU; a client reading 5 MB answers spent most of its ``memmove`` in 
   into the frame (two), and logs every frame with ``repr(frame)``, built eagerly, whose
   DATA branch serializes the whole body again (three) to hex-encode its first 11 bytes.
   :class:`LeanFrameBuffer` parses a whole DATA frame's body from a view of the buffer (one
-  copy), and :func:`data_body_repr` gives the same repr from the body's first bytes. Most
-  reads end inside a 512 KiB frame; h2 built the frame's object from its header on each of
-  them before finding the body incomplete, where the lean buffer reads three bytes.
+  copy). Most reads end inside a 512 KiB frame; h2 built the frame's object from its header
+  on each of them before finding the body incomplete, where the lean buffer reads three
+  bytes. :func:`data_body_repr` gives the same repr from the body's first bytes, as
+  :func:`short_data_repr` does for other frames' data (hyperframe hex-encoded all of it to
+  keep 20 characters). Both repr fixes are process-wide: importing ``sniper.rpc`` replaces
+  hyperframe's private ``_raw_data_repr`` and ``DataFrame._body_repr`` with functions of
+  the same output.
 
 Everything else, and every check h2 makes, is h2's: the lean paths take only DATA frames on a
 stream other than 0, with no header block open, and leave the rest (headers, settings, a
@@ -28,6 +32,7 @@ frame h2 must refuse) to h2's own code. Both classes are h2's with methods repla
 
 from __future__ import annotations
 
+import binascii
 import struct
 from typing import Any
 
@@ -37,7 +42,7 @@ from h2.frame_buffer import FrameBuffer
 from hyperframe.exceptions import HyperframeError
 from hyperframe.frame import DataFrame, Frame
 
-__all__ = ["LeanConnection", "LeanFrameBuffer", "data_body_repr", "lean"]
+__all__ = ["LeanConnection", "LeanFrameBuffer", "data_body_repr", "lean", "short_data_repr"]
 
 _HEADER = struct.Struct(">HBBBL")
 """A frame's 9-byte header: its length as 16 + 8 bits, type, flags, stream id (hyperframe's)."""
@@ -131,12 +136,22 @@ class LeanFrameBuffer(FrameBuffer):
         return frame
 
 
+def short_data_repr(data: bytes | None) -> str:
+    """hyperframe's ``_raw_data_repr``, hex-encoding only the bytes it keeps."""
+    if not data:
+        return "None"
+    text = binascii.hexlify(bytes(memoryview(data)[:_REPR_BYTES])).decode("ascii")
+    if len(text) > 20:
+        text = text[:20] + "..."
+    return "<hex:" + text + ">"
+
+
 def data_body_repr(frame: DataFrame) -> str:
     """hyperframe's repr of a DATA frame's body, from its first bytes: hyperframe's own
     serializes the whole body (a copy of up to a frame's 512 KiB) to show 11 bytes of it."""
     head = frame.serialize_padding_data() + bytes(memoryview(frame.data)[:_REPR_BYTES])
     head += bytes(max(0, min(frame.pad_length, _REPR_BYTES - len(head))))
-    return hyperframe.frame._raw_data_repr(head)
+    return short_data_repr(head)
 
 
 def lean(connection: H2Connection) -> H2Connection:
@@ -153,4 +168,5 @@ def lean(connection: H2Connection) -> H2Connection:
     return connection
 
 
+hyperframe.frame._raw_data_repr = short_data_repr
 DataFrame._body_repr = data_body_repr  # type: ignore[method-assign,assignment]

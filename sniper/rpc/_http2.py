@@ -10,24 +10,21 @@ made most of the difference (measured with ``sniper bench rpc``; see docs/benchm
   slower again (h2 buffers a frame until it is whole).
 - **A frame's repr.** h2 logs every received frame with ``repr(frame)`` built eagerly, and
   hyperframe's repr hex-encodes the whole body before keeping 20 characters of it: about 6 ms
-  per 5 MB received. :func:`_short_data_repr` returns the same string from the first bytes.
+  per 5 MB received. :mod:`sniper.rpc._frames` builds the same string from the first bytes.
 
 Each connection's h2 also copies a DATA frame's bytes fewer times (:mod:`sniper.rpc._frames`).
 
 The frame size comes with :class:`Server` and :class:`Channel`, plain subclasses: a user
 mounting sniper's services in their own server gets the same numbers by using :class:`Server`
-instead of ``grpclib.server.Server``. The repr fix is process-wide: importing ``sniper.rpc``
-replaces hyperframe's private ``_raw_data_repr``, and ``DataFrame._body_repr``
-(:func:`sniper.rpc._frames.data_body_repr`), with functions of the same output.
+instead of ``grpclib.server.Server``. The repr fix is process-wide (see
+:mod:`sniper.rpc._frames`).
 """
 
 from __future__ import annotations
 
-import binascii
 from collections.abc import Collection
 from typing import Any
 
-import hyperframe.frame
 from grpclib import client, server
 from grpclib.config import Configuration
 from grpclib.protocol import H2Protocol
@@ -42,19 +39,6 @@ FRAME_BYTES = 512 * 1024
 WINDOW_BYTES = 16 * _MB
 MAX_MESSAGE_BYTES = 256 * _MB
 _HTTP2_MAX_FRAME = 2**24 - 1
-
-
-def _short_data_repr(data: bytes | None) -> str:
-    """hyperframe's ``_raw_data_repr``, hex-encoding only the bytes it keeps."""
-    if not data:
-        return "None"
-    text = binascii.hexlify(bytes(memoryview(data)[:11])).decode("ascii")
-    if len(text) > 20:
-        text = text[:20] + "..."
-    return "<hex:" + text + ">"
-
-
-hyperframe.frame._raw_data_repr = _short_data_repr
 
 
 def _configuration(window_bytes: int) -> Configuration:

@@ -13,8 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sniper.rpc import Channel, Server
+from sniper.rpc._frames import short_data_repr
 from sniper.rpc._generated.grpc.health.v1 import HealthCheckRequest, HealthStub
-from sniper.rpc._http2 import FRAME_BYTES, _short_data_repr
+from sniper.rpc._http2 import FRAME_BYTES
 from sniper.testing import running_ps
 from sniper.transport import HealthService, bound_address
 
@@ -25,7 +26,7 @@ def test_short_repr_is_the_string_hyperframe_would_build(data: bytes) -> None:
     hexed = data.hex()
     expected = "<hex:" + (hexed[:20] + "..." if len(hexed) > 20 else hexed) + ">"
     assert frame._body_repr() == (expected if data else "None")
-    assert _short_data_repr(data) == (expected if data else "None")
+    assert short_data_repr(data) == (expected if data else "None")
 
 
 def test_repr_of_a_large_frame_reads_only_its_first_bytes() -> None:

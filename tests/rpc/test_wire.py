@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sniper.rpc._codec import SniperCodec
+from sniper.rpc import SniperCodec
 from sniper.rpc._generated.sniper.v1 import (
     DataServed,
     EmbeddingLookupRequest,
