@@ -152,7 +152,7 @@ def _print_ranks(report: TrainReport) -> None:
         )
 
 
-_STAGES = ("decode", "dispatch", "wait", "kernel", "apply", "encode")
+_STAGES = ("decode", "dispatch", "wait", "kernel", "apply", "encode", "then_lookup")
 
 
 def _print_labels(report: TrainReport) -> None:
@@ -195,7 +195,8 @@ def print_labels(
 def path_rows(report: TrainReport) -> list[list[str]]:
     """The trainer's EmbeddingLookup and PushGrad beside each ps's timing of them and of
     their stages, and what neither side's work explains: transport and codecs (about: a
-    difference of medians)."""
+    difference of medians). A PushGrad that answered the next batch's lookup counts that
+    lookup as its ``then_lookup`` stage, after the ``apply`` the ps's call covers."""
     rows = []
     for op in ("EmbeddingLookup", "PushGrad"):
         whole = report.ops.get(op)
@@ -206,7 +207,8 @@ def path_rows(report: TrainReport) -> list[list[str]]:
         for index, ps in enumerate(report.ps_ops):
             if op not in ps:
                 continue
-            slowest = max(slowest, ps[op].p50_us)
+            riding = ps.get(f"{op}.then_lookup")
+            slowest = max(slowest, ps[op].p50_us + (riding.p50_us if riding else 0.0))
             rows.append(["", f"ps {index}: call", *_figures(ps[op])])
             for stage in _STAGES:
                 if (timing := ps.get(f"{op}.{stage}")) is not None:

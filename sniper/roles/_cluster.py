@@ -15,6 +15,7 @@ variable's old owner.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import TypeVar
 
 import anyio
@@ -22,7 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sniper.placement import Placement
-from sniper.rpc import LookupTarget, Pooled, PsApi, Signs, Weights
+from sniper.rpc import LookupTarget, NextLookup, Pooled, PsApi, Signs, Weights
 
 __all__ = ["PsCluster", "gather"]
 
@@ -178,6 +179,29 @@ class PsCluster:
             ]
         )
         return sum(dropped)
+
+    async def push_grad_then_lookup(
+        self, batch_id: int, grads: Mapping[str, NDArray[np.float32]], then: NextLookup
+    ) -> tuple[int, dict[str, Pooled]]:
+        """Push ``grads``; each ps that is pushed to and holds some of ``then.names`` looks
+        those up in the same call, once its own gradients are applied (a lookup of a variable
+        waits only for that variable's push, which is on the same ps). Returns the dropped
+        count and the answers of the variables looked up: a variable on a ps that was not
+        pushed to, or whose ps did not answer, is left for the caller's EmbeddingLookup."""
+        wanted = self._by_owner(list(then.names))
+
+        async def one(ps: int, names: list[str]) -> tuple[int, dict[str, Pooled] | None]:
+            part = {n: grads[n] for n in names}
+            if ps not in wanted:
+                return await self.members[ps].push_grad(batch_id, part), None
+            mine = replace(then, names=wanted[ps])
+            return await self.members[ps].push_grad_then_lookup(batch_id, part, mine)
+
+        parts = await gather(
+            [_bind(one, ps, names) for ps, names in self._by_owner(list(grads)).items()]
+        )
+        answers = {name: pooled for _, part in parts for name, pooled in (part or {}).items()}
+        return sum(dropped for dropped, _ in parts), answers
 
 
 def _weights_of(weights: Weights, names: Sequence[str]) -> dict[str, Weights]:

@@ -56,6 +56,7 @@ from sniper.rpc import (
     LatencySummary,
     LookupTarget,
     MovedVariable,
+    NextLookup,
     PendingFeed,
     Pooled,
     PsStats,
@@ -366,6 +367,21 @@ class PsRole:
             self.engine.release(batch_id, bad)
             self.record("PushGrad.apply", time.perf_counter() - start)
             return len(bad)
+
+    async def push_grad_then_lookup(
+        self, batch_id: int, grads: Mapping[str, NDArray[np.float32]], then: NextLookup
+    ) -> tuple[int, dict[str, Pooled] | None]:
+        dropped = await self.push_grad(batch_id, grads)
+        start = time.perf_counter()
+        try:
+            pooled = await self.embedding_lookup(
+                then.batch_id, then.names, release=then.release, into=then.into
+            )
+        except Exception as exc:  # the push stands: the caller's own lookup says why
+            log.debug("PushGrad of batch %d: then_lookup not answered: %s", batch_id, exc)
+            return dropped, None
+        self.record("PushGrad.then_lookup", time.perf_counter() - start)
+        return dropped, pooled
 
     # -- rows, checkpoints, statistics --------------------------------------------------------
 

@@ -30,7 +30,7 @@ from sniper._metrics import Histogram
 from sniper.models import DenseModel, Jagged, TrainStep
 from sniper.roles._cluster import PsCluster
 from sniper.roles._errors import RPC_ERRORS, TrainingError, describe_error
-from sniper.roles._pipeline import jagged, timed
+from sniper.roles._pipeline import Offer, jagged, timed
 from sniper.roles._ranks import Ranks
 from sniper.roles._scores import Scores
 from sniper.rpc import Pooled
@@ -116,10 +116,12 @@ class DenseStep:
         scores: Scores,
         pushed: Callable[[], None],
         sequences: Mapping[str, Jagged] | None = None,
+        then: Callable[[], Offer | None] | None = None,
     ) -> float:
         """Train on one batch; its loss. ``pushed()`` is called once its gradients are on the
         ps. ``sequences``: the model's sequence variables' blocks (their gradients are
-        pushed with the others).
+        pushed with the others). ``then()``, asked as the push starts, may give the next
+        batch's lookup, which the push answers (:meth:`Pipeline.offer_after`).
 
         The model's step computes the input gradients; they are pushed while the model's update
         runs on its thread, and ``pushed`` runs as soon as they are on the ps, so the next
@@ -142,7 +144,7 @@ class DenseStep:
         seconds = time.perf_counter() - start
         failures: list[Exception] = []
         try:
-            await self._push(batch_id, done.input_grads)
+            await self._push(batch_id, done.input_grads, then() if then else None)
         except Exception as exc:
             failures.append(exc)
         else:
@@ -168,9 +170,14 @@ class DenseStep:
             return await self._on_thread(self.model.predict, inputs).wait()
         return await self._on_thread(_predict, self.model, inputs, sequences).wait()
 
-    async def _push(self, batch_id: int, grads: dict[str, F32]) -> None:
+    async def _push(self, batch_id: int, grads: dict[str, F32], then: Offer | None) -> None:
+        """Push the gradients; with ``then``, answer its lookup in the same calls."""
         try:
-            await timed(self._pushes, self.cluster.push_grad(batch_id, grads))
+            if then is None:
+                await timed(self._pushes, self.cluster.push_grad(batch_id, grads))
+            else:
+                call = self.cluster.push_grad_then_lookup(batch_id, grads, then.lookup)
+                _, then.answers = await timed(self._pushes, call)
         except RPC_ERRORS as exc:
             raise TrainingError(
                 f"PushGrad of batch {batch_id} failed: {describe_error(exc)}"

@@ -381,6 +381,7 @@ class Trainer:
             self._scores,
             lambda: self.pipeline.settle(ticket),
             ready.sequences,
+            lambda: self.pipeline.offer_after(ticket),
         )
         self.pipeline.inputs.give(ready.inputs)
         report.steps += 1

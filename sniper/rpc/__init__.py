@@ -23,6 +23,7 @@ from sniper.rpc._api import DataServed as DataServed
 from sniper.rpc._api import HubApi as HubApi
 from sniper.rpc._api import LookupTarget as LookupTarget
 from sniper.rpc._api import MovedVariable as MovedVariable
+from sniper.rpc._api import NextLookup as NextLookup
 from sniper.rpc._api import PendingFeed as PendingFeed
 from sniper.rpc._api import Pooled as Pooled
 from sniper.rpc._api import PsApi as PsApi
@@ -67,6 +68,7 @@ from sniper.rpc._variable import VariableConfig as VariableConfig
 from sniper.rpc._variable import config_from_message as config_from_message
 from sniper.rpc._variable import config_to_message as config_to_message
 from sniper.rpc._wire import EncodedLookupResponse as EncodedLookupResponse
+from sniper.rpc._wire import EncodedPushResponse as EncodedPushResponse
 from sniper.rpc._wire import EncodedSample as EncodedSample
 from sniper.rpc._wire import FeedSampleView as FeedSampleView
 from sniper.rpc._wire import LookupRequestView as LookupRequestView
@@ -76,6 +78,7 @@ from sniper.rpc._wire import VariableGradientView as VariableGradientView
 from sniper.rpc._wire import VariableSignsView as VariableSignsView
 from sniper.rpc._wire import decode_gradient as decode_gradient
 from sniper.rpc._wire import lookup_response as lookup_response
+from sniper.rpc._wire import push_response as push_response
 from sniper.rpc._wire import read_sample_wire as read_sample_wire
 
 __all__ = [
@@ -84,6 +87,7 @@ __all__ = [
     "Checkpointed",
     "DataServed",
     "EncodedLookupResponse",
+    "EncodedPushResponse",
     "EncodedSample",
     "FeedSampleView",
     "HealthBase",
@@ -96,6 +100,7 @@ __all__ = [
     "LookupRequestView",
     "LookupTarget",
     "MovedVariable",
+    "NextLookup",
     "PeerError",
     "PendingFeed",
     "Placement",
@@ -132,6 +137,7 @@ __all__ = [
     "moved_to_message",
     "placement_from_message",
     "placement_to_message",
+    "push_response",
     "read_sample_wire",
     "served_from_message",
     "served_to_message",

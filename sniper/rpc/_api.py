@@ -35,6 +35,7 @@ __all__ = [
     "HubApi",
     "LookupTarget",
     "MovedVariable",
+    "NextLookup",
     "PendingFeed",
     "Pooled",
     "PsApi",
@@ -122,6 +123,17 @@ class LookupTarget:
         block = self.block(name, pooled.shape[1])
         block[...] = pooled
         return block
+
+
+@dataclass(frozen=True)
+class NextLookup:
+    """An EmbeddingLookup to answer once a push is applied (:meth:`PsApi.push_grad_then_lookup`):
+    the arguments of :meth:`PsApi.embedding_lookup`."""
+
+    batch_id: int
+    names: Sequence[str]
+    release: bool = False
+    into: LookupTarget | None = None
 
 
 @dataclass(frozen=True)
@@ -252,6 +264,18 @@ class PsApi(Protocol):
     async def push_grad(self, batch_id: int, grads: Mapping[str, NDArray[np.float32]]) -> int:
         """Apply gradients (``[batch, dim]``; ``[values, dim]`` for pooling ``none``) and
         free the batch; returns how many were dropped as non-finite."""
+        ...
+
+    async def push_grad_then_lookup(
+        self, batch_id: int, grads: Mapping[str, NDArray[np.float32]], then: NextLookup
+    ) -> tuple[int, dict[str, Pooled] | None]:
+        """:meth:`push_grad`, then :meth:`embedding_lookup` of ``then``, in one call.
+
+        A synchronous trainer's next lookup waits for its push anyway; answered in the push's
+        call, it saves a round trip and a call a batch. Returns what :meth:`push_grad` does and
+        the lookup's answers, or None where the lookup was not answered (the gradients are
+        applied all the same): ask with :meth:`embedding_lookup` then, which says why.
+        """
         ...
 
     async def pull(self, name: str, signs: NDArray[np.uint64]) -> NDArray[np.float32]:

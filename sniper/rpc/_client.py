@@ -30,6 +30,7 @@ from sniper.rpc._api import (
     Checkpointed,
     LookupTarget,
     MovedVariable,
+    NextLookup,
     Pooled,
     Sample,
     Signs,
@@ -44,7 +45,6 @@ from sniper.rpc._generated.sniper.v1 import (
     HubStub,
     PsStub,
     PullRequest,
-    PushGradResponse,
     PushRequest,
     ReadSampleRequest,
     RestoreRequest,
@@ -71,6 +71,8 @@ from sniper.rpc._wire import (
     Encoded,
     LookupAnswer,
     LookupArrays,
+    PushAnswer,
+    PushArrays,
     feed_sample_wire,
     push_grad_wire,
 )
@@ -128,8 +130,8 @@ class PsClient:
         self._feed: UnaryUnaryMethod[Encoded, FeedSampleResponse] = _method(
             self.channel, "FeedSample", Encoded, FeedSampleResponse
         )
-        self._push_grad: UnaryUnaryMethod[Encoded, PushGradResponse] = _method(
-            self.channel, "PushGrad", Encoded, PushGradResponse
+        self._push_grad: UnaryUnaryMethod[Encoded, PushAnswer] = _method(
+            self.channel, "PushGrad", Encoded, PushArrays
         )
         self._lookup: UnaryUnaryMethod[EmbeddingLookupRequest, LookupAnswer] = _method(
             self.channel, "EmbeddingLookup", EmbeddingLookupRequest, LookupArrays
@@ -189,14 +191,24 @@ class PsClient:
         release: bool = False,
         into: LookupTarget | None = None,
     ) -> dict[str, Pooled]:
-        request = EmbeddingLookupRequest(
-            batch_id=batch_id, names=list(names), release=release, pooled_dtype=self.wire_dtype
-        )
+        request = self._lookup_request(batch_id, names, release)
 
         async def call() -> LookupAnswer:
             return await self._lookup(request, timeout=self.timeout)
 
         answer = await (self._call(call) if release else self._retry(call))
+        return self._answers(answer, into)
+
+    def _lookup_request(
+        self, batch_id: int, names: Sequence[str], release: bool
+    ) -> EmbeddingLookupRequest:
+        return EmbeddingLookupRequest(
+            batch_id=batch_id, names=list(names), release=release, pooled_dtype=self.wire_dtype
+        )
+
+    def _answers(self, answer: LookupAnswer, into: LookupTarget | None) -> dict[str, Pooled]:
+        """A lookup's answers as arrays (placed in ``into``); what the answer says of the ps
+        (the dtype it answers in, whether it reads transposed gradients) is kept for pushes."""
         items = answer.items
         self._reads_transposed = answer.reads_grad_transposed
         if items and items[0][1] is not None:
@@ -215,10 +227,30 @@ class PsClient:
 
     async def push_grad(self, batch_id: int, grads: Mapping[str, NDArray[np.float32]]) -> int:
         """Apply gradients; returns how many the ps dropped as non-finite. Never retried."""
+        return (await self._push(batch_id, grads, None)).dropped_nonfinite
+
+    async def push_grad_then_lookup(
+        self, batch_id: int, grads: Mapping[str, NDArray[np.float32]], then: NextLookup
+    ) -> tuple[int, dict[str, Pooled] | None]:
+        """Apply gradients, then look up ``then`` in the same call (never retried, as a push).
+        A ps from before ``then_lookup`` applies the gradients and answers no lookup (None)."""
+        request = self._lookup_request(then.batch_id, then.names, then.release)
+        answer = await self._push(batch_id, grads, request)
+        looked_up = answer.looked_up
+        pooled = None if looked_up is None else self._answers(looked_up, then.into)
+        return answer.dropped_nonfinite, pooled
+
+    async def _push(
+        self,
+        batch_id: int,
+        grads: Mapping[str, NDArray[np.float32]],
+        then: EmbeddingLookupRequest | None,
+    ) -> PushAnswer:
         dtype = self._answered if self._answered in FLOAT_DTYPES else "float32"
-        request = push_grad_wire(batch_id, grads.items(), dtype, transposed=self._reads_transposed)
-        answer = await self._call(lambda: self._push_grad(request, timeout=self.timeout))
-        return answer.dropped_nonfinite
+        request = push_grad_wire(
+            batch_id, grads.items(), dtype, transposed=self._reads_transposed, then=then
+        )
+        return await self._call(lambda: self._push_grad(request, timeout=self.timeout))
 
     async def pull(self, name: str, signs: NDArray[np.uint64]) -> NDArray[np.float32]:
         request = PullRequest(name=name, signs=encode(signs))

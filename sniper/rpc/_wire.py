@@ -41,6 +41,7 @@ from sniper.rpc._generated.sniper.v1 import (
     FeedSampleRequest,
     PooledEmbedding,
     PushGradRequest,
+    PushGradResponse,
     ReadSampleResponse,
     Tensor,
     VariableGradient,
@@ -53,6 +54,7 @@ __all__ = [
     "ENCODERS",
     "Encoded",
     "EncodedLookupResponse",
+    "EncodedPushResponse",
     "EncodedSample",
     "FeedSampleView",
     "LookupAnswer",
@@ -60,6 +62,8 @@ __all__ = [
     "LookupItem",
     "LookupRequestView",
     "Prepared",
+    "PushAnswer",
+    "PushArrays",
     "PushGradView",
     "RawTensor",
     "SampleView",
@@ -68,6 +72,7 @@ __all__ = [
     "feed_sample_wire",
     "lookup_response",
     "push_grad_wire",
+    "push_response",
     "read_sample_wire",
 ]
 
@@ -203,8 +208,14 @@ def _message(raw: RawTensor | None) -> Tensor:
     return Tensor(dtype=raw.dtype, shape=raw.shape, data=raw.data)  # type: ignore[arg-type]
 
 
-def _batch_message(data: Buffer, make: Callable[[memoryview], Any]) -> tuple[int, list[Any]]:
-    batch_id, items = 0, []
+def _batch_message(
+    data: Buffer,
+    make: Callable[[memoryview], Any],
+    field3: Callable[[memoryview], Any] | None = None,
+) -> tuple[int, list[Any], Any]:
+    """A message of a ``batch_id`` (field 1), repeated messages (field 2, each read by
+    ``make``) and, with ``field3``, an optional message (field 3; None when absent)."""
+    batch_id, items, third = 0, [], None
     for number, wire_type, value in _fields(memoryview(data)):
         if number == 1:
             _expect(wire_type, VARINT, "batch_id")
@@ -212,7 +223,10 @@ def _batch_message(data: Buffer, make: Callable[[memoryview], Any]) -> tuple[int
         elif number == 2:
             _expect(wire_type, LEN, "repeated message")
             items.append(make(value))
-    return batch_id, items
+        elif number == 3 and field3 is not None:
+            _expect(wire_type, LEN, "field 3")
+            third = field3(value)
+    return batch_id, items, third
 
 
 # Decoded FeedSample and PushGrad requests are plain views, not betterproto messages: every
@@ -264,9 +278,11 @@ class PushGradView:
 
     batch_id: int
     grads: list[VariableGradientView]
+    then_lookup: LookupRequestView | None = None
+    """The lookup to answer once the gradients are applied; None where none was sent."""
 
     def to_message(self) -> PushGradRequest:
-        return PushGradRequest(
+        message = PushGradRequest(
             batch_id=self.batch_id,
             grads=[
                 VariableGradient(
@@ -277,6 +293,9 @@ class PushGradView:
                 for g in self.grads
             ],
         )
+        if self.then_lookup is not None:
+            message.then_lookup = self.then_lookup.to_message()
+        return message
 
 
 def decode_feed_sample(data: Buffer) -> FeedSampleView:
@@ -286,7 +305,8 @@ def decode_feed_sample(data: Buffer) -> FeedSampleView:
             parts["name"], parts.get("signs"), parts.get("offsets"), parts.get("weights")
         )
 
-    return FeedSampleView(*_batch_message(data, variable))
+    batch_id, variables, _ = _batch_message(data, variable)
+    return FeedSampleView(batch_id, variables)
 
 
 def decode_push_grad(data: Buffer) -> PushGradView:
@@ -294,7 +314,7 @@ def decode_push_grad(data: Buffer) -> PushGradView:
         parts = _named_tensors(buf, {2: "grad", 3: "grad_transposed"})
         return VariableGradientView(parts["name"], parts.get("grad"), parts.get("grad_transposed"))
 
-    return PushGradView(*_batch_message(data, gradient))
+    return PushGradView(*_batch_message(data, gradient, decode_lookup_request))
 
 
 @dataclass(frozen=True, slots=True)
@@ -422,6 +442,31 @@ def decode_lookup_answer(data: Buffer) -> LookupAnswer:
     return LookupAnswer(items, transposed)
 
 
+class PushArrays:
+    """Reply type for PushGrad on the fast path: :func:`decode_push_answer`'s answer, whose
+    ``looked_up`` is read as :func:`decode_lookup_answer` reads a lookup's."""
+
+
+class PushAnswer(NamedTuple):
+    """A PushGradResponse as the fast path reads it."""
+
+    dropped_nonfinite: int
+    looked_up: LookupAnswer | None
+    """The answer to the request's ``then_lookup``; None where the ps sent none."""
+
+
+def decode_push_answer(data: Buffer) -> PushAnswer:
+    dropped, looked_up = 0, None
+    for number, wire_type, value in _fields(memoryview(data)):
+        if number == 1:
+            _expect(wire_type, VARINT, "dropped_nonfinite")
+            dropped = value
+        elif number == 2:
+            _expect(wire_type, LEN, "looked_up")
+            looked_up = decode_lookup_answer(value)
+    return PushAnswer(dropped, looked_up)
+
+
 def decode_lookup_response(data: Buffer) -> EmbeddingLookupResponse:
     answer = decode_lookup_answer(data)
     return EmbeddingLookupResponse(
@@ -541,6 +586,23 @@ class EncodedLookupResponse(Prepared, EmbeddingLookupResponse):
     """
 
 
+class EncodedPushResponse(Prepared, PushGradResponse):
+    """A PushGradResponse already in wire form, its ``looked_up`` a prepared lookup answer
+    (:func:`push_response`)."""
+
+
+def push_response(dropped: int, looked_up: EncodedLookupResponse | None) -> PushGradResponse:
+    """A ps's answer to a PushGrad: a plain message without a lookup, else the lookup's
+    prepared bytes nested as they are."""
+    if looked_up is None:
+        return PushGradResponse(dropped_nonfinite=dropped)
+    parts: list[Buffer] = []
+    if dropped:
+        parts += [_put_varint(1 << 3 | VARINT), _put_varint(dropped)]
+    parts += _len_field(2, [looked_up.wire])
+    return EncodedPushResponse(b"".join(parts))
+
+
 class EncodedSample(Prepared, ReadSampleResponse):
     """A ReadSampleResponse already in wire form: what a hub handler returns (betterproto took
     0.5 ms to write the labels and dense features of a batch of 1,024)."""
@@ -624,10 +686,15 @@ def read_sample_wire(
     )
 
 
-def _batch_bytes(batch_id: int, items: list[list[Buffer]]) -> bytes:
+def _batch_bytes(
+    batch_id: int, items: list[list[Buffer]], then: EmbeddingLookupRequest | None = None
+) -> bytes:
+    """A FeedSample or PushGrad request; ``then``: a PushGrad's ``then_lookup``."""
     parts = _batch_id_parts(batch_id)
     for inner in items:
         parts += _len_field(2, inner)
+    if then is not None:
+        parts += _len_field(3, [encode_lookup_request(then)])
     return b"".join(parts)
 
 
@@ -647,6 +714,7 @@ def encode_feed_sample(message: FeedSampleRequest) -> bytes:
 
 
 def encode_push_grad(message: PushGradRequest) -> bytes:
+    then = message.then_lookup
     return _batch_bytes(
         message.batch_id,
         [
@@ -661,6 +729,7 @@ def encode_push_grad(message: PushGradRequest) -> bytes:
             ]
             for g in message.grads
         ],
+        then if then is not None and betterproto.serialized_on_wire(then) else None,
     )
 
 
@@ -724,9 +793,10 @@ def push_grad_wire(
     dtype: str = "float32",
     *,
     transposed: bool = False,
+    then: EmbeddingLookupRequest | None = None,
 ) -> Encoded:
     """A PushGradRequest of ``(name, float32 gradient)``, the gradients sent as ``dtype`` (see
-    :func:`sniper.rpc._tensor.narrow`).
+    :func:`sniper.rpc._tensor.narrow`), with ``then`` as its ``then_lookup``.
 
     With ``transposed`` (the ps's lookup answers said ``reads_grad_transposed``), a gradient
     whose transpose is C-contiguous goes as that transpose (``grad_transposed``), without a
@@ -750,7 +820,9 @@ def push_grad_wire(
         return _len_field(3 if as_transpose else 2, tensor)
 
     return Encoded(
-        _batch_bytes(batch_id, [[*_text_field(1, name), *fields(grad)] for name, grad in items])
+        _batch_bytes(
+            batch_id, [[*_text_field(1, name), *fields(grad)] for name, grad in items], then
+        )
     )
 
 
@@ -780,6 +852,7 @@ DECODERS: dict[type, Callable[[Buffer], Any]] = {
     PushGradRequest: decode_push_grad,
     EmbeddingLookupResponse: decode_lookup_response,
     LookupArrays: decode_lookup_answer,
+    PushArrays: decode_push_answer,
 }
 ENCODERS: dict[type, Callable[[Any], bytes]] = {
     EmbeddingLookupRequest: encode_lookup_request,

@@ -30,6 +30,7 @@ import sniffio
 from sniper._config import Validated, check_positive
 from sniper.roles import HubRole, PsRole
 from sniper.rpc import (
+    EncodedLookupResponse,
     FeedSampleView,
     HubApi,
     HubClient,
@@ -51,6 +52,7 @@ from sniper.rpc import (
     moved_from_message,
     moved_to_message,
     placement_from_message,
+    push_response,
     read_sample_wire,
     served_to_message,
     stats_to_message,
@@ -162,6 +164,17 @@ def _field_types(cls: type[betterproto.Message]) -> tuple[tuple[str, type], ...]
     )
 
 
+def _then_lookup(
+    request: PushGradRequest | PushGradView,
+) -> EmbeddingLookupRequest | LookupRequestView | None:
+    """A PushGrad's ``then_lookup``, None where it sent none (betterproto gives an unset
+    message field a default instance)."""
+    then = request.then_lookup
+    if isinstance(then, betterproto.Message) and not betterproto.serialized_on_wire(then):
+        return None
+    return then
+
+
 class PsService(PsBase):
     """The ``sniper.v1.Ps`` service over a :class:`~sniper.roles.PsRole`.
 
@@ -203,6 +216,12 @@ class PsService(PsBase):
     async def embedding_lookup(
         self, request: EmbeddingLookupRequest | LookupRequestView
     ) -> EmbeddingLookupResponse:
+        return await self._looked_up(request)
+
+    async def _looked_up(
+        self, request: EmbeddingLookupRequest | LookupRequestView
+    ) -> EncodedLookupResponse:
+        """An EmbeddingLookup's answer, asked on its own or as a PushGrad's ``then_lookup``."""
         check_wire_dtype(request.pooled_dtype, "pooled_dtype", empty_ok=True)
         dtype = request.pooled_dtype or "float32"
         answer = self.role.lookup_bytes(
@@ -236,7 +255,17 @@ class PsService(PsBase):
             grads[var.name] = decode_gradient(var, i)
         self.role.record("PushGrad.decode", time.perf_counter() - start)
         dropped = await self.role.push_grad(request.batch_id, grads)
-        return PushGradResponse(dropped_nonfinite=dropped)
+        then = _then_lookup(request)
+        if then is None:
+            return push_response(dropped, None)
+        start = time.perf_counter()
+        try:
+            looked_up = await self._looked_up(then)
+        except Exception as exc:  # the push stands: the caller's own EmbeddingLookup says why
+            log.debug("PushGrad of batch %d: then_lookup not answered: %s", request.batch_id, exc)
+            return push_response(dropped, None)
+        self.role.record("PushGrad.then_lookup", time.perf_counter() - start)
+        return push_response(dropped, looked_up)
 
     @_rpc("Pull")
     async def pull(self, request: PullRequest) -> PullResponse:

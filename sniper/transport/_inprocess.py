@@ -39,6 +39,7 @@ from sniper.rpc import (
     Checkpointed,
     LookupTarget,
     MovedVariable,
+    NextLookup,
     Pooled,
     PsStats,
     Sample,
@@ -191,6 +192,14 @@ class InProcessPsClient:
     async def push_grad(self, batch_id: int, grads: Mapping[str, NDArray[np.float32]]) -> int:
         dropped: int = await self._endpoint.call("push_grad", batch_id, grads)
         return dropped
+
+    async def push_grad_then_lookup(
+        self, batch_id: int, grads: Mapping[str, NDArray[np.float32]], then: NextLookup
+    ) -> tuple[int, dict[str, Pooled] | None]:
+        answer: tuple[int, dict[str, Pooled] | None] = await self._endpoint.call(
+            "push_grad_then_lookup", batch_id, grads, then
+        )
+        return answer
 
     async def pull(self, name: str, signs: NDArray[np.uint64]) -> NDArray[np.float32]:
         rows: NDArray[np.float32] = await self._endpoint.call("pull", name, signs)

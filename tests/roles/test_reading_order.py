@@ -228,6 +228,41 @@ async def test_input_matrices_handed_on_train_the_same_numbers_as_fresh_ones(
         np.testing.assert_array_equal(mine, theirs)
 
 
+async def test_lookups_riding_on_pushes_train_the_same_numbers_as_lookups_of_their_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With ``max_staleness = 0`` a batch's lookup is offered to the previous batch's push,
+    which answers it once its gradients are applied: the same rows the lookup would read on
+    its own after that push, so the same training, and most lookups take no call of their
+    own (the first, and each after a held-out batch, which pushes nothing, still do)."""
+    reader = SyntheticCtr(
+        load_workload("seed_ctr"), num_batches=BATCHES, scale=0.005, seed=2, batch_size=16
+    )
+    riding: list[int] = []
+    push_then = PsCluster.push_grad_then_lookup
+
+    async def noting(cluster: PsCluster, batch_id: int, grads: Any, then: Any) -> Any:
+        dropped, answers = await push_then(cluster, batch_id, grads, then)
+        riding.append(len(answers))
+        return dropped, answers
+
+    monkeypatch.setattr(PsCluster, "push_grad_then_lookup", noting)
+    _, riding_trainer, riding_report = await train(reader, eval_every=4)
+    assert riding_report.steps > 0
+    assert len(riding) > riding_report.steps // 2 and all(riding)
+    monkeypatch.setattr(_pipeline.Pipeline, "offer_after", lambda pipeline, ticket: None)
+    _, own_trainer, own_report = await train(reader, eval_every=4)
+    assert riding_report.steps == own_report.steps
+    assert riding_report.losses == own_report.losses
+    assert riding_report.eval_auc == own_report.eval_auc
+    assert isinstance(riding_trainer.model, MlpModel) and isinstance(own_trainer.model, MlpModel)
+    pairs = zip(
+        riding_trainer.model.network.weights, own_trainer.model.network.weights, strict=True
+    )
+    for mine, theirs in pairs:
+        np.testing.assert_array_equal(mine, theirs)
+
+
 async def test_no_batch_s_input_is_written_by_another_while_it_trains(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -297,6 +332,7 @@ async def test_a_push_that_fails_with_a_bug_reaches_the_caller_as_itself(
         raise RuntimeError("a bug in the push")
 
     monkeypatch.setattr(PsCluster, "push_grad", broken)
+    monkeypatch.setattr(PsCluster, "push_grad_then_lookup", broken)
     with pytest.raises(ExceptionGroup) as info:  # the helper's task group for the hubs
         await train(reader)
     (raised,) = info.value.exceptions
@@ -323,16 +359,18 @@ async def test_adam_starts_as_soon_as_the_input_gradients_exist(
             started.notify_all()
         update(backward)
 
-    push_grad = PsCluster.push_grad
+    def holding_the_loop(push: Any) -> Any:
+        async def held(cluster: PsCluster, batch_id: int, grads: Any, *then: Any) -> Any:
+            mine = id(next(iter(grads.values())))  # its update has started, or never will
+            with started:  # blocks the loop: nothing is awaited before the push
+                overlapped.append(started.wait_for(lambda: mine in updating, timeout=10.0))
+            return await push(cluster, batch_id, grads, *then)
 
-    async def holding_the_loop(cluster: PsCluster, batch_id: int, grads: Any) -> Any:
-        mine = id(next(iter(grads.values())))  # this batch's update has started, or never will
-        with started:  # blocks the loop: nothing is awaited before the push
-            overlapped.append(started.wait_for(lambda: mine in updating, timeout=10.0))
-        return await push_grad(cluster, batch_id, grads)
+        return held
 
     monkeypatch.setattr(Backward, "update", noting)
-    monkeypatch.setattr(PsCluster, "push_grad", holding_the_loop)
+    for push in ("push_grad", "push_grad_then_lookup"):  # the next lookup rides on most pushes
+        monkeypatch.setattr(PsCluster, push, holding_the_loop(getattr(PsCluster, push)))
     _, _, report = await train(reader, eval_every=4)
     assert report.steps > 0
     assert overlapped == [True] * report.steps

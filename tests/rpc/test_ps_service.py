@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 from sniper.roles import MAX_PUSH_VALUE, PsRoleConfig
 from sniper.roles._checkpoint import manifest_digest
 from sniper.roles._ps import _nonfinite
-from sniper.rpc import Checkpointed, LookupTarget, PsClient, VariableConfig
+from sniper.rpc import Checkpointed, LookupTarget, NextLookup, PsClient, VariableConfig
 from sniper.rpc._generated.grpc.health.v1 import (
     HealthCheckRequest,
     HealthCheckResponseServingStatus,
@@ -109,6 +109,53 @@ async def test_a_lookup_into_a_matrix_over_grpc_fills_each_block() -> None:
         np.testing.assert_allclose(matrix[:, :4], want, rtol=1e-6)
         np.testing.assert_array_equal(matrix[:, 4], -1.0)
         assert np.shares_memory(got["emb"].pooled, matrix)
+
+
+async def test_a_push_answers_the_next_batch_lookup_once_its_gradients_are_applied() -> None:
+    """PushGrad's then_lookup: one call pushes batch 1 and looks up batch 2, whose answer
+    (written into the trainer's matrix) already sees batch 1's gradients."""
+    table = reference()
+    async with running_ps() as (service, client):
+        await create(client)
+        await client.feed_sample(1, {"emb": (SIGNS, OFFSETS)})
+        await client.feed_sample(2, {"emb": (SIGNS[::-1].copy(), OFFSETS)})
+        matrix = np.full((3, 6), -1.0, dtype=np.float32)
+        then = NextLookup(2, ["emb"], into=LookupTarget(matrix, {"emb": 1}))
+        dropped, answers = await client.push_grad_then_lookup(1, {"emb": GRADS}, then)
+        table.push_grad(SIGNS, OFFSETS, GRADS)
+        want = table.lookup_pool(SIGNS[::-1].copy(), OFFSETS)
+        assert dropped == 0 and answers is not None and list(answers) == ["emb"]
+        np.testing.assert_allclose(answers["emb"].pooled, want, rtol=1e-6)
+        np.testing.assert_allclose(matrix[:, 1:5], want, rtol=1e-6)
+        assert np.shares_memory(answers["emb"].pooled, matrix)
+        assert service.engine.pending_batches() == 1  # batch 2 waits for its own push
+        then = NextLookup(3, ["emb"], release=True)
+        await client.feed_sample(3, {"emb": (SIGNS, OFFSETS)})
+        assert (await client.push_grad_then_lookup(2, {"emb": GRADS}, then))[1] is not None
+        assert service.engine.pending_batches() == 0  # a held-out batch is released
+
+
+async def test_a_then_lookup_the_ps_cannot_answer_leaves_the_push_applied() -> None:
+    """The push stands and the answer says the lookup is not answered (None); the caller's
+    own EmbeddingLookup then says why."""
+    table = reference()
+    async with running_ps() as (_service, client):
+        await create(client)
+        await client.feed_sample(1, {"emb": (SIGNS, OFFSETS)})
+        answer = await client.push_grad_then_lookup(1, {"emb": GRADS}, NextLookup(2, ["emb"]))
+        assert answer == (0, None)
+        table.push_grad(SIGNS, OFFSETS, GRADS)
+        np.testing.assert_allclose(await client.pull("emb", SIGNS), table.get(SIGNS), rtol=1e-6)
+        await expect(
+            Status.NOT_FOUND,
+            "batch 2 of variable 'emb' was not fed to this ps (or was already pushed or expired)",
+            client.embedding_lookup(2, ["emb"]),
+        )
+        await expect(
+            Status.ALREADY_EXISTS,
+            "batch 1 of variable 'emb' was already pushed; a gradient is applied once",
+            client.push_grad(1, {"emb": GRADS}),
+        )
 
 
 def test_a_lookup_target_is_a_writable_contiguous_float32_matrix() -> None:

@@ -19,6 +19,7 @@ from sniper.rpc._generated.sniper.v1 import (
     PooledEmbedding,
     PullRequest,
     PushGradRequest,
+    PushGradResponse,
     PushRequest,
     ReadSampleResponse,
     Tensor,
@@ -33,8 +34,11 @@ from sniper.rpc._wire import (
     WireError,
     decode_gradient,
     decode_lookup_answer,
+    decode_push_answer,
     feed_sample_wire,
+    lookup_response,
     push_grad_wire,
+    push_response,
     read_sample_wire,
 )
 
@@ -46,6 +50,15 @@ tensors = st.builds(
     data=st.binary(max_size=64),
 )
 u64 = st.integers(0, 2**64 - 1)
+
+
+lookup_requests = st.builds(
+    EmbeddingLookupRequest,
+    batch_id=u64,
+    names=st.lists(names, max_size=4),
+    release=st.booleans(),
+    pooled_dtype=st.sampled_from(["", "float32", "bfloat16", "float16", "é"]),
+)
 
 
 def _sample(served: DataServed | None, **fields: Any) -> ReadSampleResponse:
@@ -74,13 +87,7 @@ messages = st.one_of(
         dense=st.one_of(st.none(), tensors),
         end_of_data=st.booleans(),
     ),
-    st.builds(
-        EmbeddingLookupRequest,
-        batch_id=u64,
-        names=st.lists(names, max_size=4),
-        release=st.booleans(),
-        pooled_dtype=st.sampled_from(["", "float32", "bfloat16", "float16", "é"]),
-    ),
+    lookup_requests,
     st.builds(
         FeedSampleRequest,
         batch_id=u64,
@@ -107,6 +114,7 @@ messages = st.one_of(
             ),
             max_size=3,
         ),
+        then_lookup=st.one_of(st.none(), lookup_requests),
     ),
     st.builds(
         EmbeddingLookupResponse,
@@ -170,8 +178,6 @@ def test_tensor_data_is_not_copied() -> None:
 
 
 def test_prepared_lookup_response_equals_the_betterproto_encoding() -> None:
-    from sniper.rpc._wire import lookup_response
-
     pooled = np.arange(12, dtype=np.float32).reshape(3, 4)
     prepared = lookup_response([("a", pooled, 0.5), ("b", pooled[:1], 0.0)])
     reference = EmbeddingLookupResponse(
@@ -191,6 +197,36 @@ def test_prepared_lookup_response_equals_the_betterproto_encoding() -> None:
     assert decode_lookup_answer(bytes(reference)).reads_grad_transposed
     reference.reads_grad_transposed = False  # what a ps from before the field answers
     assert not decode_lookup_answer(bytes(reference)).reads_grad_transposed
+
+
+@pytest.mark.parametrize("dropped", [0, 3])
+def test_a_push_answer_carrying_a_lookup_equals_the_betterproto_encoding(dropped: int) -> None:
+    """A PushGrad's answer nests the prepared lookup answer as it is; a betterproto reader
+    and the client's fast path both read the lookup back, and its absence as None."""
+    pooled = np.arange(8, dtype=np.float32).reshape(2, 4)
+    looked_up = lookup_response([("a", pooled, 0.25)])
+    prepared = push_response(dropped, looked_up)
+    reference = PushGradResponse(
+        dropped_nonfinite=dropped,
+        looked_up=EmbeddingLookupResponse().parse(looked_up.wire),
+    )
+    wire = SniperCodec(2**20).encode(prepared, PushGradResponse)
+    assert wire == bytes(reference)
+    answer = decode_push_answer(wire)
+    assert answer.dropped_nonfinite == dropped
+    assert answer.looked_up == decode_lookup_answer(looked_up.wire)
+    plain = SniperCodec(2**20).encode(push_response(dropped, None), PushGradResponse)
+    assert plain == bytes(PushGradResponse(dropped_nonfinite=dropped))
+    assert decode_push_answer(plain) == (dropped, None)
+
+
+def test_an_unknown_field_3_of_a_feed_is_skipped() -> None:
+    """FeedSampleRequest shares PushGradRequest's reader, whose field 3 is then_lookup: in a
+    feed, field 3 is unknown and skipped, whatever its wire type, as proto3 requires."""
+    feed = FeedSampleRequest(batch_id=9, variables=[VariableSigns(name="a")])
+    for extra in (b"\x18\x05", b"\x1a\x01x"):  # a varint, then a length-delimited field 3
+        view = DECODERS[FeedSampleRequest](bytes(feed) + extra)
+        assert bytes(view.to_message()) == bytes(feed)
 
 
 @pytest.mark.parametrize("describe", [False, True])
@@ -275,9 +311,11 @@ def test_requests_written_from_arrays_are_what_betterproto_writes(
     )
     as_wire = [(n, wire_array(s), wire_array(o)) for n, s, o in feed]
     assert feed_sample_wire(batch_id, as_wire).wire == bytes(expected_feed)
-    assert push_grad_wire(batch_id, [(n, wire_array(g)) for n, g in grads]).wire == bytes(
-        expected_push
-    )
+    as_grads = [(n, wire_array(g)) for n, g in grads]
+    assert push_grad_wire(batch_id, as_grads).wire == bytes(expected_push)
+    then = EmbeddingLookupRequest(batch_id=batch_id ^ 1, names=[n for n, _, _ in specs])
+    expected_push.then_lookup = then
+    assert push_grad_wire(batch_id, as_grads, then=then).wire == bytes(expected_push)
 
 
 # Found by tests/rpc/test_fuzz.py in CI: a flipped bit turned a shape's tag from "length

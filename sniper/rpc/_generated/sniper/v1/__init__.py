@@ -175,6 +175,12 @@ class VariableGradient(betterproto.Message):
 class PushGradRequest(betterproto.Message):
     batch_id: int = betterproto.uint64_field(1)
     grads: List["VariableGradient"] = betterproto.message_field(2)
+    then_lookup: "EmbeddingLookupRequest" = betterproto.message_field(3)
+    """
+    Once these gradients are applied, answer this lookup (of another fed batch) in the same
+     call: a synchronous trainer's next lookup waits for this push anyway, so it saves that
+     lookup a round trip. Optional; a ps from before the field ignores it.
+    """
 
 
 @dataclass(eq=False, repr=False)
@@ -182,6 +188,13 @@ class PushGradResponse(betterproto.Message):
     dropped_nonfinite: int = betterproto.uint64_field(1)
     """
     Gradients with a NaN or Inf that the ps dropped (nonfinite policy "drop").
+    """
+
+    looked_up: "EmbeddingLookupResponse" = betterproto.message_field(2)
+    """
+    The answer to then_lookup. Unset when the request had none, or when the ps could not
+     answer it (the gradients are applied all the same): the caller then asks with
+     EmbeddingLookup, whose status says why.
     """
 
 
