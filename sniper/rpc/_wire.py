@@ -201,32 +201,76 @@ def _named_tensors(
     return out
 
 
-def _message(raw: RawTensor | None) -> Tensor:
+def _betterproto(raw: RawTensor | None) -> Tensor:
     """The betterproto Tensor, or None when absent (betterproto leaves unset messages None)."""
     if raw is None:
         return cast(Tensor, None)
     return Tensor(dtype=raw.dtype, shape=raw.shape, data=raw.data)  # type: ignore[arg-type]
 
 
-def _batch_message(
-    data: Buffer,
-    make: Callable[[memoryview], Any],
-    field3: Callable[[memoryview], Any] | None = None,
-) -> tuple[int, list[Any], Any]:
-    """A message of a ``batch_id`` (field 1), repeated messages (field 2, each read by
-    ``make``) and, with ``field3``, an optional message (field 3; None when absent)."""
-    batch_id, items, third = 0, [], None
+class Field(NamedTuple):
+    """How a message reader takes one known field: the name it is read into, its wire type,
+    and how a value read merges with what the field held before (its default at first)."""
+
+    name: str
+    wire_type: int
+    merge: Callable[[Any, Any], Any]
+
+
+def _message_fields(data: Buffer, fields: Mapping[int, Field], **read: Any) -> dict[str, Any]:
+    """``read`` (each field's default) updated with the known fields of a message, by name;
+    unknown fields are skipped, a known one of another wire type is a :class:`WireError`.
+
+    One loop for every message decoded here: protobuf's merge rules (a scalar sent again
+    replaces, a repeated field appends, a message sent again merges) are each field's own."""
     for number, wire_type, value in _fields(memoryview(data)):
-        if number == 1:
-            _expect(wire_type, VARINT, "batch_id")
-            batch_id = value
-        elif number == 2:
-            _expect(wire_type, LEN, "repeated message")
-            items.append(make(value))
-        elif number == 3 and field3 is not None:
-            _expect(wire_type, LEN, "field 3")
-            third = field3(value)
-    return batch_id, items, third
+        field = fields.get(number)
+        if field is not None:
+            _expect(wire_type, field.wire_type, field.name)
+            read[field.name] = field.merge(read[field.name], value)
+    return read
+
+
+def _replaced(_: Any, value: Any) -> Any:
+    return value
+
+
+def _flag(_: Any, value: int) -> bool:
+    return bool(value)
+
+
+def _string(_: Any, value: memoryview) -> str:
+    return _text(value)
+
+
+def _appended(item: Callable[[memoryview], Any]) -> Callable[[list[Any], memoryview], list[Any]]:
+    """A repeated field's merge: ``item`` of each value, appended to the list read so far."""
+
+    def merge(items: list[Any], value: memoryview) -> list[Any]:
+        items.append(item(value))
+        return items
+
+    return merge
+
+
+def _merged_tensor(earlier: RawTensor | None, value: memoryview) -> RawTensor:
+    return _tensor(value, earlier)
+
+
+def _embedded(parts: list[memoryview], read: Callable[[Buffer], Any]) -> Any:
+    """An embedded message sent as ``parts`` (see :data:`_PARTS`), read by ``read``; None
+    when it was not sent. Parts sent more than once merge as protobuf says: as one message of
+    their bytes joined (only then are they copied)."""
+    if not parts:
+        return None
+    return read(parts[0] if len(parts) == 1 else b"".join(parts))
+
+
+_PARTS = _appended(lambda value: value)
+"""An embedded message's merge, before it is read: its parts kept (:func:`_embedded`)."""
+
+
+_BATCH_ID = Field("batch_id", VARINT, _replaced)
 
 
 # Decoded FeedSample and PushGrad requests are plain views, not betterproto messages: every
@@ -256,9 +300,9 @@ class FeedSampleView:
             variables=[
                 VariableSigns(
                     name=v.name,
-                    signs=_message(v.signs),
-                    offsets=_message(v.offsets),
-                    weights=_message(v.weights),
+                    signs=_betterproto(v.signs),
+                    offsets=_betterproto(v.offsets),
+                    weights=_betterproto(v.weights),
                 )
                 for v in self.variables
             ],
@@ -287,8 +331,8 @@ class PushGradView:
             grads=[
                 VariableGradient(
                     name=g.name,
-                    grad=_message(g.grad),
-                    grad_transposed=_message(g.grad_transposed),
+                    grad=_betterproto(g.grad),
+                    grad_transposed=_betterproto(g.grad_transposed),
                 )
                 for g in self.grads
             ],
@@ -305,8 +349,8 @@ def decode_feed_sample(data: Buffer) -> FeedSampleView:
             parts["name"], parts.get("signs"), parts.get("offsets"), parts.get("weights")
         )
 
-    batch_id, variables, _ = _batch_message(data, variable)
-    return FeedSampleView(batch_id, variables)
+    fields = {1: _BATCH_ID, 2: Field("variables", LEN, _appended(variable))}
+    return FeedSampleView(**_message_fields(data, fields, batch_id=0, variables=[]))
 
 
 def decode_push_grad(data: Buffer) -> PushGradView:
@@ -314,7 +358,14 @@ def decode_push_grad(data: Buffer) -> PushGradView:
         parts = _named_tensors(buf, {2: "grad", 3: "grad_transposed"})
         return VariableGradientView(parts["name"], parts.get("grad"), parts.get("grad_transposed"))
 
-    return PushGradView(*_batch_message(data, gradient, decode_lookup_request))
+    fields = {
+        1: _BATCH_ID,
+        2: Field("grads", LEN, _appended(gradient)),
+        3: Field("then_lookup", LEN, _PARTS),
+    }
+    read = _message_fields(data, fields, batch_id=0, grads=[], then_lookup=[])
+    read["then_lookup"] = _embedded(read["then_lookup"], decode_lookup_request)
+    return PushGradView(**read)
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,22 +386,19 @@ class LookupRequestView:
         )
 
 
+_LOOKUP_REQUEST = {
+    1: _BATCH_ID,
+    2: Field("names", LEN, _appended(_text)),
+    3: Field("release", VARINT, _flag),
+    4: Field("pooled_dtype", LEN, _string),
+}
+
+
 def decode_lookup_request(data: Buffer) -> LookupRequestView:
-    batch_id, names, release, dtype = 0, [], False, ""
-    for number, wire_type, value in _fields(memoryview(data)):
-        if number == 1:
-            _expect(wire_type, VARINT, "batch_id")
-            batch_id = value
-        elif number == 2:
-            _expect(wire_type, LEN, "names")
-            names.append(_text(value))
-        elif number == 3:
-            _expect(wire_type, VARINT, "release")
-            release = bool(value)
-        elif number == 4:
-            _expect(wire_type, LEN, "pooled_dtype")
-            dtype = _text(value)
-    return LookupRequestView(batch_id, names, release, dtype)
+    read = _message_fields(
+        data, _LOOKUP_REQUEST, batch_id=0, names=[], release=False, pooled_dtype=""
+    )
+    return LookupRequestView(**read)
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,8 +415,8 @@ class SampleView:
     def to_message(self) -> ReadSampleResponse:
         message = ReadSampleResponse(
             batch_id=self.batch_id,
-            labels=_message(self.labels),
-            dense=_message(self.dense),
+            labels=_betterproto(self.labels),
+            dense=_betterproto(self.dense),
             end_of_data=self.end_of_data,
         )
         if self.served is not None:
@@ -376,27 +424,26 @@ class SampleView:
         return message
 
 
+_READ_SAMPLE = {
+    1: _BATCH_ID,
+    2: Field("labels", LEN, _merged_tensor),
+    3: Field("dense", LEN, _merged_tensor),
+    4: Field("end_of_data", VARINT, _flag),
+    5: Field("served", LEN, _PARTS),
+}
+
+
+def _served(data: Buffer) -> DataServed:
+    """Rare (a first read asks for it), so betterproto's reader is fast enough."""
+    return DataServed().parse(bytes(data))
+
+
 def decode_read_sample(data: Buffer) -> SampleView:
-    batch_id, end, served = 0, False, None
-    labels: RawTensor | None = None
-    dense: RawTensor | None = None
-    for number, wire_type, value in _fields(memoryview(data)):
-        if number == 1:
-            _expect(wire_type, VARINT, "batch_id")
-            batch_id = value
-        elif number == 2:
-            _expect(wire_type, LEN, "labels")
-            labels = _tensor(value, labels)
-        elif number == 3:
-            _expect(wire_type, LEN, "dense")
-            dense = _tensor(value, dense)
-        elif number == 4:
-            _expect(wire_type, VARINT, "end_of_data")
-            end = bool(value)
-        elif number == 5:  # rare (a first read asks for it), so betterproto's is fast enough
-            _expect(wire_type, LEN, "served")
-            served = (served or DataServed()).parse(bytes(value))
-    return SampleView(batch_id, labels, dense, end, served)
+    read = _message_fields(
+        data, _READ_SAMPLE, batch_id=0, labels=None, dense=None, end_of_data=False, served=[]
+    )
+    read["served"] = _embedded(read["served"], _served)
+    return SampleView(**read)
 
 
 class LookupArrays:
@@ -420,26 +467,22 @@ class LookupAnswer(NamedTuple):
     """The ps reads ``VariableGradient.grad_transposed`` (see :func:`push_grad_wire`)."""
 
 
+def _lookup_item(value: memoryview) -> LookupItem:
+    parts = _named_tensors(value, {2: "pooled", 4: "offsets"}, double_field=3)
+    return (parts["name"], parts.get("pooled"), parts.get("double", 0.0), parts.get("offsets"))
+
+
+_LOOKUP_ANSWER = {
+    1: Field("items", LEN, _appended(_lookup_item)),
+    2: Field("reads_grad_transposed", VARINT, _flag),
+}
+
+
 def decode_lookup_answer(data: Buffer) -> LookupAnswer:
     """An EmbeddingLookupResponse's embeddings and flag, tensor data as views of ``data``."""
-    items = []
-    transposed = False
-    for number, wire_type, value in _fields(memoryview(data)):
-        if number == 2:
-            _expect(wire_type, VARINT, "reads_grad_transposed")
-            transposed = bool(value)
-        elif number == 1:
-            _expect(wire_type, LEN, "embeddings")
-            parts = _named_tensors(value, {2: "pooled", 4: "offsets"}, double_field=3)
-            items.append(
-                (
-                    parts["name"],
-                    parts.get("pooled"),
-                    parts.get("double", 0.0),
-                    parts.get("offsets"),
-                )
-            )
-    return LookupAnswer(items, transposed)
+    return LookupAnswer(
+        **_message_fields(data, _LOOKUP_ANSWER, items=[], reads_grad_transposed=False)
+    )
 
 
 class PushArrays:
@@ -455,16 +498,16 @@ class PushAnswer(NamedTuple):
     """The answer to the request's ``then_lookup``; None where the ps sent none."""
 
 
+_PUSH_ANSWER = {
+    1: Field("dropped_nonfinite", VARINT, _replaced),
+    2: Field("looked_up", LEN, _PARTS),
+}
+
+
 def decode_push_answer(data: Buffer) -> PushAnswer:
-    dropped, looked_up = 0, None
-    for number, wire_type, value in _fields(memoryview(data)):
-        if number == 1:
-            _expect(wire_type, VARINT, "dropped_nonfinite")
-            dropped = value
-        elif number == 2:
-            _expect(wire_type, LEN, "looked_up")
-            looked_up = decode_lookup_answer(value)
-    return PushAnswer(dropped, looked_up)
+    read = _message_fields(data, _PUSH_ANSWER, dropped_nonfinite=0, looked_up=[])
+    read["looked_up"] = _embedded(read["looked_up"], decode_lookup_answer)
+    return PushAnswer(**read)
 
 
 def decode_lookup_response(data: Buffer) -> EmbeddingLookupResponse:
@@ -473,9 +516,9 @@ def decode_lookup_response(data: Buffer) -> EmbeddingLookupResponse:
         embeddings=[
             PooledEmbedding(
                 name=name,
-                pooled=_message(pooled),
+                pooled=_betterproto(pooled),
                 kernel_seconds=seconds,
-                offsets=_message(offsets),
+                offsets=_betterproto(offsets),
             )
             for name, pooled, seconds, offsets in answer.items
         ],

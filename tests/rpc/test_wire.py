@@ -31,6 +31,7 @@ from sniper.rpc._wire import (
     DECODERS,
     ENCODERS,
     LookupArrays,
+    LookupRequestView,
     WireError,
     decode_gradient,
     decode_lookup_answer,
@@ -41,6 +42,10 @@ from sniper.rpc._wire import (
     push_response,
     read_sample_wire,
 )
+from tests.rpc import _grpcio
+from tests.rpc._grpcio import GrpcModules
+
+grpcio_modules = _grpcio.grpcio_modules
 
 names = st.text(max_size=12)
 tensors = st.builds(
@@ -58,6 +63,22 @@ lookup_requests = st.builds(
     names=st.lists(names, max_size=4),
     release=st.booleans(),
     pooled_dtype=st.sampled_from(["", "float32", "bfloat16", "float16", "é"]),
+)
+
+
+lookup_responses = st.builds(
+    EmbeddingLookupResponse,
+    embeddings=st.lists(
+        st.builds(
+            PooledEmbedding,
+            name=names,
+            pooled=tensors,
+            kernel_seconds=st.floats(allow_nan=False),
+            offsets=st.one_of(st.none(), tensors),
+        ),
+        max_size=3,
+    ),
+    reads_grad_transposed=st.booleans(),
 )
 
 
@@ -116,20 +137,7 @@ messages = st.one_of(
         ),
         then_lookup=st.one_of(st.none(), lookup_requests),
     ),
-    st.builds(
-        EmbeddingLookupResponse,
-        embeddings=st.lists(
-            st.builds(
-                PooledEmbedding,
-                name=names,
-                pooled=tensors,
-                kernel_seconds=st.floats(allow_nan=False),
-                offsets=st.one_of(st.none(), tensors),
-            ),
-            max_size=3,
-        ),
-        reads_grad_transposed=st.booleans(),
-    ),
+    lookup_responses,
 )
 
 
@@ -220,6 +228,25 @@ def test_a_push_answer_carrying_a_lookup_equals_the_betterproto_encoding(dropped
     assert decode_push_answer(plain) == (dropped, None)
 
 
+def test_an_embedded_message_sent_twice_merges_as_protobuf_does(
+    grpcio_modules: GrpcModules,
+) -> None:
+    """Protobuf merges a message field that comes twice (concatenated messages parse as their
+    merge): a repeated field appends, a scalar is replaced, as Google's protobuf reads them
+    (betterproto keeps the last one instead)."""
+    first = PushGradRequest(batch_id=1, then_lookup=EmbeddingLookupRequest(batch_id=4, names=["a"]))
+    second = PushGradRequest(then_lookup=EmbeddingLookupRequest(names=["b"], release=True))
+    wire = bytes(first) + bytes(second)
+    view = DECODERS[PushGradRequest](wire)
+    assert view.then_lookup == LookupRequestView(4, ["a", "b"], True, "")
+    reference = grpcio_modules.pb.PushGradRequest.FromString(wire)
+    assert bytes(view.to_message()) == reference.SerializeToString()
+    pooled = lookup_response([("a", np.ones((1, 2), np.float32), 0.5)]).wire
+    answer = bytes(PushGradResponse(looked_up=EmbeddingLookupResponse().parse(pooled)))
+    merged = decode_push_answer(answer + answer).looked_up
+    assert merged is not None and [name for name, *_ in merged.items] == ["a", "a"]
+
+
 def test_an_unknown_field_3_of_a_feed_is_skipped() -> None:
     """FeedSampleRequest shares PushGradRequest's reader, whose field 3 is then_lookup: in a
     feed, field 3 is unknown and skipped, whatever its wire type, as proto3 requires."""
@@ -258,7 +285,7 @@ def test_a_tensor_sent_in_two_pieces_is_merged_as_protobuf_does() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(messages.filter(lambda m: isinstance(m, EmbeddingLookupResponse)))
+@given(lookup_responses)
 def test_lookup_items_carry_what_the_betterproto_message_carries(message: Any) -> None:
     """PsClient's fast path (LookupArrays) sees the same names, tensors, seconds and flag."""
     answer = DECODERS[LookupArrays](normalized(message))
