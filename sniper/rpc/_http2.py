@@ -12,12 +12,13 @@ made most of the difference (measured with ``sniper bench rpc``; see docs/benchm
   hyperframe's repr hex-encodes the whole body before keeping 20 characters of it: about 6 ms
   per 5 MB received. :mod:`sniper.rpc._frames` builds the same string from the first bytes.
 
-Each connection's h2 also copies a DATA frame's bytes fewer times (:mod:`sniper.rpc._frames`).
+Each connection's h2 also copies a DATA frame's bytes fewer times (:mod:`sniper.rpc._frames`),
+and grpclib sends a message's frames as views of it (:mod:`sniper.rpc._sending`).
 
 The frame size comes with :class:`Server` and :class:`Channel`, plain subclasses: a user
 mounting sniper's services in their own server gets the same numbers by using :class:`Server`
-instead of ``grpclib.server.Server``. The repr fix is process-wide (see
-:mod:`sniper.rpc._frames`).
+instead of ``grpclib.server.Server``. The repr fix and the sending of frames as views are
+process-wide (see :mod:`sniper.rpc._frames` and :mod:`sniper.rpc._sending`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from h2.settings import SettingCodes
 from sniper.rpc._codec import SniperCodec
 from sniper.rpc._frames import lean
 from sniper.rpc._security import Security
+from sniper.rpc._sending import install
 
 _MB = 2**20
 FRAME_BYTES = 512 * 1024
@@ -137,3 +139,6 @@ class Channel(client.Channel):
 
     def _protocol_factory(self) -> H2Protocol:
         return _tuned(super()._protocol_factory(), self._frame_bytes)
+
+
+install()  # grpclib's client and server send a message's frames as views of it
