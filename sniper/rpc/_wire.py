@@ -209,8 +209,9 @@ def _betterproto(raw: RawTensor | None) -> Tensor:
 
 
 class Field(NamedTuple):
-    """How a message reader takes one known field: the name it is read into, its wire type,
-    and how a value read merges with what the field held before (its default at first)."""
+    """How a message reader takes one known field: its name in the .proto (the key it is
+    read into, and what a refusal calls it), its wire type, and how a value read merges with
+    what the field held before (its default at first)."""
 
     name: str
     wire_type: int
@@ -473,16 +474,15 @@ def _lookup_item(value: memoryview) -> LookupItem:
 
 
 _LOOKUP_ANSWER = {
-    1: Field("items", LEN, _appended(_lookup_item)),
+    1: Field("embeddings", LEN, _appended(_lookup_item)),
     2: Field("reads_grad_transposed", VARINT, _flag),
 }
 
 
 def decode_lookup_answer(data: Buffer) -> LookupAnswer:
     """An EmbeddingLookupResponse's embeddings and flag, tensor data as views of ``data``."""
-    return LookupAnswer(
-        **_message_fields(data, _LOOKUP_ANSWER, items=[], reads_grad_transposed=False)
-    )
+    read = _message_fields(data, _LOOKUP_ANSWER, embeddings=[], reads_grad_transposed=False)
+    return LookupAnswer(read["embeddings"], read["reads_grad_transposed"])
 
 
 class PushArrays:
