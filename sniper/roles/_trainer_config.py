@@ -26,9 +26,11 @@ class TrainerConfig(RunSettings):
     max_staleness: int = 0
     """Pushes a batch's lookup may miss: its EmbeddingLookup waits until every batch more
     than this many before it has been pushed. 0 looks up each batch after the push of the one
-    before, as a synchronous trainer (TorchRec) does; ``prefetch`` or more never waits. Each batch
-    missed costs AUC early in training (seed_ctr, 150 batches: train AUC 0.70 at 0 against
-    0.57-0.62 at 3) and lets the lookups overlap the dense model."""
+    before, as a synchronous trainer (TorchRec) does, in that push's call (each ps answers the
+    lookup once the gradients are applied: one round trip and one call per ps fewer);
+    ``prefetch`` or more never waits. Each batch missed costs AUC early in training (seed_ctr,
+    150 batches: train AUC 0.70 at 0 against 0.57-0.62 at 3) and lets the lookups overlap the
+    dense model."""
     eval_every: int = 10
     """Hold out every this many-th batch of each hub for the in-stream evaluation (0: none)."""
     max_steps: int = 0
