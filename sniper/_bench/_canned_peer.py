@@ -71,7 +71,7 @@ class _CannedPs:
 
     async def _lookup(self, stream: Any) -> None:
         await stream.recv_message()
-        await stream.send_message(EncodedLookupResponse(self.payload))
+        await stream.send_message(EncodedLookupResponse([self.payload]))
 
     def __mapping__(self) -> dict[str, Handler]:
         return {

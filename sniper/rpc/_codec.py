@@ -33,6 +33,16 @@ class SniperCodec(ProtoCodec):
     def encode(self, message: Any, message_type: Any) -> bytes:
         if isinstance(message, Encoded | Prepared):
             return message.wire
+        return self._encoded(message, message_type)
+
+    def encode_parts(self, message: Any, message_type: Any) -> list[bytes | memoryview]:
+        """:meth:`encode`, as pieces to send one after another: a prepared message's own,
+        never joined (:mod:`sniper.rpc._sending`)."""
+        if isinstance(message, Encoded | Prepared):
+            return message.parts
+        return [self._encoded(message, message_type)]
+
+    def _encoded(self, message: Any, message_type: Any) -> bytes:
         fast = ENCODERS.get(message_type)
         if fast is not None and isinstance(message, message_type):
             return fast(message)

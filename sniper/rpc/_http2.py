@@ -23,6 +23,7 @@ process-wide (see :mod:`sniper.rpc._frames` and :mod:`sniper.rpc._sending`).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Collection
 from typing import Any
 
@@ -32,7 +33,7 @@ from grpclib.protocol import H2Protocol
 from h2.settings import SettingCodes
 
 from sniper.rpc._codec import SniperCodec
-from sniper.rpc._frames import lean
+from sniper.rpc._frames import LeanFrameBuffer, lean
 from sniper.rpc._security import Security
 from sniper.rpc._sending import install
 
@@ -41,6 +42,9 @@ FRAME_BYTES = 512 * 1024
 WINDOW_BYTES = 16 * _MB
 MAX_MESSAGE_BYTES = 256 * _MB
 _HTTP2_MAX_FRAME = 2**24 - 1
+_READ_BYTES = 256 * 1024
+"""The reused receive buffer's size: asyncio's own reads take up to this much."""
+_AFTER_BODY_BYTES = 16 * 1024
 
 
 def _configuration(window_bytes: int) -> Configuration:
@@ -58,20 +62,56 @@ def _check_frame_bytes(frame_bytes: int) -> int:
     return frame_bytes
 
 
-class _Protocol(H2Protocol):
-    """grpclib's protocol, advertising a larger frame size as soon as the connection opens."""
+class _Protocol(H2Protocol, asyncio.BufferedProtocol):
+    """grpclib's protocol, advertising a larger frame size as soon as the connection opens,
+    and receiving through buffers it gives the socket (asyncio's ``BufferedProtocol``): a
+    large DATA frame's body straight into the frame's own buffer
+    (:meth:`LeanFrameBuffer.receiving_into`), anything else into one reused buffer, which h2
+    copies from as it copied asyncio's ``bytes`` before. A 5 MB message arrives copied once
+    in user space (grpclib joining its frames), where it was copied three times."""
 
     frame_bytes = FRAME_BYTES
+    _frames: LeanFrameBuffer | None = None
+    _into_body = False
+    _after_body = False
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
+        self._scratch = memoryview(bytearray(_READ_BYTES))
         h2 = lean(self.connection._connection)
+        if isinstance(h2.incoming_buffer, LeanFrameBuffer):
+            self._frames = h2.incoming_buffer
         h2.update_settings({SettingCodes.MAX_FRAME_SIZE: self.frame_bytes})
         # Accept large frames from now on, not from the peer's ACK: h2 reads its inbound limit
         # once per received chunk, so a chunk holding the ACK and then a large DATA frame would
         # be refused as overlong and the connection dropped. Accepting early is harmless.
         h2.max_inbound_frame_size = self.frame_bytes
         self.connection.flush()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        """Where the socket's next bytes go: the rest of a large DATA frame's body, or the
+        reused buffer."""
+        body = self._frames.receiving_into() if self._frames is not None else None
+        self._into_body = body is not None
+        if body is not None:
+            return body
+        # Right after a large frame, the next is likely one too: read little beyond its header,
+        # so that its body goes straight into its own buffer, not through this one.
+        return self._scratch[:_AFTER_BODY_BYTES] if self._after_body else self._scratch
+
+    def buffer_updated(self, nbytes: int) -> None:
+        """``nbytes`` arrived in :meth:`get_buffer`'s view: grpclib's ``data_received`` with
+        them, or, once a frame received directly is whole, with nothing (h2 then reads that
+        frame)."""
+        if not self._into_body:
+            self._after_body = False
+            with self._scratch[:nbytes] as data:
+                # A lean buffer copies what it keeps of a view; h2's own might keep the view.
+                received: Any = data if self._frames is not None else bytes(data)
+                self.data_received(received)
+        elif self._frames is not None and self._frames.received(nbytes):
+            self._after_body = True
+            self.data_received(b"")
 
 
 def _tuned(protocol: H2Protocol, frame_bytes: int) -> _Protocol:

@@ -1,12 +1,17 @@
-"""grpclib's sending of a message, without its two copies of the whole message.
+"""grpclib's sending of a message, without copies of the whole message on the way.
 
 grpclib's ``send_message`` puts gRPC's 5-byte prefix (compressed flag, length) before the
 serialized message by concatenation, a copy of the whole message; ``Stream.send_data`` then
-cuts it into DATA frames through a ``BytesIO``, whose ``read`` copies each frame's bytes again
-before h2 copies them into its outbound buffer. Here each frame's bytes are a view of the
-message, and only the first frame's are joined with the prefix. Answering a 5 MB lookup took
-the canned ps of ``sniper bench rpc`` 5.02-5.78 ms of CPU a call with grpclib's path and
-4.77-5.07 ms with this one (three rounds of 600 calls each, alternated).
+cuts it into DATA frames through a ``BytesIO``, whose ``read`` copies each frame's bytes
+again, and h2 copies them once more into ``bytes`` (it does so for a ``memoryview``) before
+its outbound buffer. Here a message is the pieces its encoder wrote (the codec's
+``encode_parts``: :class:`sniper.rpc._wire.Encoded` and ``Prepared`` keep keys, lengths and
+views of the arrays, never joined), each frame is the prefix and those pieces cut where the
+frame ends (views, not copies), and a :class:`~sniper.rpc._frames.LeanConnection` appends
+them to its outbound buffer one after another (:class:`~sniper.rpc._frames.Gathered`): the
+message's bytes are copied once in user space, where grpclib's path copied them four times
+(the encoder's join, the prefix, the frame, h2's). An h2 that is not lean is given each
+frame joined, as grpclib would.
 
 The loop is grpclib's own (0.4.7 to 0.4.9, the versions ``pyproject.toml`` allows): the same
 waits for the connection to be writable and for flow-control window, the same frame sizes,
@@ -17,16 +22,21 @@ server, process-wide, as :mod:`sniper.rpc._frames` does for hyperframe's repr.
 from __future__ import annotations
 
 import struct
+from collections import deque
 from typing import Any
 
 import grpclib.client
 import grpclib.server
 from grpclib.encoding.base import CodecBase
 
+from sniper.rpc._frames import Gathered, LeanConnection
+
 __all__ = ["install", "send_message"]
 
 _PREFIX = struct.Struct(">?I")
 """gRPC's message prefix: not compressed, then the length."""
+
+Piece = bytes | memoryview
 
 
 async def send_message(
@@ -34,15 +44,36 @@ async def send_message(
 ) -> None:
     """grpclib's ``grpclib.stream.send_message``: the message, prefixed, on ``stream`` (a
     ``grpclib.protocol.Stream``), ending the stream with ``end``."""
-    body = memoryview(codec.encode(message, message_type)).cast("B")
-    await _send(stream, _PREFIX.pack(False, len(body)), body, end)
+    encode_parts = getattr(codec, "encode_parts", None)
+    if encode_parts is not None:
+        parts = encode_parts(message, message_type)
+    else:
+        parts = [codec.encode(message, message_type)]
+    size = sum(map(len, parts))
+    await _send(stream, deque([_PREFIX.pack(False, size), *parts]), 5 + size, end)
 
 
-async def _send(stream: Any, prefix: bytes, body: memoryview, end_stream: bool) -> None:
-    """``prefix`` and then ``body`` as DATA frames: grpclib's ``Stream.send_data`` loop, the
-    frames' bytes taken as views of ``body`` (the first frame's joined with ``prefix``)."""
+def _cut(pieces: deque[Piece], size: int) -> list[Piece]:
+    """The first ``size`` bytes of ``pieces``, taken off them: whole pieces, and a view of
+    the first part of the piece the cut falls in (its rest stays first)."""
+    taken: list[Piece] = []
+    while size:
+        piece = pieces.popleft()
+        if len(piece) > size:
+            view = memoryview(piece)
+            taken.append(view[:size])
+            pieces.appendleft(view[size:])
+            return taken
+        taken.append(piece)
+        size -= len(piece)
+    return taken
+
+
+async def _send(stream: Any, pieces: deque[Piece], left: int, end_stream: bool) -> None:
+    """``left`` bytes of ``pieces`` as DATA frames: grpclib's ``Stream.send_data`` loop, each
+    frame's data the pieces it spans (:func:`_cut`)."""
     h2 = stream._h2_connection
-    position, last = -len(prefix), len(body)  # negative: inside the prefix
+    lean = isinstance(h2, LeanConnection)
     while True:
         await stream.connection.write_ready.wait()
         window = h2.local_flow_control_window(stream.id)
@@ -50,21 +81,16 @@ async def _send(stream: Any, prefix: bytes, body: memoryview, end_stream: bool) 
             stream.window_updated.clear()
             await stream.window_updated.wait()
             continue  # other streams may have sent meanwhile: look again
-        size = min(window, h2.max_outbound_frame_size, last - position)
-        stop = position + size
-        if position < 0:  # what is left of the prefix, then the body's first bytes
-            head = prefix[position : stop if stop < 0 else None]
-            chunk: bytes | memoryview = head + body[: max(stop, 0)]
-        else:
-            chunk = body[position:stop]
-        position = stop
-        done = position == last
-        h2.send_data(stream.id, chunk, end_stream=end_stream and done)
+        size = min(window, h2.max_outbound_frame_size, left)
+        frame = _cut(pieces, size)
+        left -= size
+        data = Gathered(frame) if lean else b"".join(frame)
+        h2.send_data(stream.id, data, end_stream=end_stream and not left)
         stream._transport.write(h2.data_to_send())
         stream.data_sent += size
         stream.connection.data_sent += size
         stream.connection.data_send_process()
-        if done:
+        if not left:
             return
 
 

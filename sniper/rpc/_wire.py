@@ -4,7 +4,10 @@ FeedSampleRequest (the signs), PushGradRequest (the gradients) and EmbeddingLook
 (the pooled rows) carry megabytes of tensor bytes. betterproto 2.0.0b7 serializes and parses
 them with pure-Python byte slicing: 11 ms to serialize and 14 ms to parse the 5 MB seed_ctr
 lookup answer, where grpcio moves the whole call in 17 ms. Here the protobuf wire format is
-read through ``memoryview`` slices (tensor data is never copied) and written with one join.
+read through ``memoryview`` slices (tensor data is never copied) and written as a list of
+pieces (:class:`Encoded`, :class:`Prepared`): keys, lengths and views of the arrays, which the
+send path writes into HTTP/2's outbound buffer one after another, the arrays' bytes copied
+there once (:mod:`sniper.rpc._sending`).
 EmbeddingLookupRequest carries only a batch's variable names, but its ps reads it before it
 starts the lookup: betterproto took 0.4 ms to parse 38 names and 0.3 ms to write them; and
 ReadSampleResponse's labels and dense features (57 KB) took it 0.5 ms to write and 0.8 ms to
@@ -605,17 +608,31 @@ _READS_GRAD_TRANSPOSED = [_put_varint(2 << 3 | VARINT), _put_varint(1)]
 """EmbeddingLookupResponse's ``reads_grad_transposed = true``, as betterproto writes it."""
 
 
-class Prepared:
-    """A response already in wire form (``wire``): :class:`SniperCodec` sends it as it is.
+class _Pieces:
+    """A message's wire bytes as the pieces its encoder wrote (``parts``), joined only where
+    one ``bytes`` is asked for (``wire``). Why: a 5 MB message joined is a copy the send
+    path does not need; it writes each piece into its frames (:mod:`sniper.rpc._sending`).
+    The arrays the pieces view must stay as they are until the message is sent: every
+    encoder here views arrays that no one writes to again."""
+
+    __slots__ = ()
+    parts: list[Buffer]
+
+    @property
+    def wire(self) -> bytes:
+        """The message's bytes, joined."""
+        return b"".join(self.parts)
+
+
+class Prepared(_Pieces):
+    """A response already in wire form (``parts``): :class:`SniperCodec` sends it as it is.
 
     A handler's answer must be its method's message type to type checkers and to grpclib, so
     each prepared response subclasses that type as well; its fields are not filled in.
     """
 
-    wire: bytes
-
-    def __init__(self, wire: bytes) -> None:
-        object.__setattr__(self, "wire", wire)
+    def __init__(self, parts: list[Buffer]) -> None:
+        object.__setattr__(self, "parts", parts)
 
     def __getattribute__(self, name: str) -> Any:
         return object.__getattribute__(self, name)
@@ -642,8 +659,8 @@ def push_response(dropped: int, looked_up: EncodedLookupResponse | None) -> Push
     parts: list[Buffer] = []
     if dropped:
         parts += [_put_varint(1 << 3 | VARINT), _put_varint(dropped)]
-    parts += _len_field(2, [looked_up.wire])
-    return EncodedPushResponse(b"".join(parts))
+    parts += _len_field(2, looked_up.parts)
+    return EncodedPushResponse(parts)
 
 
 class EncodedSample(Prepared, ReadSampleResponse):
@@ -666,7 +683,7 @@ def lookup_response(
         fields = None if offsets is None else _array_fields(np.ascontiguousarray(offsets))
         parts += _pooled_parts(name, dtype, array.shape, _byte_view(array), seconds, fields)
     parts += _READS_GRAD_TRANSPOSED
-    return EncodedLookupResponse(b"".join(parts))
+    return EncodedLookupResponse(parts)
 
 
 def _batch_id_parts(batch_id: int) -> list[Buffer]:
@@ -683,13 +700,13 @@ def encode_lookup_request(message: EmbeddingLookupRequest) -> bytes:
     return b"".join(parts)
 
 
-def _sample_bytes(
+def _sample_parts(
     batch_id: int,
     labels: list[Buffer] | None,
     dense: list[Buffer] | None,
     end_of_data: bool,
     served: DataServed | None,
-) -> bytes:
+) -> list[Buffer]:
     """A ReadSampleResponse; ``labels`` and ``dense``: Tensor fields, None where unset."""
     parts = _batch_id_parts(batch_id)
     if labels is not None:
@@ -700,26 +717,28 @@ def _sample_bytes(
         parts += [_put_varint(4 << 3 | VARINT), _put_varint(1)]
     if served is not None:
         parts += _len_field(5, [bytes(served)])
-    return b"".join(parts)
+    return parts
 
 
 def encode_read_sample(message: ReadSampleResponse) -> bytes:
-    return _sample_bytes(
-        message.batch_id,
-        _tensor_parts(message.labels) if present(message.labels) else None,
-        _tensor_parts(message.dense) if present(message.dense) else None,
-        message.end_of_data,
-        message.served if betterproto.serialized_on_wire(message.served) else None,
+    return b"".join(
+        _sample_parts(
+            message.batch_id,
+            _tensor_parts(message.labels) if present(message.labels) else None,
+            _tensor_parts(message.dense) if present(message.dense) else None,
+            message.end_of_data,
+            message.served if betterproto.serialized_on_wire(message.served) else None,
+        )
     )
 
 
 def read_sample_wire(
     batch_id: int, labels: NDArray[Any], dense: NDArray[Any], served: DataServed | None
 ) -> EncodedSample:
-    """A hub's ReadSampleResponse of a batch, its arrays copied once, into the message
+    """A hub's ReadSampleResponse of a batch, its arrays copied once, as it is sent
     (``served``: with a ReadSample that asks for it)."""
     return EncodedSample(
-        _sample_bytes(
+        _sample_parts(
             batch_id,
             _array_fields(wire_array(labels)),
             _array_fields(wire_array(dense)),
@@ -729,20 +748,20 @@ def read_sample_wire(
     )
 
 
-def _batch_bytes(
+def _batch_parts(
     batch_id: int, items: list[list[Buffer]], then: EmbeddingLookupRequest | None = None
-) -> bytes:
+) -> list[Buffer]:
     """A FeedSample or PushGrad request; ``then``: a PushGrad's ``then_lookup``."""
     parts = _batch_id_parts(batch_id)
     for inner in items:
         parts += _len_field(2, inner)
     if then is not None:
         parts += _len_field(3, [encode_lookup_request(then)])
-    return b"".join(parts)
+    return parts
 
 
 def encode_feed_sample(message: FeedSampleRequest) -> bytes:
-    return _batch_bytes(
+    return _joined(
         message.batch_id,
         [
             [
@@ -758,7 +777,7 @@ def encode_feed_sample(message: FeedSampleRequest) -> bytes:
 
 def encode_push_grad(message: PushGradRequest) -> bytes:
     then = message.then_lookup
-    return _batch_bytes(
+    return _joined(
         message.batch_id,
         [
             [
@@ -776,17 +795,23 @@ def encode_push_grad(message: PushGradRequest) -> bytes:
     )
 
 
-class Encoded:
-    """A request already in wire form; :class:`SniperCodec` sends ``wire`` as it is.
+def _joined(
+    batch_id: int, items: list[list[Buffer]], then: EmbeddingLookupRequest | None = None
+) -> bytes:
+    return b"".join(_batch_parts(batch_id, items, then))
+
+
+class Encoded(_Pieces):
+    """A request already in wire form; :class:`SniperCodec` sends its ``parts`` as they are.
 
     Clients build the heavy requests straight from arrays with :func:`feed_sample_wire` and
     :func:`push_grad_wire` and send them through a grpclib method whose request type is this.
     """
 
-    __slots__ = ("wire",)
+    __slots__ = ("parts",)
 
-    def __init__(self, wire: bytes) -> None:
-        self.wire = wire
+    def __init__(self, parts: list[Buffer]) -> None:
+        self.parts = parts
 
 
 def _byte_view(array: np.ndarray) -> Buffer:
@@ -827,7 +852,7 @@ def feed_sample_wire(
             parts += _len_field(4, _array_fields(weights[name]))
         return parts
 
-    return Encoded(_batch_bytes(batch_id, [fields(*item) for item in items]))
+    return Encoded(_batch_parts(batch_id, [fields(*item) for item in items]))
 
 
 def push_grad_wire(
@@ -863,7 +888,7 @@ def push_grad_wire(
         return _len_field(3 if as_transpose else 2, tensor)
 
     return Encoded(
-        _batch_bytes(
+        _batch_parts(
             batch_id, [[*_text_field(1, name), *fields(grad)] for name, grad in items], then
         )
     )

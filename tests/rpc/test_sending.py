@@ -3,6 +3,7 @@ flow control as grpclib's own."""
 
 from __future__ import annotations
 
+import itertools
 import struct
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,11 +13,15 @@ import grpclib.client
 import grpclib.server
 import numpy as np
 import pytest
+from h2.config import H2Configuration
+from h2.connection import H2Connection
+from h2.events import DataReceived, StreamEnded
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sniper.roles import PsEngine, PsRole
 from sniper.rpc import LookupTarget, NextLookup, PsClient, VariableConfig
+from sniper.rpc._frames import Gathered, LeanConnection, lean
 from sniper.rpc._sending import send_message
 from sniper.scheduler import open_scheduler
 from sniper.store import Adagrad, EmbeddingTable, uniform
@@ -98,6 +103,72 @@ def test_frames_carry_the_prefixed_message_within_each_window(
     for (data, _), window in zip(h2.frames, allowed, strict=False):
         assert 0 < len(data) <= min(window, frame)
     assert stream.data_sent == stream.connection.data_sent == len(expected)
+
+
+class _PiecesCodec:
+    """A codec giving its message as pieces cut at ``cuts`` (bytes and views), as
+    ``SniperCodec.encode_parts`` gives a prepared message's."""
+
+    def __init__(self, cuts: list[int]) -> None:
+        self.cuts = cuts
+
+    def encode(self, message: bytes, message_type: Any) -> bytes:
+        raise AssertionError("the send loop asks for the pieces")
+
+    def encode_parts(self, message: bytes, message_type: Any) -> list[bytes | memoryview]:
+        bounds = [0, *sorted(min(cut, len(message)) for cut in self.cuts), len(message)]
+        pieces = [message[a:b] for a, b in itertools.pairwise(bounds)]
+        return [memoryview(p) if i % 2 else p for i, p in enumerate(pieces)]
+
+
+def _open_stream() -> tuple[H2Connection, H2Connection]:
+    """A lean client connection with stream 1 open, and the server it talks to."""
+    client = lean(H2Connection(H2Configuration(client_side=True)))
+    server = H2Connection(H2Configuration(client_side=False))
+    client.initiate_connection()
+    server.initiate_connection()
+    client.send_headers(
+        1, [(":method", "POST"), (":path", "/x"), (":scheme", "http"), (":authority", "a")]
+    )
+    server.receive_data(bytes(client.data_to_send()))
+    client.receive_data(server.data_to_send())
+    return client, server
+
+
+class _Written(_Transport):
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.chunks.append(bytes(data))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=40_000), st.lists(st.integers(0, 40_000), max_size=6), st.booleans())
+def test_a_message_in_pieces_reaches_the_peer_whole_through_a_lean_connection(
+    body: bytes, cuts: list[int], end: bool
+) -> None:
+    """The pieces go to the lean connection as frames of pieces, never joined: the peer's h2
+    reads the prefixed message, in DATA frames no larger than the frame size."""
+    client, server = _open_stream()
+    assert isinstance(client, LeanConnection)
+    stream = _Stream(client)  # type: ignore[arg-type]
+    stream._transport = written = _Written()
+    given_data: list[Any] = []
+    send_data = client.send_data
+
+    def recorded(stream_id: int, data: Any, end_stream: bool = False) -> None:
+        given_data.append(data)
+        send_data(stream_id, data, end_stream=end_stream)
+
+    client.send_data = recorded  # type: ignore[method-assign,assignment]
+    anyio.run(lambda: send_message(stream, _PiecesCodec(cuts), body, bytes, end=end))  # type: ignore[arg-type]
+    assert all(type(data) is Gathered for data in given_data)
+    events = server.receive_data(b"".join(written.chunks))
+    received = [e for e in events if isinstance(e, DataReceived)]
+    assert b"".join(bytes(e.data) for e in received) == struct.pack(">?I", False, len(body)) + body
+    assert all(len(e.data) <= client.max_outbound_frame_size for e in received)
+    assert any(isinstance(e, StreamEnded) for e in events) is end
 
 
 def test_grpclib_sends_through_it() -> None:
