@@ -53,10 +53,15 @@ async def send_message(
     await _send(stream, deque([_PREFIX.pack(False, size), *parts]), 5 + size, end)
 
 
-def _cut(pieces: deque[Piece], size: int) -> list[Piece]:
-    """The first ``size`` bytes of ``pieces``, taken off them: whole pieces, and a view of
-    the first part of the piece the cut falls in (its rest stays first)."""
-    taken: list[Piece] = []
+def _cut(pieces: deque[Piece], size: int, left: int) -> list[Piece]:
+    """The first ``size`` bytes of ``pieces`` (which hold ``left``), taken off them: whole
+    pieces, and a view of the first part of the piece the cut falls in (its rest stays
+    first)."""
+    if size == left:  # the last frame (most messages' only one): all of them
+        taken = list(pieces)
+        pieces.clear()
+        return taken
+    taken = []
     while size:
         piece = pieces.popleft()
         if len(piece) > size:
@@ -82,7 +87,7 @@ async def _send(stream: Any, pieces: deque[Piece], left: int, end_stream: bool) 
             await stream.window_updated.wait()
             continue  # other streams may have sent meanwhile: look again
         size = min(window, h2.max_outbound_frame_size, left)
-        frame = _cut(pieces, size)
+        frame = _cut(pieces, size, left)
         left -= size
         data = Gathered(frame) if lean else b"".join(frame)
         h2.send_data(stream.id, data, end_stream=end_stream and not left)
