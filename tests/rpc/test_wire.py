@@ -42,6 +42,7 @@ from sniper.rpc._wire import (
     push_response,
     read_sample_wire,
 )
+from sniper.rpc._wire import _tensor as _tensor
 from tests.rpc import _grpcio
 from tests.rpc._grpcio import GrpcModules
 
@@ -443,3 +444,36 @@ def test_a_gradient_sent_both_ways_neither_or_misshapen_is_refused_by_name() -> 
     flat = VariableGradient(name="v", grad_transposed=encode(np.ones(6, dtype=np.float32)))
     with pytest.raises(TensorError, match=r"^grads\[0\]\.grad_transposed \('v'\) must have 2"):
         decode_gradient(DECODERS[PushGradRequest](bytes(PushGradRequest(grads=[flat]))).grads[0], 0)
+
+
+def _tensor_records(tensor: Tensor) -> list[bytes]:
+    """Each field of ``tensor`` as a record of its own (a Tensor of that field alone)."""
+    return [
+        bytes(Tensor(dtype=tensor.dtype)),
+        bytes(Tensor(shape=tensor.shape)),
+        bytes(Tensor(data=tensor.data)),
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(tensors, min_size=1, max_size=3), st.randoms(use_true_random=False), st.booleans())
+def test_a_tensor_reads_as_protobuf_merges_it_in_any_order(
+    grpcio_modules: GrpcModules, sent: list[Tensor], order: Any, unknown: bool
+) -> None:
+    """The fields of one or more Tensors in any order, an unknown field among them: read as
+    Google's protobuf merges them (the last dtype and data, every shape entry in order),
+    whether the reader takes them in one pass (fields once each, in order) or field by
+    field."""
+    records = [record for tensor in sent for record in _tensor_records(tensor)]
+    if len(sent) > 1 or unknown:
+        order.shuffle(records)
+    if unknown:
+        records.insert(order.randrange(len(records) + 1), b"\x20\x05")  # field 4, varint 5
+    wire = b"".join(records)
+    expected = grpcio_modules.pb.Tensor.FromString(wire)
+    read = _tensor(memoryview(wire))
+    assert (read.dtype, read.shape, bytes(read.data)) == (
+        expected.dtype,
+        list(expected.shape),
+        expected.data,
+    )
