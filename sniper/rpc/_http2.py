@@ -45,6 +45,8 @@ _HTTP2_MAX_FRAME = 2**24 - 1
 _READ_BYTES = 256 * 1024
 """The reused receive buffer's size: asyncio's own reads take up to this much."""
 _AFTER_BODY_BYTES = 16 * 1024
+"""The read after a large frame's body: enough for the next frame's header and the start of
+its body, whose rest then goes into the frame's own buffer (:meth:`_Protocol.get_buffer`)."""
 
 
 def _configuration(window_bytes: int) -> Configuration:

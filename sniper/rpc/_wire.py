@@ -28,6 +28,7 @@ fields are skipped, as proto3 requires.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -603,20 +604,32 @@ def _put_varint(value: int) -> bytes:
     return bytes(out)
 
 
+_LEN_KEYS = [_put_varint(number << 3 | LEN) for number in range(16)]
+"""Each length-delimited field's key, by field number (every message here numbers below 16)."""
+
+
 def _len_field(number: int, parts: list[Buffer]) -> list[Buffer]:
     size = sum(map(len, parts))
-    return [_put_varint(number << 3 | LEN), _put_varint(size), *parts]
+    return [_LEN_KEYS[number], _ONE_BYTE[size] if size < 0x80 else _put_varint(size), *parts]
 
 
-def _text_field(number: int, text: str) -> list[Buffer]:
-    return _len_field(number, [text.encode()]) if text else []
+@functools.lru_cache(maxsize=4096)
+def _text_field(number: int, text: str) -> tuple[Buffer, ...]:
+    """A string field's pieces, made once per field and text: names and dtypes repeat in
+    every message of a job."""
+    return tuple(_len_field(number, [text.encode()])) if text else ()
+
+
+@functools.lru_cache(maxsize=4096)
+def _shape_field(shape: tuple[int, ...]) -> tuple[Buffer, ...]:
+    """A Tensor's packed ``shape`` field, made once per shape: a job's shapes repeat (a
+    batch's pooled ``(1024, 16)``, its offsets'), where a signs tensor's varies by batch."""
+    packed = b"".join(_put_varint(d) for d in shape)
+    return tuple(_len_field(2, [packed])) if packed else ()
 
 
 def _tensor_fields(dtype: str, shape: Sequence[int], data: Buffer) -> list[Buffer]:
-    shape_bytes = b"".join(_put_varint(d) for d in shape)
-    parts: list[Buffer] = [*_text_field(1, dtype)]
-    if shape_bytes:
-        parts += _len_field(2, [shape_bytes])
+    parts: list[Buffer] = [*_text_field(1, dtype), *_shape_field(tuple(shape))]
     if len(data):
         parts += _len_field(3, [data])
     return parts
