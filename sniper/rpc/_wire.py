@@ -698,8 +698,9 @@ class Prepared(_Pieces):
     each prepared response subclasses that type as well; its fields are not filled in.
     """
 
-    def __init__(self, parts: list[Buffer]) -> None:
-        object.__setattr__(self, "parts", parts)
+    def __init__(self, parts: Buffer | list[Buffer]) -> None:
+        """``parts``: the message's bytes, or its pieces in order."""
+        object.__setattr__(self, "parts", parts if isinstance(parts, list) else [parts])
 
     def __getattribute__(self, name: str) -> Any:
         return object.__getattribute__(self, name)

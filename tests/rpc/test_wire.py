@@ -30,6 +30,7 @@ from sniper.rpc._tensor import TensorError, decode, encode, wire_array
 from sniper.rpc._wire import (
     DECODERS,
     ENCODERS,
+    EncodedLookupResponse,
     LookupArrays,
     LookupRequestView,
     WireError,
@@ -477,3 +478,15 @@ def test_a_tensor_reads_as_protobuf_merges_it_in_any_order(
         list(expected.shape),
         expected.data,
     )
+
+
+def test_a_prepared_answer_is_sent_the_same_from_its_bytes_or_its_pieces() -> None:
+    """A handler may prepare an answer from bytes, as before pieces, or from pieces: the codec
+    sends the same message either way."""
+    answer = lookup_response([("a", np.ones((3, 2), np.float32), 0.5)])
+    from_bytes = EncodedLookupResponse(answer.wire)
+    codec = SniperCodec(1 << 20)
+    assert codec.encode(from_bytes, EmbeddingLookupResponse) == answer.wire
+    sent = codec.encode_parts(from_bytes, EmbeddingLookupResponse)
+    assert b"".join(sent) == b"".join(codec.encode_parts(answer, EmbeddingLookupResponse))
+    assert decode_lookup_answer(answer.wire).items[0][0] == "a"
