@@ -221,9 +221,7 @@ def _written_in_order(buf: memoryview) -> RawTensor | None:
         at, pos = pos + 2, pos + 2 + size
         if size >= 0x80 or pos > end:
             return None
-        while at < pos:
-            dim, at = _varint(buf, at, pos)
-            shape.append(_signed(dim))
+        _shape(LEN, buf[at:pos], shape)
     data = buf[0:0]
     if pos < end and buf[pos] == _DATA_KEY:
         size, at = _varint(buf, pos + 1, end)
