@@ -178,6 +178,7 @@ def test_a_missing_py_spy_says_how_to_install_it(
         (("--scale", "0"), "--scale must be positive, got 0.0"),
         (("--batches", "10", "--warmup", "10"), "--warmup must be 0 or more and below --batches"),
         (("--rate", "2000"), "--rate is py-spy's samples per second: 1 to 1000, got 2000"),
+        (("--native", "--nonblocking"), "--native and --nonblocking do not go together: "),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
@@ -185,6 +186,23 @@ def test_bad_input_is_one_line_and_exit_2(
 ) -> None:
     assert main(["bench", "profile", *args]) == 2
     assert capsys.readouterr().err.startswith(f"sniper: error: {message}")
+
+
+def test_a_py_spy_that_cannot_attach_is_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # As root, py-spy is never refused ptrace; a py-spy that stops as a refused one does
+    # stands in for it. The job it watches is real.
+    refused = tmp_path / "py-spy"
+    refused.write_text("#!/bin/sh\necho 'Error: Permission Denied' >&2\nexit 1\n")
+    refused.chmod(0o755)
+    monkeypatch.setattr("sniper._bench._profile.find_py_spy", lambda: str(refused))
+    flags = ["--scale", "0.01", "--batches", "12", "--warmup", "2", "--launcher", "inprocess"]
+    assert main(["bench", "profile", *flags, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("sniper: error: py-spy on all roles (one process) (pid ")
+    assert "stopped early: Error: Permission Denied; py-spy needs ptrace" in err
+    assert "a bug in sniper" not in err and err.count("\n") == 1
 
 
 def _py_spy_or_skip() -> None:

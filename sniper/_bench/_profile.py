@@ -111,6 +111,11 @@ class Sampling:
     def __post_init__(self) -> None:
         if not 1 <= self.rate <= 1000:
             raise ValueError(f"--rate is py-spy's samples per second: 1 to 1000, got {self.rate}")
+        if self.native and self.nonblocking:
+            raise ValueError(
+                "--native and --nonblocking do not go together: py-spy reads C frames only "
+                "from a process it pauses; drop one"
+            )
 
     def describe(self) -> str:
         """How the samples were taken, for the report's title."""
@@ -137,8 +142,12 @@ class _Job:
         self.last_line = ""
         self._lines: queue.Queue[str | None] = queue.Queue()
         self._streams = [self.process.stdout, self.process.stderr]
-        for stream in self._streams:
-            threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+        self._readers = [
+            threading.Thread(target=self._read, args=(stream,), daemon=True)
+            for stream in self._streams
+        ]
+        for reader in self._readers:
+            reader.start()
 
     def _read(self, stream: IO[str]) -> None:
         for line in stream:
@@ -177,6 +186,10 @@ class _Job:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        for reader, stream in zip(self._readers, self._streams, strict=True):
+            reader.join(timeout=10)  # the job is gone: its pipes are at their end
+            if stream is not None and not reader.is_alive():
+                stream.close()
 
 
 @dataclass
@@ -237,7 +250,9 @@ def _stop_spies(spies: list[_Spy]) -> None:
     """Read every role's CPU, then SIGINT every py-spy (it writes its file) and wait."""
     for spy in spies:
         if spy.process.poll() is not None:
-            raise RuntimeError(
+            # The machine's (ptrace refused, the process gone), not sniper's: one line, no
+            # "a bug in sniper".
+            raise OSError(
                 f"py-spy on {spy.role} (pid {spy.pid}) stopped early: {_last_line(spy.log)}; "
                 "py-spy needs ptrace (run as root, or set kernel.yama.ptrace_scope = 0)"
             )
