@@ -30,6 +30,7 @@ from typing import Any
 from grpclib import client, server
 from grpclib.config import Configuration
 from grpclib.protocol import H2Protocol
+from h2.events import DataReceived
 from h2.settings import SettingCodes
 
 from sniper.rpc._codec import SniperCodec
@@ -89,6 +90,7 @@ class _Protocol(H2Protocol, asyncio.BufferedProtocol):
         # be refused as overlong and the connection dropped. Accepting early is harmless.
         h2.max_inbound_frame_size = self.frame_bytes
         self.connection.flush()
+        _skip_empty_data(self.processor.processors)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         """Where the socket's next bytes go: the rest of a large DATA frame's body, or the
@@ -114,6 +116,22 @@ class _Protocol(H2Protocol, asyncio.BufferedProtocol):
         elif self._frames is not None and self._frames.received(nbytes):
             self._after_body = True
             self.data_received(b"")
+
+
+def _skip_empty_data(processors: dict[type, Any]) -> None:
+    """Leave out of grpclib's stream buffers a DATA frame that carries nothing: no data, no
+    padding (HTTP/2 allows one anywhere in a stream). grpclib's buffer takes an entry of no
+    flow-controlled bytes for its end of stream, so such a frame in the middle of a message
+    failed the call ("Received less data than expected", an internal error to the peer). The
+    stream's end is its own event (``StreamEnded``), which a frame with END_STREAM still
+    gives."""
+    process = processors[DataReceived]
+
+    def process_data(event: DataReceived) -> None:
+        if event.flow_controlled_length or event.data:
+            process(event)
+
+    processors[DataReceived] = process_data
 
 
 def _tuned(protocol: H2Protocol, frame_bytes: int) -> _Protocol:

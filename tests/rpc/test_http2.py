@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import struct
 
 import hyperframe.frame
 import numpy as np
 import pytest
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
+from h2.config import H2Configuration
+from h2.connection import H2Connection
+from h2.events import DataReceived, ResponseReceived, StreamEnded, TrailersReceived
 from hypothesis import given
 from hypothesis import strategies as st
 
 from sniper.rpc import Channel, Server
 from sniper.rpc._frames import short_data_repr
-from sniper.rpc._generated.grpc.health.v1 import HealthCheckRequest, HealthStub
+from sniper.rpc._generated.grpc.health.v1 import (
+    HealthCheckRequest,
+    HealthCheckResponse,
+    HealthCheckResponseServingStatus,
+    HealthStub,
+)
 from sniper.rpc._http2 import FRAME_BYTES
 from sniper.testing import running_ps
 from sniper.transport import HealthService, bound_address
@@ -75,3 +85,72 @@ async def test_a_large_first_message_on_a_new_connection_gets_through(signs: int
             with pytest.raises(GRPCError) as raised:
                 await client.feed_sample(1, {"v": (np.arange(signs, dtype=np.uint64), offsets)})
             assert raised.value.status == Status.NOT_FOUND
+
+
+@pytest.mark.anyio
+async def test_an_empty_data_frame_inside_a_message_is_nothing() -> None:
+    """HTTP/2 allows a DATA frame of no bytes anywhere in a stream; grpclib's buffer took one
+    for the stream's end, so a request cut around it failed as an internal error. A peer of
+    plain h2 sends a health check in two halves with an empty frame between."""
+    server = Server([HealthService(("sniper.v1.Ps",), lambda: True)])
+    await server.start("127.0.0.1", 0)
+    host, port = bound_address(server)
+    reader, writer = await asyncio.open_connection(host, port)
+    peer = H2Connection(H2Configuration(client_side=True))
+    peer.initiate_connection()
+    peer.send_headers(1, _request_headers(f"{host}:{port}", "/grpc.health.v1.Health/Check"))
+    message = bytes(HealthCheckRequest(service="sniper.v1.Ps"))
+    body = struct.pack(">?I", False, len(message)) + message
+    try:
+        writer.write(peer.data_to_send())
+        for part, end in ((body[:3], False), (b"", False), (body[3:], True)):
+            writer.write(_data_frame(1, part, end))  # h2 sends no empty frame but the last
+        answer = await asyncio.wait_for(_answer(reader, peer, writer), timeout=10)
+    finally:
+        writer.close()
+        server.close()
+        await server.wait_closed()
+    assert answer[0] == ("grpc-status", "0"), answer
+    serving = HealthCheckResponse(status=HealthCheckResponseServingStatus(1))
+    assert answer[1] == 5 + len(bytes(serving))
+
+
+def _request_headers(authority: str, path: str) -> list[tuple[str, str]]:
+    return [
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":path", path),
+        (":authority", authority),
+        ("content-type", "application/grpc"),
+        ("te", "trailers"),
+    ]
+
+
+def _data_frame(stream_id: int, body: bytes, end: bool) -> bytes:
+    frame = hyperframe.frame.DataFrame(stream_id, body, flags=["END_STREAM"] if end else [])
+    return frame.serialize()
+
+
+async def _answer(
+    reader: asyncio.StreamReader, peer: H2Connection, writer: asyncio.StreamWriter
+) -> tuple[tuple[str, str], int]:
+    """Read until the stream ends: its grpc-status header (in its trailers, or in its only
+    headers) and the answer's bytes."""
+    received = 0
+    headers: list[tuple[str, str]] = []
+    while True:
+        chunk = await reader.read(65536)
+        assert chunk, "the server closed the connection"
+        for event in peer.receive_data(chunk):
+            if isinstance(event, DataReceived):
+                received += len(event.data)
+                peer.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+            if isinstance(event, ResponseReceived | TrailersReceived):
+                headers += [(_text(k), _text(v)) for k, v in event.headers]
+            if isinstance(event, StreamEnded):
+                return next(h for h in headers if h[0] == "grpc-status"), received
+        writer.write(peer.data_to_send())
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
