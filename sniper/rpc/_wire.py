@@ -32,7 +32,7 @@ import functools
 import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple, Self, cast
 
 import betterproto
 import numpy as np
@@ -697,11 +697,33 @@ class Prepared(_Pieces):
     """
 
     def __init__(self, parts: Buffer | list[Buffer]) -> None:
-        """``parts``: the message's bytes, or its pieces in order."""
-        object.__setattr__(self, "parts", parts if isinstance(parts, list) else [parts])
+        """``parts``: the message's bytes, or its pieces in order: anything that gives a
+        buffer (``bytes``, a ``memoryview``, a numpy array), each sent as its bytes."""
+        pieces = parts if isinstance(parts, list) else [parts]
+        object.__setattr__(self, "parts", [_byte_piece(piece) for piece in pieces])
+
+    @classmethod
+    def _of(cls, parts: list[Buffer]) -> Self:
+        """The prepared answer of an encoder here, whose pieces are bytes or flat byte views
+        already: not checked again (a lookup answer has hundreds)."""
+        prepared = cls.__new__(cls)
+        object.__setattr__(prepared, "parts", parts)
+        return prepared
 
     def __getattribute__(self, name: str) -> Any:
         return object.__getattribute__(self, name)
+
+
+def _byte_piece(piece: Any) -> Buffer:
+    """``piece`` as ``bytes`` or a flat view of bytes. A view of wider items (a float32
+    array's) or of several dimensions has a ``len`` of items or rows, not bytes, and the
+    message's lengths are counted with ``len``: sent as it was, its length prefix was wrong."""
+    if isinstance(piece, bytes):
+        return piece
+    view = memoryview(piece)
+    if not view.c_contiguous:
+        return view.tobytes()
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
 class EncodedLookupResponse(Prepared, EmbeddingLookupResponse):
@@ -726,7 +748,7 @@ def push_response(dropped: int, looked_up: EncodedLookupResponse | None) -> Push
     if dropped:
         parts += [_put_varint(1 << 3 | VARINT), _put_varint(dropped)]
     parts += _len_field(2, looked_up.parts)
-    return EncodedPushResponse(parts)
+    return EncodedPushResponse._of(parts)
 
 
 class EncodedSample(Prepared, ReadSampleResponse):
@@ -749,7 +771,7 @@ def lookup_response(
         fields = None if offsets is None else _array_fields(np.ascontiguousarray(offsets))
         parts += _pooled_parts(name, dtype, array.shape, _byte_view(array), seconds, fields)
     parts += _READS_GRAD_TRANSPOSED
-    return EncodedLookupResponse(parts)
+    return EncodedLookupResponse._of(parts)
 
 
 def _batch_id_parts(batch_id: int) -> list[Buffer]:
@@ -803,7 +825,7 @@ def read_sample_wire(
 ) -> EncodedSample:
     """A hub's ReadSampleResponse of a batch, its arrays copied once, as it is sent
     (``served``: with a ReadSample that asks for it)."""
-    return EncodedSample(
+    return EncodedSample._of(
         _sample_parts(
             batch_id,
             _array_fields(wire_array(labels)),

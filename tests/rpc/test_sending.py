@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import struct
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import anyio
@@ -21,8 +22,11 @@ from hypothesis import strategies as st
 
 from sniper.roles import PsEngine, PsRole
 from sniper.rpc import LookupTarget, NextLookup, PsClient, VariableConfig
+from sniper.rpc._codec import SniperCodec
 from sniper.rpc._frames import Gathered, LeanConnection, lean
+from sniper.rpc._generated.sniper.v1 import EmbeddingLookupResponse
 from sniper.rpc._sending import send_message
+from sniper.rpc._wire import EncodedLookupResponse, lookup_response
 from sniper.scheduler import open_scheduler
 from sniper.store import Adagrad, EmbeddingTable, uniform
 from sniper.transport import GrpcSettings, GrpcTransport
@@ -214,3 +218,30 @@ async def test_large_messages_cross_small_windows_and_frames_whole() -> None:
     table.push_grad(signs, offsets, grads)
     assert answers is not None
     np.testing.assert_allclose(matrix, table.lookup_pool(signs, offsets), rtol=1e-6)
+
+
+@pytest.mark.parametrize("given", ["float32 view", "2-D array", "strided array", "bytearray"])
+def test_a_prepared_answer_from_any_buffer_is_sent_as_its_bytes(given: str) -> None:
+    """A handler's prepared answer, its bytes given as a view of 4-byte items (whose ``len``
+    is a quarter of its bytes), a 2-D array (its rows), a strided array or a bytearray: the
+    message goes out whole, under a prefix of its length. The first two were sent with a
+    length prefix that short."""
+    wire = lookup_response([("a", np.ones((3, 4), np.float32), 0.5)]).wire
+    cut = len(wire) - len(wire) % 4
+    choices: dict[str, list[Any]] = {
+        "float32 view": [np.frombuffer(wire[:cut], dtype=np.float32).data, wire[cut:]],
+        "2-D array": [np.frombuffer(wire, dtype=np.uint8).reshape(1, -1)],
+        "strided array": [np.repeat(np.frombuffer(wire, dtype=np.uint8), 2)[::2]],
+        "bytearray": [bytearray(wire)],
+    }
+    pieces = choices[given]
+    answers = [EncodedLookupResponse(pieces)]
+    if len(pieces) == 1:
+        answers.append(EncodedLookupResponse(pieces[0]))
+    for answer in answers:
+        h2 = _H2([1 << 20], 1 << 14)
+        stream = _Stream(h2)
+        codec = SniperCodec(1 << 20)
+        anyio.run(partial(send_message, stream, codec, answer, EmbeddingLookupResponse))
+        sent = b"".join(data for data, _ in h2.frames)
+        assert sent == struct.pack(">?I", False, len(wire)) + wire
