@@ -30,7 +30,7 @@ from typing import Any
 from grpclib import client, server
 from grpclib.config import Configuration
 from grpclib.protocol import H2Protocol
-from h2.events import DataReceived
+from h2.events import DataReceived, StreamEnded
 from h2.settings import SettingCodes
 
 from sniper.rpc._codec import SniperCodec
@@ -91,6 +91,8 @@ class _Protocol(H2Protocol, asyncio.BufferedProtocol):
         h2.max_inbound_frame_size = self.frame_bytes
         self.connection.flush()
         _skip_empty_data(self.processor.processors)
+        if h2.config.client_side:
+            _refuse_answers_without_status(self.processor.processors, self.processor.streams)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         """Where the socket's next bytes go: the rest of a large DATA frame's body, or the
@@ -132,6 +134,26 @@ def _skip_empty_data(processors: dict[type, Any]) -> None:
             process(event)
 
     processors[DataReceived] = process_data
+
+
+def _refuse_answers_without_status(processors: dict[type, Any], streams: dict[int, Any]) -> None:
+    """End a call whose answer ended with no grpc-status (no trailers, and none in its
+    headers) with ``StreamTerminatedError``: a peer that is not a gRPC server, or a broken one.
+    grpclib waited for the trailers, and a call without a deadline waited forever."""
+    process = processors[StreamEnded]
+
+    def process_ended(event: StreamEnded) -> None:
+        stream = streams.get(event.stream_id)
+        if stream is not None and not stream.trailers_received.is_set():
+            headers = stream.headers or ()
+            if not any(name == "grpc-status" for name, _ in headers):
+                stream.__terminated__(
+                    "the answer ended without a grpc-status (no trailers): is the peer a "
+                    "gRPC server?"
+                )
+        process(event)
+
+    processors[StreamEnded] = process_ended
 
 
 def _tuned(protocol: H2Protocol, frame_bytes: int) -> _Protocol:

@@ -10,7 +10,7 @@ import hyperframe.frame
 import numpy as np
 import pytest
 from grpclib.const import Status
-from grpclib.exceptions import GRPCError
+from grpclib.exceptions import GRPCError, StreamTerminatedError
 from h2.config import H2Configuration
 from h2.connection import H2Connection
 from h2.events import DataReceived, ResponseReceived, StreamEnded, TrailersReceived
@@ -154,3 +154,41 @@ async def _answer(
 
 def _text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
+
+
+@pytest.mark.anyio
+async def test_an_answer_that_ends_without_a_status_ends_the_call() -> None:
+    """A peer that answers with headers and a message and ends the stream without trailers
+    (not a gRPC server, or a broken one): the call, given no deadline, waited for them
+    forever. It ends with StreamTerminatedError, one line that says why."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = H2Connection(H2Configuration(client_side=False))
+        peer.initiate_connection()
+        writer.write(peer.data_to_send())
+        try:
+            while chunk := await reader.read(65536):
+                for event in peer.receive_data(chunk):
+                    if isinstance(event, StreamEnded):  # the request is in: answer it, no status
+                        headers = [(":status", "200"), ("content-type", "application/grpc")]
+                        peer.send_headers(event.stream_id, headers)
+                        serving = bytes(
+                            HealthCheckResponse(status=HealthCheckResponseServingStatus(1))
+                        )
+                        message = struct.pack(">?I", False, len(serving)) + serving
+                        peer.send_data(event.stream_id, message, end_stream=True)
+                writer.write(peer.data_to_send())
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    host, port = server.sockets[0].getsockname()[:2]
+    channel = Channel(host, port)
+    try:
+        check = HealthStub(channel).check(HealthCheckRequest(service="sniper.v1.Ps"))
+        with pytest.raises(StreamTerminatedError, match="without a grpc-status"):
+            await asyncio.wait_for(check, timeout=10)
+    finally:
+        channel.close()
+        server.close()
+        await server.wait_closed()
