@@ -717,13 +717,16 @@ class Prepared(_Pieces):
 def _byte_piece(piece: Any) -> Buffer:
     """``piece`` as ``bytes`` or a flat view of bytes. A view of wider items (a float32
     array's) or of several dimensions has a ``len`` of items or rows, not bytes, and the
-    message's lengths are counted with ``len``: sent as it was, its length prefix was wrong."""
+    message's lengths are counted with ``len``: sent as it was, its length prefix was wrong.
+    An empty one is ``b""``, as in :func:`_byte_view` (memoryview cannot cast it)."""
     if isinstance(piece, bytes):
         return piece
     view = memoryview(piece)
     if not view.c_contiguous:
         return view.tobytes()
-    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
+    if view.format == "B" and view.ndim == 1:
+        return view
+    return view.cast("B") if view.nbytes else b""
 
 
 class EncodedLookupResponse(Prepared, EmbeddingLookupResponse):
