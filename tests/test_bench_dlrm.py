@@ -148,6 +148,7 @@ def test_the_bench_prints_both_rates_and_both_aucs_at_the_same_step(
         wire: str,
         model: str,
         limit: bool = False,
+        workers: int | None = None,
     ) -> Any:
         models.append(model)
         auc = 0.7512 if launcher == "inprocess" else 0.7402

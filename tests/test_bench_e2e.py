@@ -95,7 +95,7 @@ def test_a_warm_up_job_runs_before_the_measured_ones(
     jobs are stood in for: their reports are what the table needs)."""
     jobs: list[tuple[int, float, str]] = []
 
-    def job(workload: Any, data: SyntheticCtr, seed: int, launcher: str, *_: Any) -> Any:
+    def job(workload: Any, data: SyntheticCtr, seed: int, launcher: str, *_: Any, **__: Any) -> Any:
         jobs.append((data.num_batches, data.scale, launcher))
         report = TrainReport(steps=1, examples_per_second=1.0, eval_auc=0.5)
         return _e2e._Run(report, wall_seconds=1.0)
@@ -109,6 +109,36 @@ def test_a_warm_up_job_runs_before_the_measured_ones(
         (20, 0.002, "local"),
     ]
     assert "warm-up: 12 batches, unmeasured" in capsys.readouterr().out
+
+
+def test_workers_go_to_every_job_of_the_run_and_the_header_names_them(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--workers N``: the warm-up and each measured job run with N worker threads per ps
+    (the jobs are stood in for; the limit test runs the config they write)."""
+    given: list[int | None] = []
+
+    def job(*_: Any, workers: int | None = None, **__: Any) -> Any:
+        given.append(workers)
+        report = TrainReport(steps=1, examples_per_second=1.0, eval_auc=0.5)
+        return _e2e._Run(report, wall_seconds=1.0)
+
+    monkeypatch.setattr(_e2e, "_sniper", job)
+    monkeypatch.setattr(_e2e, "_torch", lambda *_: (1.0, 1))
+    workload = load_workload("seed_ctr")
+    _e2e.run(workload, scale=0.002, batches=2, seed=0, threads=4, workers=4)
+    assert given == [4, 4, 4]  # the warm-up, the one-process job, the processes job
+    assert "with 4 worker threads per ps" in capsys.readouterr().out
+    _e2e.run(workload, scale=0.002, batches=2, seed=0, threads=2)
+    assert given[3:] == [None, None, None]  # the job's default
+    assert "on the machine's cores" in capsys.readouterr().out
+
+
+def test_workers_below_one_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "e2e", "--workers", "0"])
+    assert exit_info.value.code == 2
+    assert "--workers: expected a positive integer, got 0" in capsys.readouterr().err
 
 
 def test_the_warm_up_job_trains(capsys: pytest.CaptureFixture[str]) -> None:
@@ -129,7 +159,7 @@ def test_without_torch_sniper_s_rows_stand_alone_and_it_exits_0(
 ) -> None:
     """Without torch the torch peer is left out with a note; it used to end in exit 2."""
 
-    def job(*_: Any) -> Any:
+    def job(*_: Any, **__: Any) -> Any:
         return _e2e._Run(TrainReport(steps=9, examples_per_second=1234.0), wall_seconds=1.0)
 
     def no_torch() -> Any:
@@ -153,7 +183,7 @@ def _stand_ins(monkeypatch: pytest.MonkeyPatch, rates: list[float]) -> None:
     limit of 0.8 s a batch against its 1 s; the torch peer at 1 example/s."""
     left = iter(rates)
 
-    def job(*_: Any) -> Any:
+    def job(*_: Any, **__: Any) -> Any:
         report = TrainReport(steps=1, seconds=1.0, examples_per_second=next(left), eval_auc=0.5)
         return _e2e._Run(report, wall_seconds=1.0, limit=KernelLimit(0.8, 0.0, 0.0, 0.0, 1, 2))
 
@@ -248,7 +278,7 @@ def test_a_round_shows_the_cores_each_job_kept_busy(
     by CPU); a report without the figure, and the peer, show ``-``."""
     busy = iter([None, 1.86, None])  # the warm-up, one process, processes
 
-    def job(*_: Any) -> Any:
+    def job(*_: Any, **__: Any) -> Any:
         report = TrainReport(steps=1, seconds=1.0, examples_per_second=3.0)
         report.cores_busy = next(busy)
         report.machine_cores = None if report.cores_busy is None else 16
@@ -304,7 +334,7 @@ def test_rounds_alternate_which_side_runs_first_and_each_run_shows_its_host_stea
     advance("boot", 0)
     monkeypatch.setattr(_e2e, "steal_during", lambda run: steal_during(run, stat))
 
-    def job(*_: Any) -> Any:
+    def job(*_: Any, **__: Any) -> Any:
         advance("sniper", 10)
         report = TrainReport(steps=1, seconds=1.0, examples_per_second=3.0)
         return _e2e._Run(report, wall_seconds=1.0, limit=KernelLimit(0.8, 0.0, 0.0, 0.0, 1, 2))

@@ -12,6 +12,7 @@ import pytest
 from sniper._bench._e2e import EFFICIENCY_TARGET, job_settings, write_job
 from sniper._bench._limit import KernelLimit, measure_limit
 from sniper.cli import main
+from sniper.cluster import load_train_config
 from sniper.data import SyntheticCtr, load_workload
 
 COLUMNS = [
@@ -44,6 +45,20 @@ def test_the_limit_runs_the_job_s_batches_on_its_ps_threads(tmp_path: Path, laun
     parts = [limit.feed_seconds, limit.lookup_seconds, limit.push_seconds, limit.dense_seconds]
     assert all(seconds > 0 for seconds in parts)
     assert limit.seconds_per_batch == pytest.approx(sum(parts) / 11)
+
+
+@pytest.mark.parametrize(("launcher", "num_ps"), [("inprocess", 1), ("local", 2)])
+def test_the_limit_runs_on_the_worker_threads_the_bench_gives_each_ps(
+    tmp_path: Path, launcher: str, num_ps: int
+) -> None:
+    """``sniper bench e2e --workers N`` (a scaling run): the job's config says N, and the
+    limit runs on N threads for each of the job's ps, as the job's ps run them."""
+    workload = load_workload("seed_ctr")
+    data = SyntheticCtr(workload, num_batches=3, scale=0.002, seed=0)
+    settings = job_settings(launcher, workers=3)
+    config, _ = write_job(tmp_path, workload, data, 0, launcher, settings)
+    assert load_train_config(config, {}).workers == 3
+    assert measure_limit(config, workload, data).threads == 3 * num_ps
 
 
 @pytest.mark.filterwarnings("ignore:Sparse invariant checks:UserWarning")  # the torch peer's

@@ -111,12 +111,16 @@ def write_job(
 
 
 def job_settings(
-    launcher: str, wire_dtype: str = "float32", model: str = "mlp"
+    launcher: str, wire_dtype: str = "float32", model: str = "mlp", workers: int | None = None
 ) -> dict[str, object]:
     """The keys the bench adds to the job's config: its progress interval, ``wire_dtype``
     where the roles talk gRPC (the in-process job passes arrays; it would warn and ignore it),
-    and the dense model when it is not the numpy MLP (``[model] factory``)."""
+    the dense model when it is not the numpy MLP (``[model] factory``), and ``workers``, each
+    ps's worker threads, where given (None: the job's default, the machine's cores shared
+    among its ps)."""
     settings: dict[str, object] = {"stats_interval": PROGRESS_SECONDS}
+    if workers is not None:
+        settings["workers"] = workers
     if model != "mlp":
         settings["model"] = model_table(model)
     if sent := _on_the_wire(launcher, wire_dtype):
@@ -132,12 +136,13 @@ def _sniper(
     wire_dtype: str = "float32",
     model: str = "mlp",
     limit: bool = False,
+    workers: int | None = None,
 ) -> _Run:
     """``sniper train``'s report, with the whole command's seconds, start-up in; with
     ``limit``, then the job's kernel-bound limit (:mod:`sniper._bench._limit`), measured once
     the job has stopped, on its own config and batches."""
     with tempfile.TemporaryDirectory() as tmp:
-        settings = job_settings(launcher, wire_dtype, model)
+        settings = job_settings(launcher, wire_dtype, model, workers)
         config, output = write_job(Path(tmp), workload, data, seed, launcher, settings)
         started = time.perf_counter()
         command = [sys.executable, "-m", "sniper", "train", "--config", str(config)]
@@ -179,7 +184,13 @@ WARM_UP_BATCHES = 12
 
 
 def _warm_up(
-    workload: Workload, scale: float, seed: int, launcher: str, wire_dtype: str, model: str = "mlp"
+    workload: Workload,
+    scale: float,
+    seed: int,
+    launcher: str,
+    wire_dtype: str,
+    model: str = "mlp",
+    workers: int | None = None,
 ) -> _Run:
     """Run the job once, unmeasured, on a few batches of the same shape.
 
@@ -194,7 +205,7 @@ def _warm_up(
     """
     print(f"warm-up: {WARM_UP_BATCHES} batches, unmeasured (fills numba's cache)", flush=True)
     data = SyntheticCtr(workload, num_batches=WARM_UP_BATCHES, scale=scale, seed=seed + 1)
-    return _sniper(workload, data, seed + 1, launcher, wire_dtype, model)
+    return _sniper(workload, data, seed + 1, launcher, wire_dtype, model, workers=workers)
 
 
 PROGRESS_SECONDS = 5
@@ -303,6 +314,13 @@ def _on_the_wire(launcher: str, wire_dtype: str) -> str | None:
     return wire_dtype if launcher != "inprocess" and wire_dtype != "float32" else None
 
 
+def _workers_note(workers: int | None) -> str:
+    """The header's words for each ps's worker threads."""
+    if workers is None:
+        return " on the machine's cores"
+    return f" with {workers} worker thread{'s' if workers > 1 else ''} per ps"
+
+
 def _wire_note(launcher: str, wire_dtype: str) -> str:
     """What a run's label says about its wire dtype (nothing where it sets none)."""
     sent = _on_the_wire(launcher, wire_dtype)
@@ -345,7 +363,13 @@ def _verdict(ratio: float, wanted: float | None) -> str:
 
 
 def run_launchers(
-    workload: Workload, *, scale: float, batches: int, seed: int, wire_dtype: str = "float32"
+    workload: Workload,
+    *,
+    scale: float,
+    batches: int,
+    seed: int,
+    wire_dtype: str = "float32",
+    workers: int | None = None,
 ) -> None:
     """The same job with its ps and hubs as Ray actors and as local processes: start-up (the
     command's wall time less the training time) and examples/s, and their ratios."""
@@ -355,8 +379,8 @@ def run_launchers(
         "peer = the same job with local processes"
     )
     data = SyntheticCtr(workload, num_batches=batches, scale=scale, seed=seed)
-    local = _sniper(workload, data, seed, "local", wire_dtype)
-    ray = _sniper(workload, data, seed, "ray", wire_dtype)
+    local = _sniper(workload, data, seed, "local", wire_dtype, workers=workers)
+    ray = _sniper(workload, data, seed, "ray", wire_dtype, workers=workers)
     rows = []
     for name, run in (("Ray actors (a new local Ray)", ray), ("local processes", local)):
         rate = run.report.examples_per_second
@@ -417,6 +441,7 @@ def run(
     wire_dtype: str = "float32",
     model: str = "mlp",
     rounds: int = 1,
+    workers: int | None = None,
 ) -> None:
     """Train both ways on the same data; print examples/s, the ratio and sniper's per-op time
     (``launcher="ray"``: Ray placement against local processes instead). ``wire_dtype``: how
@@ -429,7 +454,11 @@ def run(
     round its own table;
     then each row's ratios and efficiencies across the rounds, their medians, and in how many
     rounds each target was met (it holds in :data:`ROUNDS_MET` of them). A target is a claim
-    about a noisy machine: one run's ratio is not evidence of it."""
+    about a noisy machine: one run's ratio is not evidence of it.
+
+    ``workers``: each ps's worker threads (None: the job's default, the machine's cores
+    shared among its ps), for scaling runs on a machine of more cores; ``threads`` are the
+    peer's."""
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
     if launcher == "ray" and rounds > 1:
@@ -438,24 +467,31 @@ def run(
             "(use --launcher auto, inprocess or local)"
         )
     if launcher == "ray":
-        _warm_up(workload, scale, seed, "local", wire_dtype)
-        run_launchers(workload, scale=scale, batches=batches, seed=seed, wire_dtype=wire_dtype)
+        _warm_up(workload, scale, seed, "local", wire_dtype, workers=workers)
+        run_launchers(
+            workload,
+            scale=scale,
+            batches=batches,
+            seed=seed,
+            wire_dtype=wire_dtype,
+            workers=workers,
+        )
         return
     if peer == "torchrec":
         torchrec_python()  # a missing environment fails now, not after sniper's run
-    judged = _Judged(peer, workload, scale, model, wire_dtype)
+    judged = _Judged(peer, workload, scale, model, wire_dtype, workers)
     peer_label = DLRM_PEER if judged.same_dlrm else PEERS[peer]
     launchers = ["inprocess", "local"] if launcher == "auto" else [launcher]
     print(
         f"sniper bench e2e: {workload.name} at scale {scale} ({batches} batches of "
         f"{workload.batch_size}), sniper = ps + 1 hub + trainer "
         f"({' and '.join(LAUNCHERS[name] + _wire_note(name, wire_dtype) for name in launchers)}), "
-        f"dense model {model}, peer = {peer_label} with {threads} threads"
-        + (f", {rounds} rounds" if rounds > 1 else "")
+        f"{_workers_note(workers)}, dense model {model}, peer = {peer_label} with {threads} "
+        "threads" + (f", {rounds} rounds" if rounds > 1 else "")
     )
     if wire_dtype != "float32" and not any(_on_the_wire(name, wire_dtype) for name in launchers):
         print(f"note: --wire-dtype {wire_dtype} does nothing here: the one-process job has no wire")
-    _warm_up(workload, scale, seed, launchers[-1], wire_dtype, model)  # "local" where measured
+    _warm_up(workload, scale, seed, launchers[-1], wire_dtype, model, workers)  # "local" if run
     data = SyntheticCtr(workload, num_batches=batches, scale=scale, seed=seed)
     series = []
     for number in range(1, rounds + 1):
@@ -473,13 +509,15 @@ def run(
 
 @dataclass(frozen=True)
 class _Judged:
-    """What a run is judged against: the peer, the shape and model, the wire dtype."""
+    """What a run is judged against: the peer, the shape and model, the wire dtype, and each
+    ps's worker threads (None: the job's default)."""
 
     peer: str
     workload: Workload
     scale: float
     model: str
     wire_dtype: str
+    workers: int | None = None
 
     @property
     def same_dlrm(self) -> bool:
@@ -514,7 +552,16 @@ def _measure_round(
 
     first = peer() if peer_first else None
     runs = {
-        name: _sniper(workload, data, seed, name, judged.wire_dtype, judged.model, True)
+        name: _sniper(
+            workload,
+            data,
+            seed,
+            name,
+            judged.wire_dtype,
+            judged.model,
+            True,
+            workers=judged.workers,
+        )
         for name in launchers
     }
     return _Round(runs, first or peer())

@@ -84,7 +84,14 @@ def add_parser(commands: Commands) -> None:
         "--scale", type=float, default=1.0, help="1.0 is the workload's own shape (default)"
     )
     e2e.add_argument("--batches", type=positive_int, default=100)
-    e2e.add_argument("--threads", type=positive_int, default=2)
+    e2e.add_argument("--threads", type=positive_int, default=2, help="the peer's threads (2)")
+    e2e.add_argument(
+        "--workers",
+        type=positive_int,
+        default=None,
+        help="each ps's worker threads (default: the job's, the machine's cores shared among "
+        "its ps); with --threads, a scaling run on a machine of more cores",
+    )
     e2e.add_argument("--seed", type=int, default=0)
     e2e.add_argument(
         "--launcher",
@@ -136,6 +143,7 @@ def add_parser(commands: Commands) -> None:
             "wire_dtype",
             "model",
             "rounds",
+            "workers",
         )
     )
     memory = benches.add_parser(
