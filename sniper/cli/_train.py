@@ -160,7 +160,9 @@ def run(args: argparse.Namespace) -> int:
         return run_train(config, ps=ps, hubs=hubs, trainers=spec.trainers if spec else ())
     # A damaged checkpoint is the data's failure, not a usage error (status 2).
     except (TrainingError, CorruptCheckpointError, PeerError) as exc:
-        return fail(exc, _one_line(exc), EXIT_FAILED)
+        # A rank's line shares the job's stderr with rank 0's, which may fail alike.
+        where = f"trainer rank {rank}: " if rank else ""
+        return fail(exc, where + _one_line(exc), EXIT_FAILED)
 
 
 def _one_line(exc: BaseException) -> str:

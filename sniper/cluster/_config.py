@@ -137,7 +137,8 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
     CPU, NCCL for a model on GPUs; needs ``sniper[torch]``). Rank 0 is this process: it
     checkpoints (every rank pauses at the same step), scores ``eval_data`` and writes the
     report; ``launcher = "local"`` starts the others (``sniper train --rank R``) and restarts
-    them all from the latest checkpoint when one dies, ``launcher = "ray"`` starts them as
+    them all from the latest checkpoint when one dies (one that fails on its own data or model
+    ends the job, naming it), ``launcher = "ray"`` starts them as
     actors (``[resources.trainer]``), and a cluster spec's ``[[trainer]]`` entries name ranks
     started elsewhere."""
     collective_timeout: float = 300.0

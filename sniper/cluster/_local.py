@@ -8,7 +8,8 @@ named server's death is the job's error, not a restart.
 
 With ``num_trainers`` = N > 1, this process is trainer rank 0 and N - 1 more ranks are
 ``sniper train --rank R`` processes (``sniper.cluster._rank``) that join it at a rendezvous it
-holds; they are roles like the servers: one that dies is a restart of every process. Ranks
+holds; they are roles like the servers: one that dies is a restart of every process, and one
+that fails on its job's own error (its ``sniper: error:`` line, status 1) ends the job. Ranks
 named by a cluster spec (``[[trainer]]``) run elsewhere, as named servers do: this process
 holds their rendezvous where the spec says and starts none.
 
@@ -23,10 +24,12 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Awaitable, Collection, Iterator
 from contextlib import ExitStack, contextmanager
+from functools import partial
 from pathlib import Path
 
+import anyio
 import tomli_w
 
 from sniper.cluster._abc import Attempt, Launch, Launcher
@@ -41,7 +44,8 @@ from sniper.cluster._process import (
 from sniper.cluster._rank import named_rank_master, rank_config
 from sniper.cluster._serve import parse_addresses
 from sniper.cluster._servers import hub_configs, server_config, train_over_grpc
-from sniper.roles import RankMaster
+from sniper.cluster._supervise import EXIT_GRACE
+from sniper.roles import RankMaster, TrainingError, TrainReport
 from sniper.rpc import Placement
 
 __all__ = ["LocalLauncher"]
@@ -95,6 +99,7 @@ class LocalLauncher(Launcher):
                 return [("127.0.0.1", s.port) for s in hub_servers]
 
             ranks = stack.enter_context(ExitStack())
+            rank_roles: list[str] = []
             master = None
             if launch.trainers and config.num_trainers > 1:
                 master = named_rank_master(config, launch.trainers[0])
@@ -102,25 +107,28 @@ class LocalLauncher(Launcher):
                 master = RankMaster("127.0.0.1", config.num_trainers, config.collective_timeout)
                 for rank in range(1, config.num_trainers):
                     command = rank_command(config, rank, master, configs)
-                    started[f"trainer {rank}"] = ranks.enter_context(rank_process(command))
+                    rank_roles.append(f"trainer {rank}")
+                    started[rank_roles[-1]] = ranks.enter_context(rank_process(command))
                 print(
                     f"started trainer ranks 1-{config.num_trainers - 1} of "
                     f"{config.num_trainers} (rank 0 is this process, rendezvous {master.address})",
                     flush=True,
                 )
             hub_addresses = parse_addresses(launch.hubs, "--hub") if launch.hubs else None
+            training = partial(
+                train_over_grpc,
+                config,
+                launch.plan,
+                ps_addresses,
+                hub_addresses,
+                start_hubs,
+                resume,
+                launch.preemption,
+                master,
+            )
             yield Attempt(
-                lambda: train_over_grpc(
-                    config,
-                    launch.plan,
-                    ps_addresses,
-                    hub_addresses,
-                    start_hubs,
-                    resume,
-                    launch.preemption,
-                    master,
-                ),
-                lambda: _exited(started),
+                lambda: _naming_failed_ranks(training(), started, rank_roles),
+                lambda: _exited(started, rank_roles),
             )
 
 
@@ -136,9 +144,50 @@ def rank_command(config: TrainConfig, rank: int, master: RankMaster, directory: 
     )
 
 
-def _exited(started: dict[str, subprocess.Popen[str]]) -> str | None:
-    """The first of ``started`` whose process has exited."""
-    return next((role for role, p in started.items() if p.poll() is not None), None)
+RANK_FAILED = 1
+"""The status of a trainer rank whose job failed (one ``sniper: error:`` line), as ``sniper
+train`` exits when its job fails: bad data, the user's model, a call that failed."""
+
+
+def _exited(started: dict[str, subprocess.Popen[str]], ranks: Collection[str]) -> str | None:
+    """The first of ``started`` that has exited and is worth a restart (``ranks``: the names
+    of those that are trainer ranks).
+
+    A server is, whatever its status. A trainer rank is when it was killed or crashed, not
+    when it failed as rank 0 fails on its job's own error (status :data:`RANK_FAILED`): a
+    row its hub cannot read or its model's error comes back at the same step on every
+    restart, and a rank that failed because a server died is seen with that server. Restarted,
+    a job whose second rank read a bad row ran three more attempts to the same row and ended
+    saying that rank had died.
+    """
+    for role, process in started.items():
+        status = process.poll()
+        if status is not None and not (role in ranks and status == RANK_FAILED):
+            return role
+    return None
+
+
+async def _naming_failed_ranks(
+    training: Awaitable[TrainReport],
+    started: dict[str, subprocess.Popen[str]],
+    ranks: Collection[str],
+) -> TrainReport:
+    """``training``'s report; a failure of it, when a rank had failed on its own error (see
+    :func:`_exited`), says so first: rank 0 then only heard that the rank left its collective
+    ("a rank died"), and the rank's own line, printed above, is the cause."""
+    try:
+        return await training
+    except TrainingError as exc:
+        # A rank closes its collective before it exits: wait a moment for its status.
+        with anyio.move_on_after(EXIT_GRACE if ranks else 0):
+            while all(started[role].poll() is None for role in ranks):
+                await anyio.sleep(0.01)
+        failed = [role for role in ranks if started[role].poll() == RANK_FAILED]
+        if not failed:
+            raise
+        named = TrainingError(f"{', '.join(failed)} failed on the error printed above; then {exc}")
+        named.steps = exc.steps
+        raise named from exc
 
 
 def _print_metrics(role: str, servers: list[ServerProcess]) -> None:

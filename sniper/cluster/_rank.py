@@ -7,8 +7,10 @@ at rank 0's rendezvous (``--master``), and hears from rank 0 where the ps and hu
 placement, and the checkpoint's trainer state when the job resumes (so a rank needs no access
 to the checkpoint directory). It then trains on its own hubs (hub ``h`` is rank
 ``h % num_trainers``'s) until every rank's data has ended (``sniper.roles._trainer``), and
-exits 0. A failure is one ``sniper: error:`` line and exit 1, and the rank's end makes the
-other ranks' collectives fail: rank 0's supervisor restarts them all.
+exits 0. A failure is one ``sniper: error:`` line naming the rank, and exit 1; the rank's end
+makes the other ranks' collectives fail, and rank 0 ends the job naming it (its data or its
+model would fail it again on a restart). A rank killed or crashed (any other exit) is a
+death: rank 0's supervisor restarts them all.
 
 A rank started by the local launcher (``--exit-on-stdin-eof``) also exits when its standard
 input ends: the ``sniper train`` that started it is gone (killed outright), and nothing would

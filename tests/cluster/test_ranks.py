@@ -15,6 +15,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from sniper._bench._chaos import RunningJob
@@ -109,6 +112,46 @@ def test_kill_9_of_rank_1_restarts_the_ranks(tmp_path: Path) -> None:
     for key in ("steps", "examples", "eval_data_examples"):
         assert report[key] == expected[key], key
     assert abs(report["eval_data_auc"] - expected["eval_data_auc"]) < 0.01
+
+
+def test_a_rank_that_fails_on_its_data_ends_the_job_without_a_restart(tmp_path: Path) -> None:
+    """Rank 1's hub reads a label of 2 (a user's table, one file a hub): rank 1 says so in one
+    line of its own, and rank 0 ends the job naming it, at once. Before, the rank's exit
+    counted as a death: the job restarted three times to the same row and ended saying that
+    trainer 1 had died."""
+    data = tmp_path / "events"
+    data.mkdir()
+    rng = np.random.default_rng(0)
+    for index, labels in enumerate((rng.integers(0, 2, 2_000), np.full(2_000, 2))):
+        table = pa.table(
+            {
+                "user": pa.array([f"u{i}" for i in rng.integers(0, 300, 2_000)]),
+                "price": pa.array(rng.exponential(20, 2_000)),
+                "clicked": pa.array(labels),
+            }
+        )
+        pq.write_table(table, data / f"part-{index}.parquet")
+    (tmp_path / "job.toml").write_text(
+        f'data = "parquet:{data}"\nbatch_size = 128\nnum_ps = 1\nnum_hubs = 2\n'
+        'progress = false\nworkers = 1\nlauncher = "local"\nhidden = [8]\n'
+        '[features]\nlabel = "clicked"\nsparse = ["user"]\ndense = ["price"]\n'
+        "[variables.default]\ndim = 4\n"
+    )
+    job = RunningJob(
+        tmp_path,
+        *("--config", "job.toml", "--num-trainers", "2", "--checkpoint-dir", "ck"),
+    )
+    try:
+        assert job.finish() == 1, job.tail()
+    finally:
+        job.stop()
+    assert not job.survivors()
+    errors = [line for line in job.stderr if line.startswith("sniper: error:")]
+    assert len(errors) == 2, job.tail()
+    assert errors[0].startswith("sniper: error: trainer rank 1: hub ")
+    assert "part-1.parquet: row 0: label column 'clicked' is 2" in errors[0]
+    assert errors[1].startswith("sniper: error: trainer 1 failed on the error printed above")
+    assert "restarting" not in "".join(job.stderr)
 
 
 def test_hubs_one_per_rank_and_a_resume_from_a_later_checkpoint(tmp_path: Path) -> None:
