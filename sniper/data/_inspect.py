@@ -9,8 +9,10 @@ numbers and booleans dense ones, and the label is the first column named like on
 column. Every other column named like a label is no feature either: a second target (a
 multi-label table's ``buy`` beside ``click``, a ``rating`` beside a ``click``) as a feature
 would hand the model its answer, so the suggestion names them in a comment, for the user to add
-to ``labels`` (or to ``dense``, a value known before the outcome). Columns it cannot use
-(floats in lists, structs, timestamps) are left out, and said so in a comment.
+to ``labels`` (or to ``dense``, a value known before the outcome). A target under a name of
+no list (``made_purchase``) cannot be told from a flag (``is_mobile``), so beside a label
+every dense column of only 0 and 1 in the rows read is named in a comment as well. Columns it
+cannot use (floats in lists, structs, timestamps) are left out, and said so in a comment.
 """
 
 from __future__ import annotations
@@ -34,18 +36,34 @@ _LABEL_NAMES = (
     "labels",
     "clicked",
     "click",
+    "is_click",
+    "is_clicked",
     "target",
     "y",
     "rating",
     "converted",
     "conversion",
+    "is_converted",
     "buy",
+    "bought",
+    "is_buy",
     "purchased",
     "purchase",
+    "is_purchase",
+    "is_purchased",
     "liked",
+    "is_liked",
+    "ordered",
+    "installed",
+    "subscribed",
+    "shared",
+    "favorited",
+    "add_to_cart",
+    "added_to_cart",
 )
 """Names of a target, the first found (in this order) the suggested label; the README's
-tables' labels among them."""
+tables' labels among them. Only names that say an outcome happened: ``clicks`` or
+``orders`` are as often counts of the past, features."""
 _LABEL_AFFIXES = ("label", "target")
 """A name that begins or ends with one of these (``label_buy``, ``ctr_target``) is a target's
 too, unless it names an id (``target_item_id`` is a feature)."""
@@ -205,6 +223,12 @@ def suggest_features(schema: Any, sample: Any, *, csv: bool = False) -> str:
             f"# named like labels, so not features: {', '.join(others)} (a second target: "
             "add it to labels; a value known before the outcome: to dense)"
         )
+    flags = [name for name in dense if label is not None and _zero_one(sample.column(name))]
+    if flags:
+        lines.append(
+            f"# dense columns of only 0 and 1 here: {', '.join(flags)} (if one is an outcome, "
+            "a second target, move it to labels: as a feature it hands the model its answer)"
+        )
     if skipped:
         lines.append(f"# not used (no sign or number): {', '.join(skipped)}")
     return "\n".join(lines)
@@ -221,6 +245,12 @@ def _label(schema: Any) -> str | None:
         return named[0]
     booleans = [str(f.name) for f in schema if pa.types.is_boolean(f.type)]
     return booleans[0] if booleans else None
+
+
+def _zero_one(column: Any) -> bool:
+    """Whether the sampled ``column`` (numbers or booleans) holds 0 and 1 and nothing else."""
+    values = pc.unique(column.drop_null()).to_pylist()
+    return len(values) == 2 and {float(v) for v in values} == {0.0, 1.0}
 
 
 def _named_like_a_label(name: str) -> bool:

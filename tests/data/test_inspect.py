@@ -16,6 +16,7 @@ import pytest
 from sniper.data import inspect_table
 
 OTHERS = "# named like labels, so not features: "
+FLAGS = "# dense columns of only 0 and 1 here: "
 
 
 def _suggested(tmp_path: Path, columns: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -36,6 +37,8 @@ def _suggested(tmp_path: Path, columns: dict[str, Any]) -> tuple[dict[str, Any],
         (["label_click", "label_buy"], "label_click", ["label_buy"]),
         (["ctr_target", "converted"], "converted", ["ctr_target"]),
         (["y", "Buy"], "y", ["Buy"]),
+        (["clicked", "bought"], "clicked", ["bought"]),
+        (["is_clicked", "ordered"], "is_clicked", ["ordered"]),
     ],
 )
 def test_a_second_target_is_named_as_a_label_not_suggested_as_a_feature(
@@ -56,8 +59,33 @@ def test_a_second_target_is_named_as_a_label_not_suggested_as_a_feature(
     assert features["dense"] == ["price", "is_mobile"]
     assert comments == [
         f"{OTHERS}{', '.join(others)} (a second target: add it to labels; a value known "
-        "before the outcome: to dense)"
+        "before the outcome: to dense)",
+        f"{FLAGS}is_mobile (if one is an outcome, a second target, move it to labels: as a "
+        "feature it hands the model its answer)",
     ]
+
+
+def test_a_0_1_column_suggested_as_a_feature_is_pointed_out(tmp_path: Path) -> None:
+    """A second target under a name no list holds (``made_purchase``) stays a dense
+    feature, but the suggestion points out every column of only 0 and 1 beside the label;
+    counts (``clicks``, a feature) and a table without a label are left alone."""
+    columns = {
+        "click": pa.array([0, 1, 1, 0]),
+        "made_purchase": pa.array([0, 1, 0, None]),
+        "clicks": pa.array([0, 3, 1, 0]),
+        "weekend": pa.array([1.0, 0.0, 1.0, 1.0]),
+        "one": pa.array([1, 1, 1, 1]),
+    }
+    features, comments = _suggested(tmp_path, columns)
+    assert features["label"] == "click"
+    assert features["dense"] == ["made_purchase", "clicks", "weekend", "one"]
+    assert comments == [
+        f"{FLAGS}made_purchase, weekend (if one is an outcome, a second target, move it to "
+        "labels: as a feature it hands the model its answer)"
+    ]
+    no_label = {name: array for name, array in columns.items() if name != "click"}
+    features, comments = _suggested(tmp_path, no_label)
+    assert "made_purchase" in features["dense"] and comments == []
 
 
 def _features(out: str) -> dict[str, Any]:
