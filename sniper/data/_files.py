@@ -35,21 +35,30 @@ def expand_paths(pattern: str | Path, kind: str, suffix: str = "") -> list[Path]
     In a directory, only files whose names end with ``suffix`` count (``.parquet``), and never
     hidden ones (``.x``), markers (``_SUCCESS``, ``_metadata``: Spark and Hadoop write them
     beside their part files, and pyarrow's datasets skip them too) nor ``*.partial`` files that
-    a writer has not finished. An empty list is an error: ``FileNotFoundError`` naming
-    ``kind`` and the pattern.
+    a writer has not finished. A directory whose subdirectories hold such files too (a Hive
+    layout's ``date=2024-01-02/``) is refused, naming one: its files alone would train on part
+    of the table without a word. A glob's ``**`` spans any depth of directories. An empty list
+    is an error: ``FileNotFoundError`` naming ``kind`` and the pattern.
     """
     text = str(pattern)
     path = Path(text)
     if path.is_file():
         return [path]
     if path.is_dir():
+        what = f"{suffix} files" if suffix else "files"
+        if (nested := _nested_data_file(path, suffix)) is not None:
+            raise ValueError(
+                f"{kind} directory {text!r} has {what} in subdirectories ({nested}), which "
+                f"its own files leave out: name every one with a glob, "
+                f"{str(path / '**' / f'*{suffix}')!r}, or the top level's alone with "
+                f"{str(path / f'*{suffix}')!r}"
+            )
         files = sorted(p for p in path.iterdir() if _is_data_file(p, suffix))
         if not files:
-            what = f"{suffix} files" if suffix else "files"
             raise FileNotFoundError(f"{kind} directory {text!r} holds no {what}")
         return files
     if glob.has_magic(text):
-        files = sorted(Path(p) for p in glob.glob(text) if Path(p).is_file())
+        files = sorted(p for p in map(Path, glob.glob(text, recursive=True)) if _matched(p, text))
         if not files:
             raise FileNotFoundError(f"{kind} pattern {text!r} matches no file")
         return files
@@ -65,6 +74,30 @@ def table_files(kind: str, path: str) -> list[Path]:
     if kind == "parquet":
         return expand_paths(path, "Parquet", ".parquet")
     return expand_paths(path, kind.upper())
+
+
+def _matched(path: Path, pattern: str) -> bool:
+    """Whether a glob's match is data: a file, below no hidden or marker directory that the
+    pattern's wildcards reached (``**`` walks into ``_temporary/`` too)."""
+    fixed = Path(pattern).parts
+    depth = next((i for i, part in enumerate(fixed) if glob.has_magic(part)), len(fixed))
+    spanned = path.parts[depth:-1]
+    return path.is_file() and not any(part.startswith((".", "_")) for part in spanned)
+
+
+def _nested_data_file(directory: Path, suffix: str) -> Path | None:
+    """A data file (as :func:`_is_data_file` tells) in a subdirectory of ``directory``, at
+    any depth, if there is one; hidden and marker directories (``.x``, ``_temporary``, where
+    a writer keeps what it has not committed) are not looked into."""
+    for child in sorted(directory.iterdir()):
+        if not child.is_dir() or child.name.startswith((".", "_")):
+            continue
+        for file in sorted(child.iterdir()):
+            if _is_data_file(file, suffix):
+                return file
+        if (deeper := _nested_data_file(child, suffix)) is not None:
+            return deeper
+    return None
 
 
 def _is_data_file(path: Path, suffix: str) -> bool:

@@ -107,6 +107,43 @@ def test_expand_paths_errors_name_the_input(tmp_path: Path) -> None:
             expand_paths(pattern, "criteo", suffix)
 
 
+@pytest.mark.parametrize("suffix", [".parquet", ""])
+def test_a_directory_with_data_in_subdirectories_is_refused_and_a_glob_reads_it(
+    tmp_path: Path, suffix: str
+) -> None:
+    """A Hive layout's ``date=.../`` beside or below the top level's files: the directory is
+    refused naming one nested file and the globs that say what to read (its files alone
+    trained on part of the table without a word); ``**`` reads every level. Writers'
+    ``_temporary`` and hidden directories are not data."""
+    top = tmp_path / "events"
+    (top / "date=2024-01-02" / "hour=1").mkdir(parents=True)
+    (top / "_temporary" / "0").mkdir(parents=True)
+    (top / ".cache").mkdir()
+    for path in (
+        top / "part-0.parquet",
+        top / "date=2024-01-02" / "hour=1" / "part-9.parquet",
+        top / "_temporary" / "0" / "part-5.parquet",
+        top / ".cache" / "part-6.parquet",
+    ):
+        path.write_text("")
+    nested = top / "date=2024-01-02" / "hour=1" / "part-9.parquet"
+    what = f"{suffix} files" if suffix else "files"
+    message = (
+        f"t directory '{top}' has {what} in subdirectories ({nested}), which its own files "
+        f"leave out: name every one with a glob, '{top}/**/*{suffix}', or the top level's "
+        f"alone with '{top}/*{suffix}'"
+    )
+    with pytest.raises(ValueError, match=re.escape(message)):
+        expand_paths(top, "t", suffix)
+    assert expand_paths(f"{top}/**/*{suffix}", "t", suffix) == [
+        nested,
+        top / "part-0.parquet",
+    ]
+    assert expand_paths(f"{top}/*{suffix}", "t", suffix) == [top / "part-0.parquet"]
+    (nested).unlink()
+    assert expand_paths(top, "t", suffix) == [top / "part-0.parquet"]
+
+
 def test_a_directorys_markers_are_not_data(tmp_path: Path) -> None:
     """Spark writes ``_SUCCESS`` (empty) and ``_committed_*`` beside its part files: a CSV
     directory, which takes every file whatever its suffix, reads the part files alone."""
