@@ -26,7 +26,8 @@ def add_parser(commands: Commands) -> None:
     parser.add_argument(
         "--output",
         required=True,
-        help="the Parquet file to write: row, the data's label columns (where it has them), "
+        help="the file to write, Parquet (CSV if named .csv, TSV if .tsv): row, the data's "
+        "label columns (where it has them), "
         "<label>_score",
     )
     parser.add_argument(

@@ -1,5 +1,5 @@
 """``sniper predict``: every example of a data file scored by a job checkpoint's model, to
-Parquet.
+Parquet (CSV for an output named ``.csv``, TSV for ``.tsv``).
 
 The scoring is ``sniper eval``'s (:func:`~sniper.cluster._eval.score_checkpoint`): the same
 ps restored from the checkpoint, the same model, the same batches in the data's order. Each
@@ -16,7 +16,9 @@ holds, one row per example in the data's order:
 - ``<label>_score``: the model's probability for each label the model predicts (float32).
 
 It is written to ``<output>.partial`` and renamed when complete: a failed run leaves no file
-that looks whole.
+that looks whole. An output named ``.csv`` or ``.tsv`` is written as such (a header row, then
+the rows; a kept list column has no such form and is refused before a row is written): a
+``scores.csv`` that held Parquet would be read as garbage by whatever expected text.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
@@ -137,6 +140,22 @@ def _check_output(target: Path, data: str) -> None:
         )
 
 
+def _writer(path: Path, suffix: str, schema: pa.Schema) -> pq.ParquetWriter | pacsv.CSVWriter:
+    """The writer of an output named ``suffix``: CSV for ``.csv``, TSV for ``.tsv``, else
+    Parquet. Text has no form for a list column (a kept ``list<string>``): refused, naming
+    it."""
+    delimiter = {".csv": ",", ".tsv": "\t"}.get(suffix.lower())
+    if delimiter is None:
+        return pq.ParquetWriter(path, schema)
+    nested = [f.name for f in schema if pa.types.is_nested(f.type)]
+    if nested:
+        raise ValueError(
+            f"--keep {nested[0]}: a {schema.field(nested[0]).type} column has no "
+            f"{suffix[1:].upper()} form; write Parquet (--output NAME.parquet) or keep it out"
+        )
+    return pacsv.CSVWriter(path, schema, write_options=pacsv.WriteOptions(delimiter=delimiter))
+
+
 def run_predict(
     checkpoint: str, data: str, output: str, config: TrainConfig, keep: tuple[str, ...] = ()
 ) -> int:
@@ -154,13 +173,13 @@ def run_predict(
         read = evaluator.reader.label_names
         _check_keep(keep, ("row", *read, *score_columns(labels)))
         kept = _kept(evaluator.reader, keep, data)
-        writer: pq.ParquetWriter | None = None
+        writer: pq.ParquetWriter | pacsv.CSVWriter | None = None
         rows = 0
         try:
             async for batch, probs in evaluator.predictions(predict):
                 table = _table(rows, read, labels, batch.labels, probs, kept)
                 if writer is None:
-                    writer = pq.ParquetWriter(partial, table.schema)
+                    writer = _writer(partial, target.suffix, table.schema)
                 writer.write_table(table)
                 rows += batch.batch_size
         finally:

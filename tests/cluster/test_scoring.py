@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
@@ -139,6 +140,38 @@ def test_predict_keeps_the_columns_it_is_told_beside_each_rows_scores(job: Path)
         assert done.stderr.startswith("sniper: error: ") and said in done.stderr, done.stderr
         assert len(done.stderr.splitlines()) == 1
     assert not (job / "bad.parquet").exists()
+
+
+def test_predict_writes_csv_or_tsv_for_an_output_so_named(job: Path) -> None:
+    """``--output scores.csv`` is CSV, ``.tsv`` TSV: the same rows and scores as the Parquet
+    (scores as text, to float32's precision). It held Parquet before, under a name that says
+    text. A kept list column has no text form: one line, and no file."""
+    plain = _predict(job, "parquet:new.parquet", "plain-all.parquet", "--keep", "user_id")
+    for output, delimiter in (("scores.csv", ","), ("scores.tsv", "\t")):
+        done = sniper(
+            job, "predict", "--checkpoint", "ck", "--data", "parquet:new.parquet",
+            "--output", output, "--keep", "user_id",
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert (job / output).read_bytes()[:4] != b"PAR1"
+        text = pacsv.read_csv(job / output, parse_options=pacsv.ParseOptions(delimiter=delimiter))
+        assert text.column_names == plain.column_names
+        assert text.column("row").to_pylist() == plain.column("row").to_pylist()
+        assert text.column("user_id").to_pylist() == plain.column("user_id").to_pylist()
+        for name in ("click", "click_score", "stars_score"):
+            np.testing.assert_allclose(
+                text.column(name).to_numpy(), plain.column(name).to_numpy(), rtol=1e-6
+            )
+    done = sniper(
+        job, "predict", "--checkpoint", "ck", "--data", "parquet:new.parquet",
+        "--output", "lists.csv", "--keep", "genres",
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stderr.splitlines() == [
+        "sniper: error: --keep genres: a list<element: string> column has no CSV form; "
+        "write Parquet (--output NAME.parquet) or keep it out"
+    ]
+    assert not (job / "lists.csv").exists() and not (job / "lists.csv.partial").exists()
 
 
 def test_predict_scores_every_row_of_null_labels_and_eval_refuses_them(job: Path) -> None:
