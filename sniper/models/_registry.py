@@ -99,7 +99,7 @@ def open_model(
     :class:`~sniper.models.ModelError` for a factory named by import path, or its module's
     import, that raises anything else (the user's own bug).
     """
-    build = _import_factory(factory) if ":" in factory else PLUGINS.load(factory)
+    build = _import_factory(factory) if ":" in factory else _registered(factory)
     given = {
         key: value
         for key, value in zip(SETTINGS, (optimizer, lr, device, seed, threads), strict=True)
@@ -175,6 +175,20 @@ def _importable_from_here() -> None:
     here = os.getcwd()
     if not any(entry in ("", here) for entry in sys.path):
         sys.path.insert(0, here)
+
+
+def _registered(factory: str) -> ModelFactory:
+    """A registered model's factory; an unknown name that looks like a dotted import path
+    (``mymodels.build``) is told the form of one, ``module:attribute``."""
+    try:
+        return PLUGINS.load(factory)
+    except LookupError as exc:
+        module, dot, attribute = factory.rpartition(".")
+        if not (dot and module and attribute):
+            raise
+        raise LookupError(
+            f"{exc}; a factory of your own is named module:attribute ({module}:{attribute})"
+        ) from None
 
 
 def _import_factory(path: str) -> ModelFactory:

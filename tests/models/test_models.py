@@ -48,6 +48,13 @@ def test_a_model_opens_from_an_import_path_with_its_params() -> None:
     ("factory", "params", "error", "message"),
     [
         ("nope", {}, LookupError, "no model named 'nope'; valid names are: mlp"),
+        (
+            "tests.models._linear.build",
+            {},
+            LookupError,
+            r"valid names are: mlp.*; a factory of your own is named module:attribute "
+            r"\(tests.models._linear:build\)$",
+        ),
         ("no_such_module:build", {}, LookupError, "cannot import no_such_module"),
         ("tests.models._linear:missing", {}, LookupError, "has no callable 'missing'"),
         ("mlp", {"depth": 3}, ValueError, "model 'mlp' does not take these params"),
