@@ -31,10 +31,10 @@ __all__ = ["check_same_schema", "probe_data", "resolved_features"]
 def probe_data(
     data: str,
     *,
-    workload: Workload,
-    scale: float,
     batch_size: int,
-    seed: int,
+    workload: Workload | None = None,
+    scale: float = 1.0,
+    seed: int = 0,
     num_batches: int = 1,
     features: FeatureSpec | None = None,
     nonfinite_dense: NonfiniteDense = "error",
@@ -44,8 +44,11 @@ def probe_data(
     ``num_batches`` batches per epoch for synthetic data; files are read whole, with
     ``nonfinite_dense``), through the feature spec ``features`` for a user's table (read
     with the labels it has, or none, and its null labels kept as NaN, with
-    ``optional_labels``: see :func:`~sniper.data.open_reader`)."""
+    ``optional_labels``: see :func:`~sniper.data.open_reader`). ``workload``, ``scale``,
+    ``seed`` and ``num_batches`` shape synthetic data alone: a file's shape is its own."""
     if data == "synthetic":
+        if workload is None:
+            raise ValueError("synthetic data needs a workload (load_workload('seed_ctr'))")
         generator = SyntheticCtr(
             workload, num_batches=num_batches, scale=scale, seed=seed, batch_size=batch_size
         )

@@ -56,8 +56,9 @@ class ColumnSpec:
     bounds: tuple[float, ...] = ()
     """``clip``'s ``[low, high]``."""
     stats: tuple[float, ...] = ()
-    """``standardize``'s ``[mean, std]``; empty: measured on the training data, whose values
-    every hub, evaluation and checkpoint then share."""
+    """``standardize``'s ``[mean, std]``; empty: measured on the training data, its nulls
+    counted as ``fill`` (as the model sees them), and then shared by every hub, evaluation
+    and checkpoint. Give ``stats`` for a mean and std of the values present alone."""
     table: str = ""
     """A sparse column: share this other sparse column's variable (one table, one bag)."""
     separator: str = ""

@@ -6,6 +6,7 @@ per-value gradients pushed."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -13,11 +14,12 @@ import pytest
 import torch
 from torch.nn import functional
 
-from sniper.cluster import TrainConfig, plan_training
-from sniper.data import load_workload
+from sniper.cluster import ModelSpec, TrainConfig, plan_training, probe_data
+from sniper.data import FeatureSpec, load_workload
 from sniper.models import TrainStep
 from sniper.testing import local_cluster
 from sniper.torch import TorchModel, TrainCtx
+from tests.data._tables import readme_table, write_parquet_table
 
 JOB: dict[str, Any] = {
     "workload": "criteo",
@@ -109,3 +111,33 @@ async def test_a_batch_must_be_backwarded_before_the_next() -> None:
             await ctx.next_batch()
         with pytest.raises(ValueError, match="does not depend on the embeddings"):
             await ctx.backward(pooled[0].sum())
+
+
+@pytest.mark.anyio
+async def test_the_loop_owning_form_trains_on_a_table_of_one_s_own(tmp_path: Path) -> None:
+    """A user's Parquet table (string ids, a list column, a float): ``probe_data`` with its
+    ``[features]`` as a dict and no workload (a synthetic generator's), then the README's
+    loop; every row is read once. Synthetic data without a workload is one clear error."""
+    path = write_parquet_table(tmp_path / "events.parquet", readme_table(1_000, 0), 256)
+    features = FeatureSpec.from_table(
+        {"label": "click", "sparse": ["user_id", "item_id", "genres"], "dense": ["price"]}
+    )
+    shape, reader = probe_data(f"parquet:{path}", batch_size=128, features=features)
+    tables = ModelSpec.parse({}, default_dim=4).resolve(shape)
+    assert sorted(tables) == ["genres", "item_id", "user_id"]
+    model = torch.nn.Linear(4 * len(tables) + shape.dense_features, 1)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    examples = 0
+    async with local_cluster(reader, tables, shape.dense_features) as job:
+        hubs = [hub for _, hub in job.hub_clients]
+        async with TrainCtx(job.cluster, hubs, list(tables)) as ctx:
+            async for batch in ctx:
+                logits = model(torch.cat([*batch.embeddings.values(), batch.dense], dim=1))
+                loss = functional.binary_cross_entropy_with_logits(logits, batch.labels)
+                optimizer.zero_grad()
+                await ctx.backward(loss)
+                optimizer.step()
+                examples += len(batch.labels)
+    assert examples == 1_000
+    with pytest.raises(ValueError, match=r"synthetic data needs a workload"):
+        probe_data("synthetic", batch_size=128)
