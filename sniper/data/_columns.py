@@ -298,7 +298,7 @@ def _present_label_values(label: LabelSpec, array: Any, where: Where) -> NDArray
             raise TableError(
                 f"{where.file}: row {where.row(row)}: label column {label.column!r} is "
                 f"{values[row]}: labels are 0 or 1; say which are positive: label = "
-                f'{{ column = "{label.column}", positive = ">= 4" }}'
+                f'{{ column = "{label.column}", positive = "{_positive_for(values[row])}" }}'
             )
         return np.asarray(values, dtype=np.float32)
     op, value = rule
@@ -314,6 +314,14 @@ def _present_label_values(label: LabelSpec, array: Any, where: Where) -> NDArray
     }[op]
     result = compare(array, pa.scalar(value))
     return np.asarray(result.to_numpy(zero_copy_only=False), dtype=np.float32)
+
+
+def _positive_for(value: float) -> str:
+    """A ``positive`` rule to suggest for a label of ``value``, neither 0 nor 1: ``> 0`` for
+    labels of -1 and 1, ``>= 0.5`` for a probability, ``>= 4`` for a rating."""
+    if value < 0:
+        return "> 0"
+    return ">= 0.5" if value < 1 else ">= 4"
 
 
 def _label_numbers(label: LabelSpec, array: Any, where: Where) -> Any:

@@ -421,11 +421,18 @@ def test_bad_values_name_file_row_and_column(tmp_path: Path) -> None:
         TableError, match=re.escape(f"{nan}: row 2: column 'f' is inf: dense values must be finite")
     ):
         _all(TableReader([nan], _spec(dense=["f"])))
-    rating = _write(tmp_path, "r.parquet", {"y": pa.array([0, 4]), "f": pa.array([1.0, 2.0])})
-    with pytest.raises(
-        TableError, match=re.escape(f"{rating}: row 1: label column 'y' is 4.0: labels are 0 or 1")
+    for name, labels, suggested in (
+        ("r.parquet", [0, 4], ">= 4"),  # a rating
+        ("pm.parquet", [1, -1], "> 0"),  # labels of -1 and 1
+        ("p.parquet", [0.0, 0.75], ">= 0.5"),  # a probability
     ):
-        _all(TableReader([rating], _spec(dense=["f"])))
+        rating = _write(tmp_path, name, {"y": pa.array(labels), "f": pa.array([1.0, 2.0])})
+        message = (
+            f"{rating}: row 1: label column 'y' is {float(labels[1])}: labels are 0 or 1; say "
+            f'which are positive: label = {{ column = "y", positive = "{suggested}" }}'
+        )
+        with pytest.raises(TableError, match=re.escape(message)):
+            _all(TableReader([rating], _spec(dense=["f"])))
     low = _write(tmp_path, "l.parquet", {"y": pa.array([0, 1]), "f": pa.array([1.0, -2.0])})
     with pytest.raises(
         TableError,
