@@ -244,8 +244,31 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
                 raise ValueError(f"allow_change: {key!r} is not a config key")
         self.model_spec()  # every [variables] key, named when wrong
         self.model_config()  # every [model] key, named when wrong
-        if not Path(self.output).resolve().parent.is_dir():
+        self._check_paths()
+
+    def _check_paths(self) -> None:
+        """Refuse, before anything trains, an output or checkpoint_dir that cannot be written
+        where the job ends (a directory named as the report, a file named as the checkpoint
+        directory), and a report that would overwrite the data it was trained on."""
+        output = Path(self.output).resolve()
+        if not output.parent.is_dir():
             raise ValueError(f"output {self.output!r}: its directory does not exist")
+        if output.is_dir():
+            raise ValueError(f"output {self.output!r} is a directory: name the JSON file to write")
+        for key in ("data", "eval_data"):
+            _, colon, path = str(getattr(self, key)).partition(":")
+            if colon and path and Path(path).resolve() == output:
+                raise ValueError(
+                    f"output {self.output!r} is the {key} file the job reads: write the "
+                    "report elsewhere"
+                )
+        if self.checkpoint_dir:
+            directory = Path(self.checkpoint_dir).resolve()
+            existing = next(p for p in (directory, *directory.parents) if p.exists())
+            if not existing.is_dir():
+                raise ValueError(
+                    f"checkpoint_dir {self.checkpoint_dir!r}: {existing} is a file, not a directory"
+                )
 
     def _check_ranks(self) -> None:
         """What several trainer ranks need: hubs to read, and a launcher that starts them."""

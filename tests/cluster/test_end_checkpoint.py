@@ -69,3 +69,31 @@ def test_checkpoint_every_without_a_directory_is_still_refused(tmp_path: Path) -
     assert done.returncode == 2
     assert "checkpoint_every needs checkpoint_dir (or resume)" in done.stderr
     assert not (tmp_path / "train_report.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--output", "out"), "output 'out' is a directory: name the JSON file to write"),
+        (("--output", "day.tsv"), "output 'day.tsv' is the data file the job reads"),
+        (
+            ("--checkpoint-dir", "job.toml/ck"),
+            "checkpoint_dir 'job.toml/ck': {tmp}/job.toml is a file, not a directory",
+        ),
+    ],
+)
+def test_a_report_or_checkpoint_path_that_cannot_be_written_is_refused_before_training(
+    tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    """Training, then failing to write the report or the end's checkpoint, lost the run; a
+    report written over the data lost the data."""
+    (tmp_path / "job.toml").write_text(JOB)
+    write_criteo(tmp_path / "day.tsv", 300, seed=1)
+    (tmp_path / "out").mkdir()
+    data = (tmp_path / "day.tsv").read_bytes()
+    done = sniper(tmp_path, "train", "--config", "job.toml", *args)
+    assert done.returncode == 2, done.stderr[-3000:]
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"sniper: error: {message.format(tmp=tmp_path.resolve())}")
+    assert (tmp_path / "day.tsv").read_bytes() == data
+    assert not (tmp_path / "train_report.json").exists()
