@@ -23,7 +23,6 @@ the rows; a kept list column has no such form and is refused before a row is wri
 
 from __future__ import annotations
 
-import glob
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,6 +36,7 @@ from numpy.typing import NDArray
 
 from sniper.cluster._config import TrainConfig
 from sniper.cluster._eval import score_checkpoint
+from sniper.cluster._outputs import check_apart_from_data
 from sniper.data import Reader, TableReader
 from sniper.roles import DataEvaluator, Predictor
 
@@ -119,25 +119,14 @@ def _check_keep(keep: tuple[str, ...], written: tuple[str, ...]) -> None:
 def _check_output(target: Path, data: str) -> None:
     """Refuse an output that cannot be written, before the ps start and the data is scored
     (a missing directory, a directory named as the file), and one that is the data, or lies in
-    its directory (a glob's included): the scores would replace the data they were read from,
-    or be read as data by the next run."""
+    its directory (:func:`~sniper.cluster._outputs.check_apart_from_data`)."""
     if not target.parent.is_dir():
         raise ValueError(
             f"--output {target}: directory {target.parent} does not exist: create it first"
         )
     if target.is_dir():
         raise ValueError(f"--output {target} is a directory: name the Parquet file to write")
-    _, colon, path = data.partition(":")
-    if not colon:
-        return
-    # A glob's files are those of its directory: an output there is read as data next time.
-    source = Path(path).parent.resolve() if glob.has_magic(path) else Path(path).resolve()
-    written = target.resolve()
-    if written == source or (source.is_dir() and source in written.parents):
-        raise ValueError(
-            f"--output {target} is {'the data file' if written == source else 'in the data'} "
-            f"predict reads ({data}): write the scores elsewhere"
-        )
+    check_apart_from_data(target, data, f"--output {target}", "predict", "the scores")
 
 
 def _writer(path: Path, suffix: str, schema: pa.Schema) -> pq.ParquetWriter | pacsv.CSVWriter:

@@ -77,6 +77,11 @@ def test_checkpoint_every_without_a_directory_is_still_refused(tmp_path: Path) -
         (("--output", "out"), "output 'out' is a directory: name the JSON file to write"),
         (("--output", "day.tsv"), "output 'day.tsv' is the data file the job reads"),
         (
+            ("--data", "criteo:days", "--output", "days/report.json"),
+            "output 'days/report.json' is in the data the job reads (criteo:days): write the "
+            "report elsewhere",
+        ),
+        (
             ("--checkpoint-dir", "job.toml/ck"),
             "checkpoint_dir 'job.toml/ck': {tmp}/job.toml is a file, not a directory",
         ),
@@ -90,6 +95,8 @@ def test_a_report_or_checkpoint_path_that_cannot_be_written_is_refused_before_tr
     (tmp_path / "job.toml").write_text(JOB)
     write_criteo(tmp_path / "day.tsv", 300, seed=1)
     (tmp_path / "out").mkdir()
+    (tmp_path / "days").mkdir()
+    write_criteo(tmp_path / "days" / "day_0.tsv", 300, seed=1)  # a directory of days
     data = (tmp_path / "day.tsv").read_bytes()
     done = sniper(tmp_path, "train", "--config", "job.toml", *args)
     assert done.returncode == 2, done.stderr[-3000:]
