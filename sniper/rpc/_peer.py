@@ -32,6 +32,7 @@ to and what the user can do about it, so a command prints it as one line (:attr:
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -123,6 +124,10 @@ def _mapped(peer: str, exc: StreamTerminatedError | OSError, tls: bool) -> PeerE
     if isinstance(exc, ConnectionRefusedError):
         hint = "nothing listens there: start it, or correct the address"
         return PeerError(peer, Status.UNAVAILABLE, f"connection refused ({cause})", hint)
+    if isinstance(exc, socket.gaierror):
+        hint = "no such host here (DNS or /etc/hosts): correct the address"
+        what = f"its host name does not resolve ({cause})"
+        return PeerError(peer, Status.UNAVAILABLE, what, hint)
     # A TLS server closes a plaintext connection without a word (and a plaintext server a
     # TLS one): a lost connection is the first thing a mismatch shows.
     if tls:

@@ -19,7 +19,7 @@ import pytest
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
-from sniper.rpc import HubClient, PsClient
+from sniper.rpc import HubClient, PeerError, PsClient
 from tests.rpc._grpcio import start_server, stop_server
 
 pytestmark = pytest.mark.anyio
@@ -117,6 +117,23 @@ async def test_a_refused_connect_is_unavailable_naming_the_peer() -> None:
         f"hub 127.0.0.1:{port}: connection refused (ConnectionRefusedError: [Errno 111] "
         f"Connect call failed ('127.0.0.1', {port}))",
     )
+
+
+async def test_a_host_name_that_does_not_resolve_is_said_so() -> None:
+    """``.invalid`` never resolves (RFC 6761): a DNS failure, not a lost connection as it was
+    called."""
+    client = PsClient("nosuchhost.invalid", 5000, retries=0)
+    try:
+        error = await _in_a_task_group(client.stats)
+    finally:
+        client.close()
+    assert error.status == Status.UNAVAILABLE
+    assert error.message is not None
+    assert error.message.startswith(
+        "ps nosuchhost.invalid:5000: its host name does not resolve (gaierror: "
+    )
+    assert isinstance(error, PeerError)
+    assert error.line.endswith("; no such host here (DNS or /etc/hosts): correct the address")
 
 
 async def test_a_ps_killed_mid_call_is_unavailable_naming_it(tmp_path: Path) -> None:
