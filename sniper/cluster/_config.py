@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from sniper._config import check_at_least, check_positive, fields_of, load_config
 from sniper.cluster._checkpoint import JobCheckpoint
-from sniper.cluster._outputs import check_apart_from_data
+from sniper.cluster._outputs import check_output
 from sniper.cluster._registry import launcher_names
 from sniper.cluster._spec import ModelSpec, TableSpec
 from sniper.data import DataSource, check_data_value
@@ -251,13 +251,8 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
         """Refuse, before anything trains, an output or checkpoint_dir that cannot be written
         where the job ends (a directory named as the report, a file named as the checkpoint
         directory), and a report onto or among the data it was trained on."""
-        output = Path(self.output).resolve()
-        if not output.parent.is_dir():
-            raise ValueError(f"output {self.output!r}: its directory does not exist")
-        if output.is_dir():
-            raise ValueError(f"output {self.output!r} is a directory: name the JSON file to write")
-        for data in (self.data, self.eval_data):
-            check_apart_from_data(output, data, f"output {self.output!r}", "the job", "the report")
+        named, data = f"output {self.output!r}", (self.data, self.eval_data)
+        check_output(Path(self.output), named, "JSON", data, "the job", "the report")
         if self.checkpoint_dir:
             directory = Path(self.checkpoint_dir).resolve()
             existing = next(p for p in (directory, *directory.parents) if p.exists())

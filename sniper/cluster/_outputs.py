@@ -11,10 +11,29 @@ from __future__ import annotations
 import glob
 from pathlib import Path
 
-__all__ = ["check_apart_from_data"]
+__all__ = ["check_output"]
 
 
-def check_apart_from_data(target: Path, data: str, named: str, reader: str, what: str) -> None:
+def check_output(
+    target: Path, named: str, kind: str, data: tuple[str, ...], reader: str, what: str
+) -> None:
+    """Refuse an output that cannot be written once the work is done, or that lands on the
+    data: ``target``'s directory must exist and be one (not a file), ``target`` must not be
+    a directory, and it must lie apart from each of ``data`` (:func:`_check_apart`).
+    ``named``: how the user named it (``--output x``); ``kind``: the file it is (``JSON``);
+    ``reader`` reads the data and ``what`` is written."""
+    parent = target.parent
+    if parent.exists() and not parent.is_dir():
+        raise ValueError(f"{named}: {parent} is a file, not a directory")
+    if not parent.is_dir():
+        raise ValueError(f"{named}: directory {parent} does not exist: create it first")
+    if target.is_dir():
+        raise ValueError(f"{named} is a directory: name the {kind} file to write")
+    for each in data:
+        _check_apart(target, each, named, reader, what)
+
+
+def _check_apart(target: Path, data: str, named: str, reader: str, what: str) -> None:
     """Refuse writing ``target`` (``named``: how the user named it, ``--output x``) where
     ``data`` (a ``KIND:PATH`` value; synthetic data has no path) lies: ``reader`` reads it,
     and ``what`` is to be written elsewhere."""

@@ -36,7 +36,7 @@ from numpy.typing import NDArray
 
 from sniper.cluster._config import TrainConfig
 from sniper.cluster._eval import score_checkpoint
-from sniper.cluster._outputs import check_apart_from_data
+from sniper.cluster._outputs import check_output
 from sniper.data import Reader, TableReader
 from sniper.roles import DataEvaluator, Predictor
 
@@ -116,19 +116,6 @@ def _check_keep(keep: tuple[str, ...], written: tuple[str, ...]) -> None:
         raise ValueError(f"--keep names a column twice: {', '.join(keep)}")
 
 
-def _check_output(target: Path, data: str) -> None:
-    """Refuse an output that cannot be written, before the ps start and the data is scored
-    (a missing directory, a directory named as the file), and one that is the data, or lies in
-    its directory (:func:`~sniper.cluster._outputs.check_apart_from_data`)."""
-    if not target.parent.is_dir():
-        raise ValueError(
-            f"--output {target}: directory {target.parent} does not exist: create it first"
-        )
-    if target.is_dir():
-        raise ValueError(f"--output {target} is a directory: name the Parquet file to write")
-    check_apart_from_data(target, data, f"--output {target}", "predict", "the scores")
-
-
 def _writer(path: Path, suffix: str, schema: pa.Schema) -> pq.ParquetWriter | pacsv.CSVWriter:
     """The writer of an output named ``suffix``: CSV for ``.csv``, TSV for ``.tsv``, else
     Parquet. Text has no form for a list column (a kept ``list<string>``): refused, naming
@@ -154,7 +141,8 @@ def run_predict(
     target = Path(output)
     partial = target.with_name(target.name + ".partial")
 
-    _check_output(target, data)
+    named = f"--output {target}"
+    check_output(target, named, "Parquet", (data,), "predict", "the scores")
 
     async def write(evaluator: DataEvaluator, predict: Predictor, step: int) -> int:
         del step

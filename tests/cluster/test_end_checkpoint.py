@@ -75,6 +75,8 @@ def test_checkpoint_every_without_a_directory_is_still_refused(tmp_path: Path) -
     ("args", "message"),
     [
         (("--output", "out"), "output 'out' is a directory: name the JSON file to write"),
+        (("--output", "job.toml/r.json"), "output 'job.toml/r.json': job.toml is a file, not"),
+        (("--output", "no/r.json"), "output 'no/r.json': directory no does not exist: create"),
         (("--output", "day.tsv"), "output 'day.tsv' is the data file the job reads"),
         (
             ("--data", "criteo:days", "--output", "days/report.json"),

@@ -241,6 +241,8 @@ def test_predict_refuses_an_output_it_cannot_write_in_one_line(job: Path) -> Non
         ("missing/x.parquet", "--output missing/x.parquet: directory missing does not exist: "
          "create it first"),
         ("scores", "--output scores is a directory: name the Parquet file to write"),
+        ("new.parquet/x.parquet", "--output new.parquet/x.parquet: new.parquet is a file, not "
+         "a directory"),
     ):  # fmt: skip
         done = sniper(
             job, "predict", "--checkpoint", "nock", "--data", "parquet:new.parquet",
