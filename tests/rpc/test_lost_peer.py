@@ -72,13 +72,17 @@ def dropping_server() -> Iterator[int]:
         worker.join(timeout=5)
 
 
+async def _stats_error(client: PsClient) -> GRPCError:
+    """The error of ``client``'s Stats call (:func:`_in_a_task_group`), the client closed."""
+    try:
+        return await _in_a_task_group(client.stats)
+    finally:
+        client.close()
+
+
 async def test_a_connection_dropped_mid_call_is_unavailable_naming_the_peer() -> None:
     with dropping_server() as port:
-        client = PsClient("127.0.0.1", port, retries=0)
-        try:
-            error = await _in_a_task_group(client.stats)
-        finally:
-            client.close()
+        error = await _stats_error(PsClient("127.0.0.1", port, retries=0))
     assert error.status == Status.UNAVAILABLE
     assert error.message is not None
     assert error.message.startswith(f"ps 127.0.0.1:{port}: connection lost")
@@ -99,11 +103,7 @@ async def test_a_refused_connect_is_unavailable_naming_the_peer() -> None:
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
     # Nothing listens on ``port`` now.
-    client = PsClient("127.0.0.1", port, retries=1, backoff=0.001)
-    try:
-        error = await _in_a_task_group(client.stats)
-    finally:
-        client.close()
+    error = await _stats_error(PsClient("127.0.0.1", port, retries=1, backoff=0.001))
     assert error.status == Status.UNAVAILABLE
     assert error.message is not None
     assert error.message.startswith(f"ps 127.0.0.1:{port}: connection refused")
@@ -122,11 +122,7 @@ async def test_a_refused_connect_is_unavailable_naming_the_peer() -> None:
 async def test_a_host_name_that_does_not_resolve_is_said_so() -> None:
     """``.invalid`` never resolves (RFC 6761): a DNS failure, not a lost connection as it was
     called."""
-    client = PsClient("nosuchhost.invalid", 5000, retries=0)
-    try:
-        error = await _in_a_task_group(client.stats)
-    finally:
-        client.close()
+    error = await _stats_error(PsClient("nosuchhost.invalid", 5000, retries=0))
     assert error.status == Status.UNAVAILABLE
     assert error.message is not None
     assert error.message.startswith(
