@@ -11,7 +11,9 @@ tree, so every run trains the same batches.
 
 Usage: ``python benchmarks/ab_train.py --workload criteo --batches 200 ROUNDS TREE [TREE ...]``
 (seed_ctr at ``--scale 0.02 --batches 200`` and ``--scale 1.0 --batches 60`` are the
-bench's other jobs).
+bench's other jobs). ``--setting FLAGS`` (repeatable) alternates settings instead of, or as
+well as, commits: each tree runs with each, ``""`` for none (``--setting "" --setting
+"--small-request-signs 131072"``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -80,20 +83,24 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--batches", type=int, default=60)
     parser.add_argument("--launcher", choices=["inprocess", "local"], default="inprocess")
+    parser.add_argument("--setting", action="append", help="sniper train flags (repeatable)")
     options = parser.parse_args()
     trees = [tree.resolve() for tree in options.trees]
-    rates: dict[Path, list[float]] = {tree: [] for tree in trees}
+    arms = [(tree, setting) for tree in trees for setting in options.setting or [""]]
+    rates: dict[tuple[Path, str], list[float]] = {arm: [] for arm in arms}
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         config = write_job(trees[0], directory, options)
         for _ in range(options.rounds):
-            for tree in trees:
-                sniper(tree, "train", "--config", str(config), "--quiet")
+            for tree, setting in arms:
+                sniper(tree, "train", "--config", str(config), "--quiet", *shlex.split(setting))
                 report = json.loads((directory / "report.json").read_text())
-                rates[tree].append(report["examples_per_second"])
-                print(f"{tree.name}: {report['examples_per_second']:,.0f} examples/s")
-    for tree, runs in rates.items():
-        print(f"{tree.name}: median {statistics.median(runs):,.0f} examples/s over {len(runs)}")
+                rates[tree, setting].append(report["examples_per_second"])
+                rate = report["examples_per_second"]
+                print(f"{tree.name} {setting}: {rate:,.0f} examples/s", flush=True)
+    for (tree, setting), runs in rates.items():
+        median = statistics.median(runs)
+        print(f"{tree.name} {setting}: median {median:,.0f} examples/s over {len(runs)}")
 
 
 if __name__ == "__main__":
