@@ -110,16 +110,16 @@ class RunningJob:
         self.seen.update(found.values())
         return found
 
-    def kill(self, role: str) -> int:
-        """SIGKILL ``role`` (``"ps 1"``, or ``"ps"`` / ``"hub"`` for the first one running);
-        its pid."""
+    def kill(self, role: str, signum: int = signal.SIGKILL) -> int:
+        """SIGKILL ``role`` (``"ps 1"``, or ``"ps"`` / ``"hub"`` for the first one running),
+        or send it ``signum`` (SIGSTOP: a server that stops answering); its pid."""
         running = self.roles()
         pid = running.get(role) or next(
             (p for name, p in running.items() if name.split()[0] == role), None
         )
         if pid is None:
             raise LookupError(f"no {role} runs now (running: {', '.join(running) or 'none'})")
-        os.kill(pid, signal.SIGKILL)
+        os.kill(pid, signum)
         return pid
 
     def finish(self, timeout: float = 300.0) -> int:

@@ -81,6 +81,12 @@ class Attempt:
     for a grace period), whatever it was doing: a name makes the failure a restart from the
     latest checkpoint. ``None`` instead of a function: nothing runs apart from the job, so a
     failure is never a restart."""
+    stop_stuck: Callable[[str], str | None] | None = None
+    """Kill the role this attempt started that serves ``HOST:PORT``, if it still runs, and
+    return its name (None: not one of its roles, or gone). Called when a call to that address
+    ran past its deadline: a server that stops answering (hung, stopped, swapping) is then a
+    death, which ``died`` names and the supervisor restarts. None: no role is killed, and such
+    a failure is the job's error."""
 
 
 class Launcher(ABC):

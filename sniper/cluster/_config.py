@@ -102,7 +102,8 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
     the ps (each try of a retried call gets this long)."""
     max_restarts: int = 3
     """When a ps or hub this command started dies, restart every process and resume from the
-    latest checkpoint, at most this many times (needs ``checkpoint_dir``)."""
+    latest checkpoint, at most this many times (needs ``checkpoint_dir``). One that stops
+    answering (a call to it past ``rpc_timeout``, it still running) is killed: a death too."""
     preempt_grace: float = 30.0
     """Seconds a SIGTERM or a first Ctrl-C gives the job to save a checkpoint at the step it
     reached before it exits (143, 130): the batches already read are trained, the job is

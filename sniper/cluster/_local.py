@@ -60,6 +60,7 @@ class LocalLauncher(Launcher):
         with ExitStack() as stack:
             configs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sniper-train-")))
             started: dict[str, subprocess.Popen[str]] = {}
+            served: dict[str, str] = {}  # each started server's HOST:PORT, its role
             metrics = config.metrics_port >= 0
             if launch.ps:
                 ps_addresses = parse_addresses(launch.ps, "--ps")
@@ -70,6 +71,7 @@ class LocalLauncher(Launcher):
                     for i in range(config.num_ps)
                 ]
                 started |= {f"ps {i}": server.process for i, server in enumerate(servers)}
+                served |= {f"127.0.0.1:{s.port}": f"ps {i}" for i, s in enumerate(servers)}
                 ps_addresses = [("127.0.0.1", s.port) for s in servers]
                 print(
                     f"started {len(servers)} ps on 127.0.0.1 ports "
@@ -87,6 +89,7 @@ class LocalLauncher(Launcher):
                         stack.enter_context(server_process(command, metrics=metrics, role=role))
                     )
                     started[role] = hub_servers[-1].process
+                    served[f"127.0.0.1:{hub_servers[-1].port}"] = role
                 print(
                     f"started {len(hub_servers)} hub(s) on 127.0.0.1 ports "
                     f"{', '.join(str(s.port) for s in hub_servers)}",
@@ -129,6 +132,7 @@ class LocalLauncher(Launcher):
             yield Attempt(
                 lambda: _naming_failed_ranks(training(), started, rank_roles),
                 lambda: _exited(started, rank_roles),
+                lambda address: _kill(started, served.get(address)),
             )
 
 
@@ -165,6 +169,16 @@ def _exited(started: dict[str, subprocess.Popen[str]], ranks: Collection[str]) -
         if status is not None and not (role in ranks and status == RANK_FAILED):
             return role
     return None
+
+
+def _kill(started: dict[str, subprocess.Popen[str]], role: str | None) -> str | None:
+    """SIGKILL ``role`` of ``started`` if it still runs (a server that stopped answering:
+    see :attr:`~sniper.cluster._abc.Attempt.stop_stuck`); its name, or None."""
+    process = started.get(role) if role is not None else None
+    if process is None or process.poll() is not None:
+        return None
+    process.kill()
+    return role
 
 
 async def _naming_failed_ranks(

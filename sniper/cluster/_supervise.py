@@ -19,7 +19,10 @@ is stopped, the launcher starts them again, and the job resumes from its latest 
 checkpoint (``latest`` names a step only once all of it is written, so a Save cut short is
 never used), or from where the job began when it has none yet. ``max_restarts`` bounds the
 restarts; when it is spent, one line names the role, how often it died, and the last failure.
-A failure with every role alive, or with no checkpoint directory, is the job's error.
+A role that stops answering (a call to it ran past its deadline while it still runs: hung,
+stopped, swapping) is killed first, where the launcher started it
+(:attr:`~sniper.cluster._abc.Attempt.stop_stuck`), and so dies. A failure with every role
+alive, or with no checkpoint directory, is the job's error.
 """
 
 from __future__ import annotations
@@ -33,11 +36,13 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
+from grpclib.const import Status
 
 from sniper.cluster._abc import Launch, Launcher, RoleStartError
 from sniper.cluster._checkpoint import LATEST, load_job
 from sniper.cluster._preemption import Preemption
 from sniper.roles import RPC_ERRORS, TrainingError, TrainReport, describe_error
+from sniper.rpc import PeerError
 
 __all__ = ["EXIT_GRACE", "Preempted", "supervise"]
 
@@ -77,7 +82,9 @@ def supervise(launcher: Launcher, launch: Launch) -> TrainReport:
         try:
             try:
                 with launcher.start(launch) as attempt:
-                    report, signum = _run_training(attempt.job, attempt.died, on_signal)
+                    report, signum = _run_training(
+                        attempt.job, attempt.died, on_signal, attempt.stop_stuck
+                    )
             except RoleStartError as exc:
                 raise _RoleDied(exc.role, exc, None) from exc
             break
@@ -186,12 +193,15 @@ def _run_training(
     job: Callable[[], Awaitable[TrainReport]],
     died: Callable[[], str | None] | None,
     on_signal: _OnSignal | None = None,
+    stop_stuck: Callable[[str], str | None] | None = None,
 ) -> tuple[TrainReport, int]:
     """Run ``job`` (one attempt at training): its report, and the signal that stopped it
     after its last checkpoint (0: none). :class:`_RoleDied` when it failed and ``died()``
     names a role this launcher started that is gone (worth a restart). ``None``: no server
     runs apart from the job (one process), so a failure is never a restart. ``on_signal``:
-    what a signal does (None: stop at once)."""
+    what a signal does (None: stop at once). ``stop_stuck``: the attempt's
+    (:attr:`~sniper.cluster._abc.Attempt.stop_stuck`), asked first when a call ran past its
+    deadline."""
     on_signal = on_signal or _OnSignal(None, None, 0.0)
     try:
         # grpclib runs on asyncio: the gRPC transport picks the backend.
@@ -199,6 +209,7 @@ def _run_training(
     except RoleStartError as exc:
         raise _RoleDied(exc.role, exc, None) from exc
     except _ROLE_FAILURES as exc:
+        _stop_if_stuck(exc, stop_stuck)
         if died is not None and (role := _exited_soon(died)) is not None:
             steps = exc.steps if isinstance(exc, TrainingError) else None
             raise _RoleDied(role, exc, steps) from exc
@@ -220,6 +231,19 @@ def _run_training(
     if report is None:
         raise KeyboardInterrupt if signum == signal.SIGINT else SystemExit(128 + signum)
     return report, signum
+
+
+def _stop_if_stuck(exc: BaseException, stop_stuck: Callable[[str], str | None] | None) -> None:
+    """Kill the role a failed call timed out on, if the attempt started it (see
+    :attr:`~sniper.cluster._abc.Attempt.stop_stuck`): alive but not answering, it would fail
+    the job's every call, and on its own it never exits to be restarted."""
+    peer = exc if isinstance(exc, PeerError) else exc.__cause__
+    if stop_stuck is None or not isinstance(peer, PeerError):
+        return
+    if peer.status is Status.DEADLINE_EXCEEDED:
+        role = stop_stuck(peer.peer.rpartition(" ")[2])
+        if role is not None:
+            log.warning("%s stopped answering (%s); killed it", role, peer.detail)
 
 
 async def _until_signalled(

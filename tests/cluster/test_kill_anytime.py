@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -154,6 +155,29 @@ def test_hub_killed_at_start_up_then_mid_training(job: Job, reference: dict[str,
     job.kill("hub 0")
     err = finished_like(job, reference, restarts=2)
     assert "hub 0 died (" in err and "from the checkpoint of step" in err
+
+
+def test_a_ps_that_stops_answering_is_killed_and_the_job_restarts(
+    root: Path, reference: dict[str, Any]
+) -> None:
+    """SIGSTOP: the ps lives on and answers nothing. Its calls run past ``rpc_timeout``; the
+    supervisor kills it and restarts the job as for a death. The job failed with
+    DEADLINE_EXCEEDED before, though it had a checkpoint and restarts to spare."""
+    job = Job(root, "stopped", "--rpc-timeout", "5")
+    try:
+        job.wait_until(job.checkpointed, "a checkpoint")
+        job.kill("ps 0", signal.SIGSTOP)
+        assert job.finish() == 0, job.tail()
+    finally:
+        job.stop()
+    assert not job.survivors()
+    err = "".join(job.stderr)
+    stopped = r"ps 0 stopped answering \(no answer in time .*\); killed it"
+    assert re.search(stopped, err), err[-3000:]
+    report = json.loads(job.report.read_text())
+    assert report["restarts"] >= 1
+    for key in ("steps", "examples", "eval_data_examples"):
+        assert report[key] == reference[key], key
 
 
 def test_a_spent_restart_budget_is_one_line_naming_the_role_and_exit_1(root: Path) -> None:
