@@ -197,7 +197,9 @@ async def _naming_failed_ranks(
             while all(started[role].poll() is None for role in ranks):
                 await anyio.sleep(0.01)
         failed = [role for role in ranks if started[role].poll() == RANK_FAILED]
-        if not failed:
+        # A server gone is the cause, and the supervisor's restart names it.
+        gone = any(p.poll() is not None for role, p in started.items() if role not in ranks)
+        if not failed or gone:
             raise
         named = TrainingError(f"{', '.join(failed)} failed on the error printed above; then {exc}")
         named.steps = exc.steps
