@@ -103,7 +103,8 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
     max_restarts: int = 3
     """When a ps or hub this command started dies, restart every process and resume from the
     latest checkpoint, at most this many times (needs ``checkpoint_dir``). One that stops
-    answering (a call to it past ``rpc_timeout``, it still running) is killed: a death too."""
+    answering (a call of rank 0's to it past its deadline, it still running: ``rpc_timeout``
+    for a ps, 10 minutes for a hub) is killed: a death too."""
     preempt_grace: float = 30.0
     """Seconds a SIGTERM or a first Ctrl-C gives the job to save a checkpoint at the step it
     reached before it exits (143, 130): the batches already read are trained, the job is
@@ -252,8 +253,9 @@ class TrainConfig(DataSource, HubSettings, PsSettings, TrainerConfig):
         """Refuse, before anything trains, an output or checkpoint_dir that cannot be written
         where the job ends (a directory named as the report, a file named as the checkpoint
         directory), and a report onto or among the data it was trained on."""
-        named, data = f"output {self.output!r}", (self.data, self.eval_data)
-        check_output(Path(self.output), named, "JSON", data, "the job", "the report")
+        if self.output:  # "": none (an experiment's points are checked before each has one)
+            named, data = f"output {self.output!r}", (self.data, self.eval_data)
+            check_output(Path(self.output), named, "JSON", data, "the job", "the report")
         if self.checkpoint_dir:
             directory = Path(self.checkpoint_dir).resolve()
             existing = next(p for p in (directory, *directory.parents) if p.exists())

@@ -3,12 +3,15 @@
 ``sniper train``'s report and ``sniper predict``'s scores are written when the work is done. An
 output that is the data file would replace the data; one in the data's directory (a glob's
 included) would be read as data by the next run. Both are refused before any work, in one
-line, by the same rule.
+line, by the same rule: an output the data's reader would take as data (a report beside a
+Parquet table's files is not one).
 """
 
 from __future__ import annotations
 
+import fnmatch
 import glob
+import os
 from pathlib import Path
 
 __all__ = ["check_output"]
@@ -35,13 +38,21 @@ def check_output(
 
 def _check_apart(target: Path, data: str, named: str, reader: str, what: str) -> None:
     """Refuse writing ``target`` (``named``: how the user named it, ``--output x``) where
-    ``data`` (a ``KIND:PATH`` value; synthetic data has no path) lies: ``reader`` reads it,
-    and ``what`` is to be written elsewhere."""
-    _, colon, path = data.partition(":")
+    ``data`` (a ``KIND:PATH`` value; synthetic data has no path) would read it: it is the
+    data's file, it matches the data's glob, or it lies in the data's directory and is of the
+    files a directory of that kind reads (``.parquet`` for Parquet, any for the others).
+    ``reader`` reads the data, and ``what`` is to be written elsewhere."""
+    kind, colon, path = data.partition(":")
     if not colon or not path:
         return
-    source = Path(path).parent.resolve() if glob.has_magic(path) else Path(path).resolve()
     written = target.resolve()
-    if written == source or (source.is_dir() and source in written.parents):
-        where = "the data file" if written == source else "in the data"
+    source = Path(path).resolve()
+    if glob.has_magic(path):
+        read = fnmatch.fnmatchcase(str(written), os.path.abspath(path))
+    elif source.is_dir():
+        read = source in written.parents and (kind != "parquet" or written.suffix == ".parquet")
+    else:
+        read = written == source
+    where = "the data file" if written == source else "in the data"
+    if read:
         raise ValueError(f"{named} is {where} {reader} reads ({data}): write {what} elsewhere")
