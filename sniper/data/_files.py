@@ -36,25 +36,31 @@ def expand_paths(pattern: str | Path, kind: str, suffix: str = "") -> list[Path]
     hidden ones (``.x``), markers (``_SUCCESS``, ``_metadata``: Spark and Hadoop write them
     beside their part files, and pyarrow's datasets skip them too) nor ``*.partial`` files that
     a writer has not finished. A directory whose subdirectories hold such files too (a Hive
-    layout's ``date=2024-01-02/``) is refused, naming one: its files alone would train on part
-    of the table without a word. A glob's ``**`` spans any depth of directories. An empty list
-    is an error: ``FileNotFoundError`` naming ``kind`` and the pattern.
+    layout's ``date=2024-01-02/``: of ``suffix``, or, with none, of a suffix its own files
+    have) is refused, naming one: its files alone would train on part of the table without a
+    word. A checkpoint directory kept in a data directory holds no such file. A glob's ``**``
+    spans any depth of directories. An empty list is an error: ``FileNotFoundError`` naming
+    ``kind`` and the pattern.
     """
     text = str(pattern)
     path = Path(text)
     if path.is_file():
         return [path]
     if path.is_dir():
-        what = f"{suffix} files" if suffix else "files"
-        if (nested := _nested_data_file(path, suffix)) is not None:
-            raise ValueError(
-                f"{kind} directory {text!r} has {what} in subdirectories ({nested}), which "
-                f"its own files leave out: name every one with a glob, "
-                f"{str(path / '**' / f'*{suffix}')!r}, or the top level's alone with "
-                f"{str(path / f'*{suffix}')!r}"
-            )
         files = sorted(p for p in path.iterdir() if _is_data_file(p, suffix))
+        # The nested files that count: of the kind's suffix, else of the top level's own
+        # (part-0.csv: *.csv). A checkpoint kept in the data's directory holds none.
+        suffixes = {suffix} if suffix else {p.suffix for p in files if p.suffix}
+        if (nested := _nested_data_file(path, suffixes)) is not None:
+            ending = nested.suffix
+            raise ValueError(
+                f"{kind} directory {text!r} has {ending} files in subdirectories ({nested}), "
+                f"which its own files leave out: name every one with a glob, "
+                f"{str(path / '**' / f'*{ending}')!r}, or the top level's alone with "
+                f"{str(path / f'*{ending}')!r}"
+            )
         if not files:
+            what = f"{suffix} files" if suffix else "files"
             raise FileNotFoundError(f"{kind} directory {text!r} holds no {what}")
         return files
     if glob.has_magic(text):
@@ -85,17 +91,20 @@ def _matched(path: Path, pattern: str) -> bool:
     return path.is_file() and not any(part.startswith((".", "_")) for part in spanned)
 
 
-def _nested_data_file(directory: Path, suffix: str) -> Path | None:
-    """A data file (as :func:`_is_data_file` tells) in a subdirectory of ``directory``, at
-    any depth, if there is one; hidden and marker directories (``.x``, ``_temporary``, where
-    a writer keeps what it has not committed) are not looked into."""
+def _nested_data_file(directory: Path, suffixes: set[str]) -> Path | None:
+    """A data file (as :func:`_is_data_file` tells) ending with one of ``suffixes`` in a
+    subdirectory of ``directory``, at any depth, if there is one; hidden and marker
+    directories (``.x``, ``_temporary``, where a writer keeps what it has not committed) are
+    not looked into."""
+    if not suffixes:
+        return None
     for child in sorted(directory.iterdir()):
         if not child.is_dir() or child.name.startswith((".", "_")):
             continue
         for file in sorted(child.iterdir()):
-            if _is_data_file(file, suffix):
+            if _is_data_file(file, "") and file.suffix in suffixes:
                 return file
-        if (deeper := _nested_data_file(child, suffix)) is not None:
+        if (deeper := _nested_data_file(child, suffixes)) is not None:
             return deeper
     return None
 

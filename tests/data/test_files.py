@@ -127,11 +127,10 @@ def test_a_directory_with_data_in_subdirectories_is_refused_and_a_glob_reads_it(
     ):
         path.write_text("")
     nested = top / "date=2024-01-02" / "hour=1" / "part-9.parquet"
-    what = f"{suffix} files" if suffix else "files"
     message = (
-        f"t directory '{top}' has {what} in subdirectories ({nested}), which its own files "
-        f"leave out: name every one with a glob, '{top}/**/*{suffix}', or the top level's "
-        f"alone with '{top}/*{suffix}'"
+        f"t directory '{top}' has .parquet files in subdirectories ({nested}), which its own "
+        f"files leave out: name every one with a glob, '{top}/**/*.parquet', or the top "
+        f"level's alone with '{top}/*.parquet'"
     )
     with pytest.raises(ValueError, match=re.escape(message)):
         expand_paths(top, "t", suffix)
@@ -142,6 +141,24 @@ def test_a_directory_with_data_in_subdirectories_is_refused_and_a_glob_reads_it(
     assert expand_paths(f"{top}/*{suffix}", "t", suffix) == [top / "part-0.parquet"]
     (nested).unlink()
     assert expand_paths(top, "t", suffix) == [top / "part-0.parquet"]
+
+
+def test_a_checkpoint_kept_in_a_data_directory_is_not_nested_data(tmp_path: Path) -> None:
+    """A directory that reads every file (Criteo's days, CSV) counts nested files of its own
+    files' suffixes only: a job's checkpoint there (``latest``, ``job.json``, ``*.npz``) was
+    refused as data, and every restart and resume of such a job failed."""
+    (tmp_path / "day_0").write_text("")
+    (tmp_path / "day_1").write_text("")
+    step = tmp_path / "ck" / "step-00000010"
+    (step / "ps-0").mkdir(parents=True)
+    for file in (tmp_path / "ck" / "latest", step / "job.json", step / "ps-0" / "t.npz"):
+        file.write_text("")
+    assert expand_paths(tmp_path, "Criteo TSV") == [tmp_path / "day_0", tmp_path / "day_1"]
+    (tmp_path / "part-0.csv").write_text("")
+    (tmp_path / "more").mkdir()
+    (tmp_path / "more" / "part-1.csv").write_text("")
+    with pytest.raises(ValueError, match=r"has \.csv files in subdirectories .*more/part-1\.csv"):
+        expand_paths(tmp_path, "CSV")
 
 
 def test_a_directorys_markers_are_not_data(tmp_path: Path) -> None:
