@@ -31,6 +31,7 @@ from pathlib import Path
 
 import anyio
 import tomli_w
+from grpclib.const import Status
 
 from sniper.cluster._abc import Attempt, Launch, Launcher
 from sniper.cluster._config import TrainConfig
@@ -44,7 +45,7 @@ from sniper.cluster._process import (
 from sniper.cluster._rank import named_rank_master, rank_config
 from sniper.cluster._serve import parse_addresses
 from sniper.cluster._servers import hub_configs, server_config, train_over_grpc
-from sniper.cluster._supervise import EXIT_GRACE
+from sniper.cluster._supervise import EXIT_GRACE, peer_error
 from sniper.roles import RankMaster, TrainingError, TrainReport
 from sniper.rpc import Placement
 
@@ -197,9 +198,11 @@ async def _naming_failed_ranks(
             while all(started[role].poll() is None for role in ranks):
                 await anyio.sleep(0.01)
         failed = [role for role in ranks if started[role].poll() == RANK_FAILED]
-        # A server gone is the cause, and the supervisor's restart names it.
+        # A server gone, or one that stopped answering, is the cause, and the supervisor's
+        # restart names it.
         gone = any(p.poll() is not None for role, p in started.items() if role not in ranks)
-        if not failed or gone:
+        call = peer_error(exc)
+        if not failed or gone or (call is not None and call.status is Status.DEADLINE_EXCEEDED):
             raise
         named = TrainingError(f"{', '.join(failed)} failed on the error printed above; then {exc}")
         named.steps = exc.steps

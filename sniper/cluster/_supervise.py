@@ -44,7 +44,7 @@ from sniper.cluster._preemption import Preemption
 from sniper.roles import RPC_ERRORS, TrainingError, TrainReport, describe_error
 from sniper.rpc import PeerError
 
-__all__ = ["EXIT_GRACE", "Preempted", "supervise"]
+__all__ = ["EXIT_GRACE", "Preempted", "peer_error", "supervise"]
 
 log = logging.getLogger("sniper.train")
 
@@ -237,13 +237,21 @@ def _stop_if_stuck(exc: BaseException, stop_stuck: Callable[[str], str | None] |
     """Kill the role a failed call timed out on, if the attempt started it (see
     :attr:`~sniper.cluster._abc.Attempt.stop_stuck`): alive but not answering, it would fail
     the job's every call, and on its own it never exits to be restarted."""
-    peer = exc if isinstance(exc, PeerError) else exc.__cause__
-    if stop_stuck is None or not isinstance(peer, PeerError):
+    peer = peer_error(exc)
+    if stop_stuck is None or peer is None:
         return
     if peer.status is Status.DEADLINE_EXCEEDED:
         role = stop_stuck(peer.peer.rpartition(" ")[2])
         if role is not None:
             log.warning("%s stopped answering (%s); killed it", role, peer.detail)
+
+
+def peer_error(exc: BaseException | None) -> PeerError | None:
+    """The failed call under ``exc``, down its causes (a rank's failure wraps the trainer's,
+    which wraps the call's)."""
+    while exc is not None and not isinstance(exc, PeerError):
+        exc = exc.__cause__
+    return exc
 
 
 async def _until_signalled(
