@@ -161,8 +161,9 @@ def run(args: argparse.Namespace) -> int:
     # A damaged checkpoint is the data's failure, not a usage error (status 2).
     except (TrainingError, CorruptCheckpointError, PeerError) as exc:
         # A rank's line shares the job's stderr with rank 0's, which may fail alike.
-        where = f"trainer rank {rank}: " if rank else ""
-        return fail(exc, where + _one_line(exc), EXIT_FAILED)
+        line, where = _one_line(exc), f"trainer rank {rank}"
+        named = line if not rank or line.startswith(where) else f"{where}: {line}"
+        return fail(exc, named, EXIT_FAILED)
 
 
 def _one_line(exc: BaseException) -> str:

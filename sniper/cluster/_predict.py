@@ -116,11 +116,15 @@ def _check_keep(keep: tuple[str, ...], written: tuple[str, ...]) -> None:
         raise ValueError(f"--keep names a column twice: {', '.join(keep)}")
 
 
+_DELIMITERS = {".csv": ",", ".tsv": "\t"}
+"""The text formats an output's name can ask for, by suffix; any other name is Parquet."""
+
+
 def _writer(path: Path, suffix: str, schema: pa.Schema) -> pq.ParquetWriter | pacsv.CSVWriter:
     """The writer of an output named ``suffix``: CSV for ``.csv``, TSV for ``.tsv``, else
     Parquet. Text has no form for a list column (a kept ``list<string>``): refused, naming
     it."""
-    delimiter = {".csv": ",", ".tsv": "\t"}.get(suffix.lower())
+    delimiter = _DELIMITERS.get(suffix.lower())
     if delimiter is None:
         return pq.ParquetWriter(path, schema)
     nested = [f.name for f in schema if pa.types.is_nested(f.type)]
@@ -142,7 +146,8 @@ def run_predict(
     partial = target.with_name(target.name + ".partial")
 
     named = f"--output {target}"
-    check_output(target, named, "Parquet", (data,), "predict", "the scores")
+    kind = target.suffix[1:].upper() if target.suffix.lower() in _DELIMITERS else "Parquet"
+    check_output(target, named, kind, (data,), "predict", "the scores")
 
     async def write(evaluator: DataEvaluator, predict: Predictor, step: int) -> int:
         del step

@@ -184,7 +184,7 @@ def _registered(factory: str) -> ModelFactory:
         return PLUGINS.load(factory)
     except LookupError as exc:
         module, dot, attribute = factory.rpartition(".")
-        if not (dot and module and attribute):
+        if not (dot and module and attribute) or attribute == "py":  # mymodel.py: a file
             raise
         raise LookupError(
             f"{exc}; a factory of your own is named module:attribute ({module}:{attribute})"

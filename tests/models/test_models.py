@@ -55,6 +55,7 @@ def test_a_model_opens_from_an_import_path_with_its_params() -> None:
             r"valid names are: mlp.*; a factory of your own is named module:attribute "
             r"\(tests.models._linear:build\)$",
         ),
+        ("mymodel.py", {}, LookupError, r"no model named 'mymodel.py'; valid names are: mlp[^;]*$"),
         ("no_such_module:build", {}, LookupError, "cannot import no_such_module"),
         ("tests.models._linear:missing", {}, LookupError, "has no callable 'missing'"),
         ("mlp", {"depth": 3}, ValueError, "model 'mlp' does not take these params"),
