@@ -132,7 +132,8 @@ async def test_the_loop_owning_form_trains_on_a_table_of_one_s_own(tmp_path: Pat
         hubs = [hub for _, hub in job.hub_clients]
         async with TrainCtx(job.cluster, hubs, list(tables)) as ctx:
             async for batch in ctx:
-                logits = model(torch.cat([*batch.embeddings.values(), batch.dense], dim=1))
+                pooled = [t for t in batch.embeddings.values() if isinstance(t, torch.Tensor)]
+                logits = model(torch.cat([*pooled, batch.dense], dim=1))
                 loss = functional.binary_cross_entropy_with_logits(logits, batch.labels)
                 optimizer.zero_grad()
                 await ctx.backward(loss)
