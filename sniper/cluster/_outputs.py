@@ -40,7 +40,8 @@ def _check_apart(target: Path, data: str, named: str, reader: str, what: str) ->
     """Refuse writing ``target`` (``named``: how the user named it, ``--output x``) where
     ``data`` (a ``KIND:PATH`` value; synthetic data has no path) would read it: it is the
     data's file, it matches the data's glob, or it lies in the data's directory and is of the
-    files a directory of that kind reads (``.parquet`` for Parquet, any for the others).
+    files a directory of that kind reads (``.parquet`` at any depth for Parquet, any file of
+    the top level for the others).
     ``reader`` reads the data, and ``what`` is to be written elsewhere."""
     kind, colon, path = data.partition(":")
     if not colon or not path:
@@ -50,7 +51,12 @@ def _check_apart(target: Path, data: str, named: str, reader: str, what: str) ->
     if glob.has_magic(path):
         read = fnmatch.fnmatchcase(str(written), os.path.abspath(path))
     elif source.is_dir():
-        read = source in written.parents and (kind != "parquet" or written.suffix == ".parquet")
+        # A Parquet directory reads .parquet files at any depth (nested ones refuse it);
+        # the others read every file of their top level.
+        if kind == "parquet":
+            read = written.suffix == ".parquet" and source in written.parents
+        else:
+            read = written.parent == source
     else:
         read = written == source
     where = "the data file" if written == source else "in the data"

@@ -35,6 +35,8 @@ def test_an_output_the_data_would_read_is_refused_and_others_are_not(tmp_path: P
     _check(table / "report.json", f"parquet:{table}")
     _check(table / "2024-01" / "r.json", f"parquet:{table}/*/*.parquet")
     _check(tmp_path / "report.json", f"criteo:{days}")
+    (days / "reports").mkdir()
+    _check(days / "reports" / "r.json", f"criteo:{days}")  # not read: below the top level
     _check(tmp_path / "report.json", "synthetic")
 
 
