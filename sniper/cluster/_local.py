@@ -45,9 +45,9 @@ from sniper.cluster._process import (
 from sniper.cluster._rank import named_rank_master, rank_config
 from sniper.cluster._serve import parse_addresses
 from sniper.cluster._servers import hub_configs, server_config, train_over_grpc
-from sniper.cluster._supervise import EXIT_GRACE, peer_error
+from sniper.cluster._supervise import EXIT_GRACE
 from sniper.roles import RankMaster, TrainingError, TrainReport
-from sniper.rpc import Placement
+from sniper.rpc import Placement, peer_error
 
 __all__ = ["LocalLauncher"]
 

@@ -42,9 +42,9 @@ from sniper.cluster._abc import Launch, Launcher, RoleStartError
 from sniper.cluster._checkpoint import LATEST, load_job
 from sniper.cluster._preemption import Preemption
 from sniper.roles import RPC_ERRORS, TrainingError, TrainReport, describe_error
-from sniper.rpc import PeerError
+from sniper.rpc import peer_error
 
-__all__ = ["EXIT_GRACE", "Preempted", "peer_error", "supervise"]
+__all__ = ["EXIT_GRACE", "Preempted", "supervise"]
 
 log = logging.getLogger("sniper.train")
 
@@ -244,14 +244,6 @@ def _stop_if_stuck(exc: BaseException, stop_stuck: Callable[[str], str | None] |
         role = stop_stuck(peer.peer.rpartition(" ")[2])
         if role is not None:
             log.warning("%s stopped answering (%s); killed it", role, peer.detail)
-
-
-def peer_error(exc: BaseException | None) -> PeerError | None:
-    """The failed call under ``exc``, down its causes (a rank's failure wraps the trainer's,
-    which wraps the call's)."""
-    while exc is not None and not isinstance(exc, PeerError):
-        exc = exc.__cause__
-    return exc
 
 
 async def _until_signalled(

@@ -45,6 +45,7 @@ from sniper.rpc._http2 import Server as Server
 from sniper.rpc._moves import moved_from_message as moved_from_message
 from sniper.rpc._moves import moved_to_message as moved_to_message
 from sniper.rpc._peer import PeerError as PeerError
+from sniper.rpc._peer import peer_error as peer_error
 from sniper.rpc._placement import placement_from_message as placement_from_message
 from sniper.rpc._placement import placement_to_message as placement_to_message
 from sniper.rpc._security import Security as Security
@@ -135,6 +136,7 @@ __all__ = [
     "lookup_response",
     "moved_from_message",
     "moved_to_message",
+    "peer_error",
     "placement_from_message",
     "placement_to_message",
     "push_response",

@@ -40,7 +40,7 @@ import anyio.lowlevel
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError, StreamTerminatedError
 
-__all__ = ["PeerError", "call_peer"]
+__all__ = ["PeerError", "call_peer", "peer_error"]
 
 T = TypeVar("T")
 
@@ -67,6 +67,14 @@ class PeerError(GRPCError):
     def line(self) -> str:
         """``<role> <address>: <STATUS>: <what happened>; <what to do>``."""
         return f"{self.peer}: {self.status.name}: {self.detail}; {self.hint}"
+
+
+def peer_error(exc: BaseException | None) -> PeerError | None:
+    """The failed call under ``exc``, down its causes (a trainer rank's failure wraps the
+    trainer's, which wraps the call's); None if no call failed in its transport."""
+    while exc is not None and not isinstance(exc, PeerError):
+        exc = exc.__cause__
+    return exc
 
 
 async def call_peer(peer: str, call: Callable[[], Awaitable[T]], *, tls: bool = False) -> T:
