@@ -116,22 +116,28 @@ def _check_keep(keep: tuple[str, ...], written: tuple[str, ...]) -> None:
         raise ValueError(f"--keep names a column twice: {', '.join(keep)}")
 
 
-_DELIMITERS = {".csv": ",", ".tsv": "\t"}
-"""The text formats an output's name can ask for, by suffix; any other name is Parquet."""
+_TEXT_FORMATS = {".csv": ("CSV", ","), ".tsv": ("TSV", "\t")}
+"""The text formats an output's name can ask for, by suffix (name, delimiter); any other name
+is Parquet."""
+
+
+def _format(suffix: str) -> str:
+    """The format an output named ``suffix`` is written in (``CSV``, ``TSV``, ``Parquet``)."""
+    return _TEXT_FORMATS.get(suffix.lower(), ("Parquet", ""))[0]
 
 
 def _writer(path: Path, suffix: str, schema: pa.Schema) -> pq.ParquetWriter | pacsv.CSVWriter:
     """The writer of an output named ``suffix``: CSV for ``.csv``, TSV for ``.tsv``, else
     Parquet. Text has no form for a list column (a kept ``list<string>``): refused, naming
     it."""
-    delimiter = _DELIMITERS.get(suffix.lower())
-    if delimiter is None:
+    if suffix.lower() not in _TEXT_FORMATS:
         return pq.ParquetWriter(path, schema)
+    kind, delimiter = _TEXT_FORMATS[suffix.lower()]
     nested = [f.name for f in schema if pa.types.is_nested(f.type)]
     if nested:
         raise ValueError(
             f"--keep {nested[0]}: a {schema.field(nested[0]).type} column has no "
-            f"{suffix[1:].upper()} form; write Parquet (--output NAME.parquet) or keep it out"
+            f"{kind} form; write Parquet (--output NAME.parquet) or keep it out"
         )
     return pacsv.CSVWriter(path, schema, write_options=pacsv.WriteOptions(delimiter=delimiter))
 
@@ -146,8 +152,7 @@ def run_predict(
     partial = target.with_name(target.name + ".partial")
 
     named = f"--output {target}"
-    kind = target.suffix[1:].upper() if target.suffix.lower() in _DELIMITERS else "Parquet"
-    check_output(target, named, kind, (data,), "predict", "the scores")
+    check_output(target, named, _format(target.suffix), (data,), "predict", "the scores")
 
     async def write(evaluator: DataEvaluator, predict: Predictor, step: int) -> int:
         del step
